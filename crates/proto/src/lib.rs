@@ -3,6 +3,7 @@
 //! The core never reads a clock or a socket: drivers pass `now` into every call and move the
 //! datagrams themselves. All randomness comes from seeds given by the caller.
 
+pub mod recovery;
 pub mod time;
 pub mod types;
 

@@ -1,0 +1,178 @@
+//! Congestion control behind an open trait: the connection owns a `Box<dyn Controller>` per
+//! path, built by a [`ControllerFactory`] chosen in the configuration. NewReno (RFC 9002 §7,
+//! Appendix B) and CUBIC (RFC 9438) are provided; others (BBR) plug in the same way.
+//!
+//! Windows are in bytes. The connection keeps bytes in flight (see
+//! [`SentPackets`](super::SentPackets)) and asks [`Controller::window`] whether it may send.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use super::RttEstimator;
+use crate::Instant;
+
+mod cubic;
+mod new_reno;
+
+pub use cubic::{Cubic, CubicConfig};
+pub use new_reno::{NewReno, NewRenoConfig};
+
+/// A congestion controller for one path.
+pub trait Controller: Send + fmt::Debug {
+    fn name(&self) -> &'static str;
+
+    /// A packet counting toward bytes in flight was sent; `bytes_in_flight` includes it.
+    fn on_sent(&mut self, _now: Instant, _bytes: u64, _bytes_in_flight: u64) {}
+
+    /// One in-flight packet newly acknowledged; `sent` is its send time. `app_limited`: the
+    /// sender had less data than the window allowed when it was sent, so the window must not
+    /// grow on its account (RFC 9002 §7.8).
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        bytes: u64,
+        app_limited: bool,
+        rtt: &RttEstimator,
+    );
+
+    /// After all packets of one ACK frame were processed.
+    fn on_end_acks(&mut self, _now: Instant, _bytes_in_flight: u64, _app_limited: bool) {}
+
+    /// A loss event (one per ACK frame or timeout that declared in-flight packets lost); `sent`
+    /// is the send time of the largest lost packet. Losses of packets sent before the current
+    /// recovery period started cause no further reduction (RFC 9002 §7.3.2).
+    fn on_congestion_event(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        persistent_congestion: bool,
+        lost_bytes: u64,
+    );
+
+    /// FEC seam: a packet that was (or would have been) declared lost but whose content the
+    /// peer recovered. The connection decides whether such losses reach
+    /// [`on_congestion_event`](Self::on_congestion_event) at all ("mask" mode skips it).
+    fn on_recovered(&mut self, _now: Instant, _sent: Instant, _bytes: u64) {}
+
+    /// The last congestion event was spurious (the "lost" packets were acknowledged later):
+    /// controllers that can, undo the reduction.
+    fn on_spurious_congestion_event(&mut self) {}
+
+    /// The path MTU changed; windows expressed in datagrams follow it.
+    fn on_mtu_update(&mut self, max_datagram_size: u16);
+
+    /// Congestion window in bytes.
+    fn window(&self) -> u64;
+    /// Slow-start threshold in bytes (`u64::MAX` before the first loss).
+    fn ssthresh(&self) -> u64;
+    fn in_slow_start(&self) -> bool;
+    fn clone_box(&self) -> Box<dyn Controller>;
+}
+
+impl Clone for Box<dyn Controller> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// Builds a controller per path; shared by all connections of an endpoint.
+pub trait ControllerFactory: Send + Sync + fmt::Debug {
+    fn build(&self, now: Instant, max_datagram_size: u16) -> Box<dyn Controller>;
+    fn name(&self) -> &'static str;
+}
+
+/// RFC 9002 §7.2: min(10 * mds, max(14720, 2 * mds)) for the default 10 packets; a configured
+/// packet count keeps the same 14720-byte cap scaled by packets / 10.
+pub(crate) fn initial_window(packets: u64, mds: u16) -> u64 {
+    let mds = u64::from(mds);
+    let cap = (14_720 * packets / 10).max(2 * mds);
+    (packets * mds).min(cap)
+}
+
+/// The built-in controllers, for configuration and the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CongestionControl {
+    NewReno,
+    Cubic,
+}
+
+impl CongestionControl {
+    pub const ALL: [CongestionControl; 2] = [CongestionControl::NewReno, CongestionControl::Cubic];
+
+    /// The factory with default parameters.
+    pub fn factory(self) -> Arc<dyn ControllerFactory> {
+        match self {
+            CongestionControl::NewReno => Arc::new(NewRenoConfig::default()),
+            CongestionControl::Cubic => Arc::new(CubicConfig::default()),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CongestionControl::NewReno => "newreno",
+            CongestionControl::Cubic => "cubic",
+        }
+    }
+}
+
+impl fmt::Display for CongestionControl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Unknown congestion-control name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseCongestionControlError(pub String);
+
+impl fmt::Display for ParseCongestionControlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ParseCongestionControlError {}
+
+impl FromStr for CongestionControl {
+    type Err = ParseCongestionControlError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "newreno" | "new-reno" | "reno" => Ok(CongestionControl::NewReno),
+            "cubic" => Ok(CongestionControl::Cubic),
+            _ => Err(ParseCongestionControlError(s.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initial_window_rfc9002() {
+        assert_eq!(initial_window(10, 1200), 12_000);
+        assert_eq!(initial_window(10, 1500), 14_720);
+        assert_eq!(initial_window(10, 9000), 18_000);
+    }
+
+    #[test]
+    fn parse_names() {
+        assert_eq!("cubic".parse(), Ok(CongestionControl::Cubic));
+        assert_eq!("Reno".parse(), Ok(CongestionControl::NewReno));
+        assert_eq!("newreno".parse(), Ok(CongestionControl::NewReno));
+        let err = "bbr".parse::<CongestionControl>().unwrap_err().to_string();
+        assert!(err.contains("newreno") && err.contains("cubic"), "{err}");
+        for cc in CongestionControl::ALL {
+            assert_eq!(cc.to_string().parse(), Ok(cc));
+            let c = cc.factory().build(Instant::ZERO, 1200);
+            assert_eq!(c.name(), cc.as_str());
+            assert_eq!(c.window(), 12_000);
+        }
+    }
+}

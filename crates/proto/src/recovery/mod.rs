@@ -1,0 +1,28 @@
+//! Loss detection and congestion control (RFC 9002), kept free of connection state so the
+//! connection module composes it per packet-number space and per path.
+//!
+//! - [`rtt`]: RTT estimation (RFC 9002 §5).
+//! - [`sent`]: sent-packet tracking, ACK processing, loss detection (§6, Appendix A).
+//! - [`persistent`]: persistent-congestion detection (§7.6).
+//! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC 9438).
+//! - [`pacing`]: token-bucket pacer (§7.7).
+
+pub mod cc;
+pub mod pacing;
+pub mod persistent;
+pub mod rtt;
+pub mod sent;
+
+pub use cc::{
+    CongestionControl, Controller, ControllerFactory, CubicConfig, NewRenoConfig,
+    ParseCongestionControlError,
+};
+pub use pacing::Pacer;
+pub use persistent::PersistentCongestion;
+pub use rtt::{GRANULARITY, INITIAL_RTT, RttEstimator};
+pub use sent::{AckSummary, InvalidAck, SentPacket, SentPackets};
+
+/// RFC 9002 §6.1.1: reordering threshold in packets before a packet is declared lost.
+pub const PACKET_THRESHOLD: u64 = 3;
+/// RFC 9002 §7.6.1: multiplier of the PTO period that defines persistent congestion.
+pub const PERSISTENT_CONGESTION_THRESHOLD: u32 = 3;

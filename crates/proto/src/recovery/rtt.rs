@@ -1,0 +1,215 @@
+//! RTT estimation (RFC 9002 §5).
+
+use std::time::Duration;
+
+/// Timer granularity (RFC 9002 §6.1.2, kGranularity).
+pub const GRANULARITY: Duration = Duration::from_millis(1);
+/// RTT assumed before any sample (RFC 9002 §6.2.2, kInitialRtt).
+pub const INITIAL_RTT: Duration = Duration::from_millis(333);
+
+/// Smoothed RTT, variation and minimum of one path.
+#[derive(Debug, Clone, Copy)]
+pub struct RttEstimator {
+    latest: Duration,
+    smoothed: Duration,
+    rttvar: Duration,
+    min: Duration,
+    has_sample: bool,
+    /// Set after persistent congestion: the next sample replaces min_rtt (RFC 9002 §5.2).
+    reset_min: bool,
+}
+
+impl RttEstimator {
+    /// Estimator before any sample: smoothed = initial, rttvar = initial / 2 (RFC 9002 §5.3).
+    pub fn new(initial_rtt: Duration) -> Self {
+        RttEstimator {
+            latest: initial_rtt,
+            smoothed: initial_rtt,
+            rttvar: initial_rtt / 2,
+            min: initial_rtt,
+            has_sample: false,
+            reset_min: false,
+        }
+    }
+
+    /// Folds in one RTT sample (RFC 9002 §5.3). `ack_delay` is the decoded ACK Delay; it is
+    /// capped by `max_ack_delay` once the handshake is confirmed, and only subtracted when the
+    /// result stays >= min_rtt so a misreporting peer cannot push the estimate below min_rtt.
+    pub fn update(
+        &mut self,
+        rtt_sample: Duration,
+        ack_delay: Duration,
+        max_ack_delay: Duration,
+        handshake_confirmed: bool,
+    ) {
+        self.latest = rtt_sample;
+        if !self.has_sample {
+            // The first sample resets the estimator so no trace of the initial RTT remains.
+            self.has_sample = true;
+            self.reset_min = false;
+            self.min = rtt_sample;
+            self.smoothed = rtt_sample;
+            self.rttvar = rtt_sample / 2;
+            return;
+        }
+        if self.reset_min {
+            self.reset_min = false;
+            self.min = rtt_sample;
+        } else {
+            self.min = self.min.min(rtt_sample);
+        }
+        let ack_delay = if handshake_confirmed {
+            ack_delay.min(max_ack_delay)
+        } else {
+            ack_delay
+        };
+        let adjusted = if rtt_sample >= self.min + ack_delay {
+            rtt_sample - ack_delay
+        } else {
+            rtt_sample
+        };
+        let var_sample = self.smoothed.abs_diff(adjusted);
+        self.rttvar = (self.rttvar * 3 + var_sample) / 4;
+        self.smoothed = (self.smoothed * 7 + adjusted) / 8;
+    }
+
+    /// After persistent congestion (RFC 9002 §5.2 SHOULD): the next sample becomes min_rtt,
+    /// so a path whose RTT grew does not keep declaring persistent congestion.
+    pub fn reset_min_rtt(&mut self) {
+        self.reset_min = true;
+    }
+
+    pub fn smoothed(&self) -> Duration {
+        self.smoothed
+    }
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+    /// min_rtt; the initial RTT before any sample.
+    pub fn min(&self) -> Duration {
+        self.min
+    }
+    /// latest_rtt; the initial RTT before any sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+    pub fn has_sample(&self) -> bool {
+        self.has_sample
+    }
+
+    /// smoothed + max(4 rttvar, kGranularity) (RFC 9002 §6.2.1). The caller adds max_ack_delay
+    /// for the application data space and applies the exponential backoff.
+    pub fn pto_base(&self) -> Duration {
+        self.smoothed + (self.rttvar * 4).max(GRANULARITY)
+    }
+
+    /// Time-threshold loss delay: max(9/8 max(smoothed, latest), kGranularity) (RFC 9002 §6.1.2).
+    pub fn loss_delay(&self) -> Duration {
+        let base = self.smoothed.max(self.latest);
+        (base + base / 8).max(GRANULARITY)
+    }
+
+    /// (smoothed + max(4 rttvar, kGranularity) + max_ack_delay) * 3 (RFC 9002 §7.6.1).
+    pub fn persistent_congestion_duration(&self, max_ack_delay: Duration) -> Duration {
+        (self.pto_base() + max_ack_delay) * super::PERSISTENT_CONGESTION_THRESHOLD
+    }
+}
+
+impl Default for RttEstimator {
+    fn default() -> Self {
+        RttEstimator::new(INITIAL_RTT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn initial_values() {
+        let r = RttEstimator::new(INITIAL_RTT);
+        assert!(!r.has_sample());
+        assert_eq!(r.smoothed(), ms(333));
+        assert_eq!(r.rttvar(), Duration::from_micros(166_500));
+        assert_eq!(r.pto_base(), ms(333) + Duration::from_micros(666_000));
+    }
+
+    #[test]
+    fn first_sample_resets_and_ignores_ack_delay() {
+        let mut r = RttEstimator::new(INITIAL_RTT);
+        r.update(ms(100), ms(20), ms(25), true);
+        assert!(r.has_sample());
+        assert_eq!(r.smoothed(), ms(100));
+        assert_eq!(r.rttvar(), ms(50));
+        assert_eq!(r.min(), ms(100));
+        assert_eq!(r.latest(), ms(100));
+    }
+
+    #[test]
+    fn subsequent_sample_ewma() {
+        let mut r = RttEstimator::new(INITIAL_RTT);
+        r.update(ms(100), ms(0), ms(25), true);
+        // adjusted = 140 - 20 = 120 (120 >= min 100)
+        r.update(ms(140), ms(20), ms(25), true);
+        // rttvar = 3/4*50 + 1/4*|100-120| = 37.5 + 5 = 42.5; smoothed = 7/8*100 + 120/8 = 102.5
+        assert_eq!(r.rttvar(), Duration::from_micros(42_500));
+        assert_eq!(r.smoothed(), Duration::from_micros(102_500));
+        assert_eq!(r.min(), ms(100));
+    }
+
+    #[test]
+    fn ack_delay_capped_only_after_confirmation() {
+        let mut a = RttEstimator::new(INITIAL_RTT);
+        a.update(ms(100), ms(0), ms(25), true);
+        a.update(ms(200), ms(80), ms(25), true); // capped to 25: adjusted 175
+        assert_eq!(a.smoothed(), (ms(700) + ms(175)) / 8);
+        let mut b = RttEstimator::new(INITIAL_RTT);
+        b.update(ms(100), ms(0), ms(25), false);
+        b.update(ms(200), ms(80), ms(25), false); // not capped: adjusted 120
+        assert_eq!(b.smoothed(), (ms(700) + ms(120)) / 8);
+    }
+
+    #[test]
+    fn ack_delay_not_subtracted_below_min_rtt() {
+        let mut r = RttEstimator::new(INITIAL_RTT);
+        r.update(ms(100), ms(0), ms(25), true);
+        // 110 - 20 = 90 < min 100: use 110 unadjusted.
+        r.update(ms(110), ms(20), ms(25), true);
+        assert_eq!(r.smoothed(), (ms(700) + ms(110)) / 8);
+        // min_rtt follows raw samples and ignores ack delay.
+        r.update(ms(60), ms(10), ms(25), true);
+        assert_eq!(r.min(), ms(60));
+    }
+
+    #[test]
+    fn min_rtt_reset_after_persistent_congestion() {
+        let mut r = RttEstimator::new(INITIAL_RTT);
+        r.update(ms(50), ms(0), ms(25), true);
+        r.reset_min_rtt();
+        r.update(ms(200), ms(0), ms(25), true);
+        assert_eq!(r.min(), ms(200));
+        r.update(ms(300), ms(0), ms(25), true);
+        assert_eq!(r.min(), ms(200));
+    }
+
+    #[test]
+    fn loss_delay_and_granularity() {
+        let mut r = RttEstimator::new(INITIAL_RTT);
+        r.update(ms(80), ms(0), ms(0), true);
+        assert_eq!(r.loss_delay(), ms(90));
+        r.update(ms(160), ms(0), ms(0), true); // latest > smoothed
+        assert_eq!(r.loss_delay(), ms(180));
+        let mut tiny = RttEstimator::new(INITIAL_RTT);
+        tiny.update(Duration::from_micros(100), ms(0), ms(0), true);
+        assert_eq!(tiny.loss_delay(), GRANULARITY);
+        assert_eq!(tiny.pto_base(), Duration::from_micros(100) + GRANULARITY);
+        assert_eq!(
+            tiny.persistent_congestion_duration(ms(25)),
+            (Duration::from_micros(100) + GRANULARITY + ms(25)) * 3
+        );
+    }
+}
