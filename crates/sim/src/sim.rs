@@ -1,0 +1,357 @@
+//! The discrete-event engine: nodes, routes, link directions and the event loop.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+
+use qfec_proto::Instant;
+
+use crate::Node;
+use crate::link::LinkSpec;
+use crate::log::{EventKind, EventLog, bytes_hash};
+use crate::pcap::{PcapMode, PcapWriter};
+use crate::stage::{LinkRt, LinkStats};
+use crate::world::{Ev, Packet, World};
+
+/// Index of a node in a [`Simulator`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u32);
+
+/// Index of a link direction in a [`Simulator`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkId(pub u32);
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Every node reported `is_done()`.
+    AllDone,
+    /// No event left to process.
+    Idle,
+    /// The time limit was reached.
+    Limit,
+}
+
+/// Engine-wide counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SimStats {
+    /// Events processed (including stale timers).
+    pub events: u64,
+    pub timeouts: u64,
+    pub datagrams_sent: u64,
+    /// Datagrams with no route, or routed to an address no node owns.
+    pub unroutable: u64,
+}
+
+struct NodeSlot<N> {
+    node: N,
+    addr: SocketAddr,
+    timer: Option<u64>,
+    generation: u64,
+}
+
+/// A deterministic network of nodes in virtual time. Generic over the node type so drivers
+/// can get their concrete nodes back (`Box<dyn Node>` works too).
+pub struct Simulator<N: Node = Box<dyn Node>> {
+    seed: u64,
+    now: u64,
+    started: bool,
+    nodes: Vec<NodeSlot<N>>,
+    addrs: BTreeMap<SocketAddr, NodeId>,
+    routes: BTreeMap<(SocketAddr, SocketAddr), LinkId>,
+    links: Vec<LinkRt>,
+    world: World,
+    stats: SimStats,
+}
+
+impl<N: Node> Simulator<N> {
+    /// An empty network; `seed` seeds every random stage (see [`crate::rng::stage_seed`]).
+    pub fn new(seed: u64) -> Self {
+        Simulator {
+            seed,
+            now: 0,
+            started: false,
+            nodes: Vec::new(),
+            addrs: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            links: Vec::new(),
+            world: World::default(),
+            stats: SimStats::default(),
+        }
+    }
+
+    /// Add a node reachable at `addr` (its datagrams are sent from `addr`).
+    pub fn add_node(&mut self, addr: SocketAddr, node: N) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
+        assert!(
+            self.addrs.insert(addr, id).is_none(),
+            "address {addr} already has a node"
+        );
+        self.nodes.push(NodeSlot {
+            node,
+            addr,
+            timer: None,
+            generation: 0,
+        });
+        id
+    }
+
+    /// Make `node` also reachable at `addr` (e.g. a second path).
+    pub fn add_address(&mut self, node: NodeId, addr: SocketAddr) {
+        assert!(
+            self.addrs.insert(addr, node).is_none(),
+            "address {addr} taken"
+        );
+    }
+
+    /// Add a link direction; attach it to routes with [`Simulator::add_route`].
+    pub fn add_link(&mut self, spec: &LinkSpec) -> LinkId {
+        let id = self.links.len() as u32;
+        let rt = LinkRt::new(id, spec, self.seed);
+        for (i, (at, _)) in rt.changes.iter().enumerate() {
+            self.world.schedule(
+                at.as_nanos(),
+                Ev::Change {
+                    link: id,
+                    idx: i as u32,
+                },
+            );
+        }
+        self.links.push(rt);
+        LinkId(id)
+    }
+
+    /// Datagrams from `src` to `dst` traverse `link` (several routes may share one link).
+    pub fn add_route(&mut self, src: SocketAddr, dst: SocketAddr, link: LinkId) {
+        self.routes.insert((src, dst), link);
+    }
+
+    /// Two directions between `a` and `b`: `ab` carries a->b, `ba` carries b->a.
+    pub fn connect(
+        &mut self,
+        a: SocketAddr,
+        b: SocketAddr,
+        ab: &LinkSpec,
+        ba: &LinkSpec,
+    ) -> (LinkId, LinkId) {
+        let l1 = self.add_link(ab);
+        let l2 = self.add_link(ba);
+        self.add_route(a, b, l1);
+        self.add_route(b, a, l2);
+        (l1, l2)
+    }
+
+    /// Capture datagrams into a pcap stream.
+    pub fn set_pcap(&mut self, out: Box<dyn Write + Send>, mode: PcapMode) -> std::io::Result<()> {
+        self.world.pcap = Some((PcapWriter::new(out)?, mode));
+        Ok(())
+    }
+
+    /// Flush the pcap and the text log; reports the first capture error, if any.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(e) = self.world.pcap_error.take() {
+            return Err(e);
+        }
+        if let Some((w, _)) = self.world.pcap.as_mut() {
+            w.flush()?;
+        }
+        self.world.log.flush()
+    }
+
+    /// Also write a text line per event.
+    pub fn set_text_log(&mut self, out: Box<dyn Write + Send>) {
+        self.world.log.set_text(out);
+    }
+
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.now)
+    }
+
+    pub fn node(&self, id: NodeId) -> &N {
+        &self.nodes[id.0 as usize].node
+    }
+
+    /// Mutable access; call [`Simulator::wake`] afterwards if you changed what it wants to send.
+    pub fn node_mut(&mut self, id: NodeId) -> &mut N {
+        &mut self.nodes[id.0 as usize].node
+    }
+
+    pub fn node_addr(&self, id: NodeId) -> SocketAddr {
+        self.nodes[id.0 as usize].addr
+    }
+
+    pub fn link_stats(&self, id: LinkId) -> &LinkStats {
+        &self.links[id.0 as usize].stats
+    }
+
+    pub fn link_name(&self, id: LinkId) -> &str {
+        &self.links[id.0 as usize].name
+    }
+
+    pub fn stats(&self) -> &SimStats {
+        &self.stats
+    }
+
+    pub fn event_log(&self) -> &EventLog {
+        &self.world.log
+    }
+
+    /// Running hash of all events: equal for equal seeds and inputs.
+    pub fn event_hash(&self) -> u64 {
+        self.world.log.hash()
+    }
+
+    /// Poll a node for datagrams and its timer now (after external changes to it).
+    pub fn wake(&mut self, id: NodeId) {
+        self.drive(id.0);
+    }
+
+    fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            for i in 0..self.nodes.len() {
+                self.drive(i as u32);
+            }
+        }
+    }
+
+    /// Drain a node's transmissions and re-arm its timer.
+    fn drive(&mut self, idx: u32) {
+        let now = self.now;
+        let t = Instant::from_nanos(now);
+        loop {
+            let slot = &mut self.nodes[idx as usize];
+            let Some((dst, data)) = slot.node.poll_transmit(t) else {
+                break;
+            };
+            let src = slot.addr;
+            self.send(now, src, dst, data);
+        }
+        let slot = &mut self.nodes[idx as usize];
+        let timer = slot.node.poll_timeout().map(|t| t.as_nanos().max(now));
+        if timer != slot.timer {
+            slot.timer = timer;
+            slot.generation += 1;
+            if let Some(at) = timer {
+                let generation = slot.generation;
+                self.world.schedule(
+                    at,
+                    Ev::Timer {
+                        node: idx,
+                        generation,
+                    },
+                );
+            }
+        }
+    }
+
+    fn send(&mut self, now: u64, src: SocketAddr, dst: SocketAddr, data: Vec<u8>) {
+        self.stats.datagrams_sent += 1;
+        let hash = bytes_hash(&data);
+        self.world.capture(now, true, src, dst, &data);
+        let Some(&link) = self.routes.get(&(src, dst)) else {
+            self.stats.unroutable += 1;
+            self.world
+                .log
+                .record(now, EventKind::DropNoRoute, u32::MAX, data.len(), hash);
+            return;
+        };
+        let slot = self.world.insert(Packet {
+            src,
+            dst,
+            data,
+            hash,
+            link: link.0,
+        });
+        self.links[link.0 as usize].offer(now, slot, &mut self.world);
+    }
+
+    /// Time of the next event, if any.
+    pub fn next_event_time(&self) -> Option<Instant> {
+        self.world.peek_time().map(Instant::from_nanos)
+    }
+
+    /// Process one event. Returns false when there is none.
+    pub fn step(&mut self) -> bool {
+        self.start();
+        let Some((t, ev)) = self.world.pop() else {
+            return false;
+        };
+        debug_assert!(t >= self.now, "time never goes back");
+        self.now = t;
+        self.stats.events += 1;
+        match ev {
+            Ev::Arrive(slot) => self.arrive(t, slot),
+            Ev::ServiceDone(l) => self.links[l as usize].service_done(t, &mut self.world),
+            Ev::Opportunity(l) => self.links[l as usize].opportunity(t, &mut self.world),
+            Ev::Change { link, idx } => {
+                self.links[link as usize].apply_change(t, idx as usize, &mut self.world)
+            }
+            Ev::Timer { node, generation } => {
+                let slot = &mut self.nodes[node as usize];
+                if slot.generation == generation && slot.timer == Some(t) {
+                    slot.timer = None;
+                    self.stats.timeouts += 1;
+                    self.world.log.record(t, EventKind::Timeout, node, 0, 0);
+                    slot.node.handle_timeout(Instant::from_nanos(t));
+                    self.drive(node);
+                }
+            }
+        }
+        true
+    }
+
+    fn arrive(&mut self, now: u64, slot: u32) {
+        let p = self.world.take(slot);
+        let Some(&NodeId(dst)) = self.addrs.get(&p.dst) else {
+            self.stats.unroutable += 1;
+            self.world
+                .log
+                .record(now, EventKind::DropNoRoute, p.link, p.data.len(), p.hash);
+            return;
+        };
+        self.links[p.link as usize].delivered(p.data.len());
+        self.world
+            .log
+            .record(now, EventKind::Deliver, p.link, p.data.len(), p.hash);
+        self.world.capture(now, false, p.src, p.dst, &p.data);
+        self.nodes[dst as usize]
+            .node
+            .handle_datagram(Instant::from_nanos(now), p.src, &p.data);
+        self.drive(dst);
+    }
+
+    /// Process every event up to and including `deadline`; the clock ends at `deadline`.
+    pub fn run_until(&mut self, deadline: Instant) {
+        self.start();
+        let d = deadline.as_nanos();
+        while self.world.peek_time().is_some_and(|t| t <= d) {
+            self.step();
+        }
+        self.now = self.now.max(d);
+    }
+
+    /// Run until all nodes are done, nothing is left to do, or `limit` is reached.
+    pub fn run_until_done(&mut self, limit: Instant) -> RunOutcome {
+        self.start();
+        loop {
+            if self.all_done() {
+                return RunOutcome::AllDone;
+            }
+            match self.world.peek_time() {
+                None => return RunOutcome::Idle,
+                Some(t) if t > limit.as_nanos() => {
+                    self.now = self.now.max(limit.as_nanos());
+                    return RunOutcome::Limit;
+                }
+                Some(_) => {
+                    self.step();
+                }
+            }
+        }
+    }
+
+    fn all_done(&self) -> bool {
+        self.nodes.iter().all(|n| n.node.is_done())
+    }
+}

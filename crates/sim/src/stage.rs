@@ -1,0 +1,301 @@
+//! Runtime of one link direction: the stage chain acting on packets.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use qfec_proto::Instant;
+
+use crate::link::{Jitter, LinkChange, LinkSpec, QueueLimit, Serializer, serialization_ns};
+use crate::log::{EventKind, bytes_hash};
+use crate::loss::LossModel;
+use crate::rng::SimRng;
+use crate::trace::{DeliveryTrace, OPPORTUNITY_BYTES, TraceCursor};
+use crate::world::{Ev, World};
+
+/// Per-direction counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub offered_packets: u64,
+    pub offered_bytes: u64,
+    pub dropped_ingress: u64,
+    pub dropped_queue: u64,
+    pub dropped_air: u64,
+    pub dropped_blackhole: u64,
+    pub corrupted: u64,
+    pub delivered_packets: u64,
+    pub delivered_bytes: u64,
+    pub max_queue_packets: usize,
+    pub max_queue_bytes: u64,
+}
+
+impl LinkStats {
+    pub fn dropped(&self) -> u64 {
+        self.dropped_ingress + self.dropped_queue + self.dropped_air + self.dropped_blackhole
+    }
+}
+
+enum Ser {
+    Unlimited,
+    Rate(u64),
+    Trace(Arc<DeliveryTrace>),
+}
+
+pub(crate) struct LinkRt {
+    id: u32,
+    pub name: String,
+    ser: Ser,
+    limit: QueueLimit,
+    ingress: Vec<(Box<dyn LossModel>, SimRng)>,
+    air: Vec<(Box<dyn LossModel>, SimRng)>,
+    corrupt: f64,
+    corrupt_rng: SimRng,
+    delay_ns: u64,
+    jitter: Jitter,
+    jitter_rng: SimRng,
+    allow_reorder: bool,
+    pub changes: Vec<(Instant, LinkChange)>,
+    queue: VecDeque<(u32, u32)>,
+    queue_bytes: u64,
+    in_service: Option<u32>,
+    opportunity_pending: bool,
+    cursor: TraceCursor,
+    head_paid: u64,
+    blackhole: bool,
+    suspended: bool,
+    last_arrival: u64,
+    pub stats: LinkStats,
+}
+
+impl LinkRt {
+    pub fn new(id: u32, spec: &LinkSpec, seed: u64) -> Self {
+        let models = |list: &[crate::loss::LossSpec], stage: &str| {
+            list.iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let label = format!("{}/{stage}/{i}", spec.name);
+                    (s.build(), SimRng::for_stage(seed, &label))
+                })
+                .collect::<Vec<_>>()
+        };
+        LinkRt {
+            id,
+            name: spec.name.clone(),
+            ser: match &spec.serializer {
+                Serializer::Unlimited => Ser::Unlimited,
+                Serializer::Rate(r) => Ser::Rate(*r),
+                Serializer::Trace(t) => Ser::Trace(t.clone()),
+            },
+            limit: spec.queue,
+            ingress: models(&spec.ingress_loss, "ingress"),
+            air: models(&spec.air_loss, "air"),
+            corrupt: spec.corrupt,
+            corrupt_rng: SimRng::for_stage(seed, &format!("{}/corrupt", spec.name)),
+            delay_ns: spec.delay.as_nanos() as u64,
+            jitter: spec.jitter,
+            jitter_rng: SimRng::for_stage(seed, &format!("{}/jitter", spec.name)),
+            allow_reorder: spec.allow_reorder,
+            changes: spec.changes.clone(),
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            in_service: None,
+            opportunity_pending: false,
+            cursor: TraceCursor::default(),
+            head_paid: 0,
+            blackhole: false,
+            suspended: false,
+            last_arrival: 0,
+            stats: LinkStats::default(),
+        }
+    }
+
+    fn drop_packet(&mut self, now: u64, slot: u32, kind: EventKind, w: &mut World) {
+        let p = w.take(slot);
+        match kind {
+            EventKind::DropIngressLoss => self.stats.dropped_ingress += 1,
+            EventKind::DropQueue => self.stats.dropped_queue += 1,
+            EventKind::DropAirLoss => self.stats.dropped_air += 1,
+            _ => self.stats.dropped_blackhole += 1,
+        }
+        w.log.record(now, kind, self.id, p.data.len(), p.hash);
+    }
+
+    /// A packet enters this direction.
+    pub fn offer(&mut self, now: u64, slot: u32, w: &mut World) {
+        let (len, hash) = {
+            let p = w.get_mut(slot);
+            (p.data.len(), p.hash)
+        };
+        self.stats.offered_packets += 1;
+        self.stats.offered_bytes += len as u64;
+        w.log.record(now, EventKind::Send, self.id, len, hash);
+        if self.blackhole {
+            return self.drop_packet(now, slot, EventKind::DropBlackhole, w);
+        }
+        let t = Instant::from_nanos(now);
+        if self.ingress.iter_mut().any(|(m, rng)| m.lose(t, rng)) {
+            return self.drop_packet(now, slot, EventKind::DropIngressLoss, w);
+        }
+        let fits = match self.limit {
+            QueueLimit::Unlimited => true,
+            QueueLimit::Packets(n) => self.queue.len() < n,
+            QueueLimit::Bytes(b) => self.queue_bytes + len as u64 <= b,
+        };
+        // An idle rate serializer takes the packet straight onto the wire: it never queues.
+        let straight = self.in_service.is_none()
+            && self.queue.is_empty()
+            && !self.suspended
+            && matches!(self.ser, Ser::Rate(_) | Ser::Unlimited);
+        if !fits && !straight {
+            return self.drop_packet(now, slot, EventKind::DropQueue, w);
+        }
+        self.queue.push_back((slot, len as u32));
+        self.queue_bytes += len as u64;
+        self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.len());
+        self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
+        w.log.record(now, EventKind::Enqueue, self.id, len, hash);
+        self.kick(now, w);
+    }
+
+    fn pop_head(&mut self) -> u32 {
+        let (slot, len) = self.queue.pop_front().expect("non-empty queue");
+        self.queue_bytes -= u64::from(len);
+        slot
+    }
+
+    /// Start serving if idle.
+    fn kick(&mut self, now: u64, w: &mut World) {
+        if self.suspended {
+            return;
+        }
+        match &self.ser {
+            Ser::Unlimited => {
+                while !self.queue.is_empty() {
+                    let slot = self.pop_head();
+                    self.egress(now, slot, w);
+                }
+            }
+            Ser::Rate(rate) => {
+                if self.in_service.is_none() && !self.queue.is_empty() {
+                    let rate = *rate;
+                    let (slot, len) = (self.queue[0].0, self.queue[0].1);
+                    self.pop_head();
+                    self.in_service = Some(slot);
+                    let done = now + serialization_ns(len as usize, rate);
+                    w.schedule(done, Ev::ServiceDone(self.id));
+                }
+            }
+            Ser::Trace(trace) => {
+                if !self.opportunity_pending && !self.queue.is_empty() {
+                    let at = self.cursor.seek(trace, now);
+                    self.opportunity_pending = true;
+                    w.schedule(at, Ev::Opportunity(self.id));
+                }
+            }
+        }
+    }
+
+    /// The rate serializer finished the packet on the wire.
+    pub fn service_done(&mut self, now: u64, w: &mut World) {
+        if let Some(slot) = self.in_service.take() {
+            self.egress(now, slot, w);
+        }
+        self.kick(now, w);
+    }
+
+    /// All trace opportunities at `now`: 1500 bytes each, spent on the queue head; a packet
+    /// larger than the remaining credit is paid in part and leaves when fully paid.
+    pub fn opportunity(&mut self, now: u64, w: &mut World) {
+        self.opportunity_pending = false;
+        let Ser::Trace(trace) = &self.ser else {
+            return self.kick(now, w);
+        };
+        if self.suspended {
+            return;
+        }
+        let trace = trace.clone();
+        let mut credit = 0;
+        while self.cursor.time(&trace) <= now {
+            credit += OPPORTUNITY_BYTES;
+            self.cursor.advance(&trace);
+        }
+        while let Some(&(_, len)) = self.queue.front() {
+            let need = u64::from(len) - self.head_paid;
+            if credit < need {
+                self.head_paid += credit;
+                break;
+            }
+            credit -= need;
+            self.head_paid = 0;
+            let slot = self.pop_head();
+            self.egress(now, slot, w);
+        }
+        self.kick(now, w);
+    }
+
+    /// After the serializer: blackhole, air loss, corruption, delay.
+    fn egress(&mut self, now: u64, slot: u32, w: &mut World) {
+        if self.blackhole {
+            return self.drop_packet(now, slot, EventKind::DropBlackhole, w);
+        }
+        let t = Instant::from_nanos(now);
+        if self.air.iter_mut().any(|(m, rng)| m.lose(t, rng)) {
+            return self.drop_packet(now, slot, EventKind::DropAirLoss, w);
+        }
+        if self.corrupt > 0.0 && self.corrupt_rng.chance(self.corrupt) {
+            let p = w.get_mut(slot);
+            if !p.data.is_empty() {
+                let i = self.corrupt_rng.below(p.data.len() as u64) as usize;
+                let flip = 1 + self.corrupt_rng.below(255) as u8;
+                p.data[i] ^= flip;
+                p.hash = bytes_hash(&p.data);
+                let (len, hash) = (p.data.len(), p.hash);
+                self.stats.corrupted += 1;
+                w.log.record(now, EventKind::Corrupt, self.id, len, hash);
+            }
+        }
+        let mut arrival = now + self.delay_ns;
+        arrival = match self.jitter {
+            Jitter::None => arrival,
+            Jitter::Uniform(max) => {
+                let m = max.as_nanos() as u64;
+                (arrival + self.jitter_rng.below(2 * m + 1))
+                    .saturating_sub(m)
+                    .max(now)
+            }
+            Jitter::Normal(sigma) => {
+                // Irwin-Hall: the sum of 12 uniforms minus 6 is close to N(0, 1), bounded by 6;
+                // we cut at 3 sigma.
+                let z: f64 = (0..12).map(|_| self.jitter_rng.next_f64()).sum::<f64>() - 6.0;
+                let off = z.clamp(-3.0, 3.0) * sigma.as_nanos() as f64;
+                ((arrival as f64 + off).round() as u64).max(now)
+            }
+        };
+        if !self.allow_reorder {
+            arrival = arrival.max(self.last_arrival);
+        }
+        self.last_arrival = self.last_arrival.max(arrival);
+        w.schedule(arrival, Ev::Arrive(slot));
+    }
+
+    pub fn apply_change(&mut self, now: u64, idx: usize, w: &mut World) {
+        let Some(&(_, change)) = self.changes.get(idx) else {
+            return;
+        };
+        w.log.record(now, EventKind::LinkChange, self.id, idx, 0);
+        match change {
+            LinkChange::Rate(r) => {
+                self.ser = if r == 0 { Ser::Unlimited } else { Ser::Rate(r) };
+                self.head_paid = 0;
+            }
+            LinkChange::Blackhole(on) => self.blackhole = on,
+            LinkChange::Suspend(on) => self.suspended = on,
+        }
+        self.kick(now, w);
+    }
+
+    /// Count a delivery (the engine hands the packet to the node).
+    pub fn delivered(&mut self, len: usize) {
+        self.stats.delivered_packets += 1;
+        self.stats.delivered_bytes += len as u64;
+    }
+}

@@ -1,0 +1,154 @@
+//! Exact timing of the serializer, delay, trace, blackhole and suspension stages.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use qfec_sim::nodes::{CbrSender, Echo, Pinger, Sink};
+use qfec_sim::{DeliveryTrace, Instant, LinkChange, LinkId, LinkSpec, LossSpec, Simulator};
+
+#[test]
+fn serialization_and_delay_are_exact() {
+    // 1500 B at 10 Mb/s = 1.2 ms; back-to-back packets are spaced by it; + 15 ms delay.
+    let link = LinkSpec::new("a->b", 10_000_000, Duration::from_millis(15));
+    let (mut sim, s) = cbr(1, &link, 1500, Duration::ZERO, 4);
+    run(&mut sim);
+    let t = times(&sim, s);
+    assert_eq!(t, vec![ms(16.2), ms(17.4), ms(18.6), ms(19.8)]);
+}
+
+#[test]
+fn ping_pong_min_rtt() {
+    // RTT = 2 x 10 ms + 1000 B at 10 Mb/s (0.8 ms) + 200 B at 1 Mb/s (1.6 ms) = 22.4 ms.
+    let mut sim: Simulator<T> = Simulator::new(1);
+    let p = sim.add_node(a(), T::Ping(Pinger::new(b(), 1000, 5)));
+    sim.add_node(b(), T::Echo(Echo::new(Some(200))));
+    let ab = LinkSpec::new("ab", 10_000_000, Duration::from_millis(10));
+    let ba = LinkSpec::new("ba", 1_000_000, Duration::from_millis(10));
+    sim.connect(a(), b(), &ab, &ba);
+    run(&mut sim);
+    let T::Ping(p) = sim.node(p) else { panic!() };
+    assert_eq!(p.rtts.len(), 5);
+    assert!(
+        p.rtts.iter().all(|&r| r == Duration::from_micros(22_400)),
+        "{:?}",
+        p.rtts
+    );
+}
+
+#[test]
+fn trace_replays_its_rate() {
+    // One opportunity per ms => one 1500-byte packet per ms = 12 Mb/s.
+    let trace = Arc::new(DeliveryTrace::from_ms((1..=100).collect()).unwrap());
+    let link = LinkSpec::new("a->b", 0, Duration::from_millis(5)).trace(trace);
+    let (mut sim, s) = cbr(1, &link, 1500, Duration::ZERO, 300);
+    run(&mut sim);
+    let t = times(&sim, s);
+    assert_eq!(t.len(), 300);
+    for (i, at) in t.iter().enumerate() {
+        assert_eq!(*at, ms(i as f64 + 1.0 + 5.0), "packet {i}");
+    }
+    let secs = (t[299] - t[0]).as_secs_f64();
+    let rate = 299.0 * 1500.0 * 8.0 / secs;
+    assert!((rate - 12e6).abs() < 1.0, "{rate}");
+}
+
+#[test]
+fn trace_packs_small_packets_into_one_opportunity() {
+    // Five 300-byte packets fit into one 1500-byte opportunity at t = 2 ms.
+    let trace = Arc::new(DeliveryTrace::from_ms(vec![2, 10]).unwrap());
+    let link = LinkSpec::new("a->b", 0, Duration::ZERO).trace(trace);
+    let (mut sim, s) = cbr(1, &link, 300, Duration::ZERO, 6);
+    run(&mut sim);
+    let t = times(&sim, s);
+    assert_eq!(
+        t,
+        vec![ms(2.0), ms(2.0), ms(2.0), ms(2.0), ms(2.0), ms(10.0)]
+    );
+}
+
+#[test]
+fn blackhole_drops_everything_in_its_window() {
+    // 1 packet per ms for 300 ms over a fast link; blackhole during [100, 200) ms.
+    let link = LinkSpec::new("a->b", 1_000_000_000, Duration::from_millis(1))
+        .change(ms(100.0), LinkChange::Blackhole(true))
+        .change(ms(200.0), LinkChange::Blackhole(false));
+    let (mut sim, s) = cbr(1, &link, 1000, Duration::from_millis(1), 300);
+    run(&mut sim);
+    let seqs: Vec<u64> = sink(&sim, s).arrivals.iter().map(|x| x.seq).collect();
+    assert_eq!(seqs.len(), 200);
+    assert!(seqs.iter().all(|&q| !(100..200).contains(&q)));
+    assert_eq!(sim.link_stats(LinkId(0)).dropped_blackhole, 100);
+    // The loss-model form drops the same packets.
+    let link = LinkSpec::new("a->b", 1_000_000_000, Duration::from_millis(1)).ingress_loss(
+        LossSpec::Blackhole {
+            windows: vec![(ms(100.0), ms(200.0))],
+        },
+    );
+    let (mut sim, s) = cbr(1, &link, 1000, Duration::from_millis(1), 300);
+    run(&mut sim);
+    assert_eq!(sink(&sim, s).arrivals.len(), 200);
+}
+
+#[test]
+fn suspension_holds_packets_until_resumed() {
+    // 1500 B at 12 Mb/s = 1 ms; packets every 2 ms; link suspended during [20, 40) ms.
+    let link = LinkSpec::new("a->b", 12_000_000, Duration::ZERO)
+        .change(ms(20.0), LinkChange::Suspend(true))
+        .change(ms(40.0), LinkChange::Suspend(false));
+    let (mut sim, s) = cbr(1, &link, 1500, Duration::from_millis(2), 30);
+    run(&mut sim);
+    let arr = &sink(&sim, s).arrivals;
+    assert_eq!(arr.len(), 30, "nothing lost");
+    // Packet 10 is sent at 20 ms, right when service stops: it waits until 40 ms, then the
+    // backlog (packets 10..=19, sent at 20..38 ms) drains back to back, 1 ms each.
+    assert_eq!(arr[9].at, ms(19.0));
+    for (k, x) in arr.iter().enumerate().take(20).skip(10) {
+        assert_eq!(x.at, ms(41.0 + (k - 10) as f64), "packet {k}");
+    }
+    // Packet 20 (sent at 40 ms) queues behind the backlog.
+    assert_eq!(arr[20].at, ms(51.0));
+}
+
+#[test]
+fn shared_bottleneck_splits_capacity() {
+    // Two senders share one 12 Mb/s direction to one sink: 1 ms per packet in total.
+    let mut sim: Simulator<T> = Simulator::new(3);
+    sim.add_node(a(), T::Cbr(CbrSender::new(b(), 1500, Duration::ZERO, 50)));
+    sim.add_node(c(), T::Cbr(CbrSender::new(b(), 1500, Duration::ZERO, 50)));
+    let s = sim.add_node(b(), T::Sink(Sink::default()));
+    let shared = sim.add_link(&LinkSpec::new("bottleneck", 12_000_000, Duration::ZERO));
+    sim.add_route(a(), b(), shared);
+    sim.add_route(c(), b(), shared);
+    run(&mut sim);
+    let t = times(&sim, s);
+    assert_eq!(t.len(), 100);
+    assert_eq!(*t.last().unwrap(), ms(100.0));
+    assert_eq!(sim.link_stats(shared).delivered_packets, 100);
+}
+
+#[test]
+fn timers_fire_at_their_time() {
+    let mut sim: Simulator<T> = Simulator::new(1);
+    let start = Instant::from_nanos(123_456_789);
+    sim.add_node(
+        a(),
+        T::Cbr(CbrSender::new(b(), 100, Duration::from_millis(3), 2).starting_at(start)),
+    );
+    let s = sim.add_node(b(), T::Sink(Sink::expecting(2)));
+    let l = LinkSpec::new("ab", 0, Duration::from_millis(1));
+    sim.connect(a(), b(), &l, &l.clone());
+    let out = sim.run_until_done(Instant::from_nanos(10_000_000_000));
+    assert_eq!(out, qfec_sim::RunOutcome::AllDone);
+    let t = times(&sim, s);
+    assert_eq!(
+        t,
+        vec![
+            start + Duration::from_millis(1),
+            start + Duration::from_millis(4)
+        ]
+    );
+    assert_eq!(sim.stats().timeouts, 2);
+}
