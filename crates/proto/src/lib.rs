@@ -4,6 +4,9 @@
 //! datagrams themselves. All randomness comes from seeds given by the caller.
 
 pub mod recovery;
+pub mod coding;
+pub mod frame;
+pub mod range_set;
 pub mod time;
 pub mod types;
 

@@ -1,0 +1,245 @@
+//! ACK frames (RFC 9000 §19.3).
+//!
+//! The additional ranges stay as raw bytes: the decoder validates them once (no underflow,
+//! count bounded by the bytes present) and [`AckRangeIter`] walks them without allocating.
+
+use std::ops::RangeInclusive;
+
+use super::{FrameError, ty};
+use crate::coding::{Reader, put_varint, varint_len};
+use crate::range_set::RangeSet;
+
+/// ECN counts of an ACK_ECN frame (RFC 9000 §19.3.2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EcnCounts {
+    pub ect0: u64,
+    pub ect1: u64,
+    pub ce: u64,
+}
+
+/// A decoded ACK frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack<'a> {
+    pub largest: u64,
+    /// Raw encoded ACK Delay; scale with the peer's ack_delay_exponent ([`Ack::delay_micros`]).
+    pub delay: u64,
+    pub first_range: u64,
+    pub ecn: Option<EcnCounts>,
+    additional: &'a [u8],
+    additional_count: u64,
+}
+
+impl<'a> Ack<'a> {
+    /// An ACK with only its first range (for tests and simple senders).
+    pub fn single(largest: u64, delay: u64, first_range: u64, ecn: Option<EcnCounts>) -> Self {
+        debug_assert!(first_range <= largest);
+        Ack {
+            largest,
+            delay,
+            first_range,
+            ecn,
+            additional: &[],
+            additional_count: 0,
+        }
+    }
+
+    /// Acknowledged ranges, highest first, as inclusive packet-number ranges.
+    pub fn ranges(&self) -> AckRangeIter<'a> {
+        AckRangeIter {
+            r: Reader::new(self.additional),
+            next: Some(self.largest - self.first_range.min(self.largest)..=self.largest),
+        }
+    }
+
+    /// Total number of ranges, the first one included.
+    pub fn range_count(&self) -> u64 {
+        self.additional_count + 1
+    }
+
+    /// Smallest acknowledged packet number.
+    pub fn smallest(&self) -> u64 {
+        self.ranges().last().map_or(self.largest, |r| *r.start())
+    }
+
+    /// ACK Delay in microseconds, given the sender's ack_delay_exponent (saturating).
+    pub fn delay_micros(&self, exponent: u64) -> u64 {
+        if exponent >= 64 {
+            return if self.delay == 0 { 0 } else { u64::MAX };
+        }
+        self.delay.saturating_mul(1 << exponent)
+    }
+
+    pub(super) fn encoded_len(&self) -> usize {
+        let mut n = varint_len(self.ty())
+            + varint_len(self.largest)
+            + varint_len(self.delay)
+            + varint_len(self.additional_count)
+            + varint_len(self.first_range)
+            + self.additional.len();
+        if let Some(e) = &self.ecn {
+            n += ecn_len(e);
+        }
+        n
+    }
+
+    pub(super) fn encode(&self, buf: &mut Vec<u8>) {
+        put_varint(buf, self.ty());
+        put_varint(buf, self.largest);
+        put_varint(buf, self.delay);
+        put_varint(buf, self.additional_count);
+        put_varint(buf, self.first_range);
+        buf.extend_from_slice(self.additional);
+        if let Some(e) = &self.ecn {
+            put_ecn(buf, e);
+        }
+    }
+
+    fn ty(&self) -> u64 {
+        if self.ecn.is_some() {
+            ty::ACK_ECN
+        } else {
+            ty::ACK
+        }
+    }
+}
+
+/// Iterator over the ranges of an [`Ack`], highest first.
+#[derive(Debug, Clone)]
+pub struct AckRangeIter<'a> {
+    r: Reader<'a>,
+    next: Option<RangeInclusive<u64>>,
+}
+
+impl Iterator for AckRangeIter<'_> {
+    type Item = RangeInclusive<u64>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let cur = self.next.take()?;
+        // Validated at decode; on anything odd just stop rather than panic.
+        if !self.r.is_empty()
+            && let (Ok(gap), Ok(len)) = (self.r.varint(), self.r.varint())
+            && let Some(largest) = cur.start().checked_sub(gap).and_then(|v| v.checked_sub(2))
+            && let Some(smallest) = largest.checked_sub(len)
+        {
+            self.next = Some(smallest..=largest);
+        }
+        Some(cur)
+    }
+}
+
+pub(super) fn decode<'a>(t: u64, r: &mut Reader<'a>) -> Result<Ack<'a>, FrameError> {
+    let tr = FrameError::truncated(t);
+    let largest = r.varint().map_err(&tr)?;
+    let delay = r.varint().map_err(&tr)?;
+    let additional_count = r.varint().map_err(&tr)?;
+    let first_range = r.varint().map_err(&tr)?;
+    let mut smallest = largest
+        .checked_sub(first_range)
+        .ok_or(FrameError::encoding(t, "ACK range below zero"))?;
+    // Each additional range takes at least two bytes: bound the count before looping.
+    if additional_count > (r.remaining() / 2) as u64 {
+        return Err(FrameError::encoding(t, "ACK range count exceeds frame"));
+    }
+    let start = r.position();
+    let mut body = r.clone();
+    for _ in 0..additional_count {
+        let gap = body.varint().map_err(&tr)?;
+        let len = body.varint().map_err(&tr)?;
+        smallest = smallest
+            .checked_sub(gap)
+            .and_then(|v| v.checked_sub(2))
+            .and_then(|v| v.checked_sub(len))
+            .ok_or(FrameError::encoding(t, "ACK range below zero"))?;
+    }
+    let additional = r.bytes(body.position() - start).map_err(&tr)?;
+    let ecn = if t == ty::ACK_ECN {
+        Some(EcnCounts {
+            ect0: r.varint().map_err(&tr)?,
+            ect1: r.varint().map_err(&tr)?,
+            ce: r.varint().map_err(&tr)?,
+        })
+    } else {
+        None
+    };
+    Ok(Ack {
+        largest,
+        delay,
+        first_range,
+        ecn,
+        additional,
+        additional_count,
+    })
+}
+
+fn ecn_len(e: &EcnCounts) -> usize {
+    varint_len(e.ect0) + varint_len(e.ect1) + varint_len(e.ce)
+}
+
+fn put_ecn(buf: &mut Vec<u8>, e: &EcnCounts) {
+    put_varint(buf, e.ect0);
+    put_varint(buf, e.ect1);
+    put_varint(buf, e.ce);
+}
+
+/// (gap, length) fields for the ranges after the first, walking down from the top.
+fn additional_fields(
+    ranges: &RangeSet,
+    max_ranges: usize,
+) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut it = ranges.iter().rev().take(max_ranges.max(1));
+    let mut prev_start = it.next().map_or(0, |r| r.start);
+    it.map(move |r| {
+        let gap = prev_start - r.end - 1;
+        prev_start = r.start;
+        (gap, r.end - 1 - r.start)
+    })
+}
+
+/// Writes an ACK (or ACK_ECN) frame for the top `max_ranges` ranges of `ranges`; older ranges
+/// are left out. Writes nothing when `ranges` is empty.
+pub fn encode_ack(
+    buf: &mut Vec<u8>,
+    ranges: &RangeSet,
+    delay: u64,
+    ecn: Option<&EcnCounts>,
+    max_ranges: usize,
+) {
+    let Some(top) = ranges.last_range() else {
+        return;
+    };
+    let count = ranges.len().min(max_ranges.max(1));
+    put_varint(buf, if ecn.is_some() { ty::ACK_ECN } else { ty::ACK });
+    put_varint(buf, top.end - 1);
+    put_varint(buf, delay);
+    put_varint(buf, count as u64 - 1);
+    put_varint(buf, top.end - 1 - top.start);
+    for (gap, len) in additional_fields(ranges, max_ranges) {
+        put_varint(buf, gap);
+        put_varint(buf, len);
+    }
+    if let Some(e) = ecn {
+        put_ecn(buf, e);
+    }
+}
+
+/// Exact size of what [`encode_ack`] writes with the same arguments.
+pub fn ack_encoded_len(
+    ranges: &RangeSet,
+    delay: u64,
+    ecn: Option<&EcnCounts>,
+    max_ranges: usize,
+) -> usize {
+    let Some(top) = ranges.last_range() else {
+        return 0;
+    };
+    let count = ranges.len().min(max_ranges.max(1));
+    let mut n = 1
+        + varint_len(top.end - 1)
+        + varint_len(delay)
+        + varint_len(count as u64 - 1)
+        + varint_len(top.end - 1 - top.start);
+    n += additional_fields(ranges, max_ranges)
+        .map(|(g, l)| varint_len(g) + varint_len(l))
+        .sum::<usize>();
+    n + ecn.map_or(0, ecn_len)
+}
