@@ -1,0 +1,423 @@
+//! Property tests: every erasure pattern within a code's capability is
+//! recovered exactly; beyond it, nothing wrong is returned.
+
+use proptest::prelude::*;
+use qfec_erasure::{
+    DecoderLimits, FecError, Field, Recovered, ReedSolomon, RepairSymbol, Scheme, gf256::Kernel,
+};
+use std::collections::HashMap;
+
+fn symbols(n: usize, size: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            (0..size)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Low-level RS: any pattern of <= m erasures over data and parity.
+    #[test]
+    fn rs_any_pattern(k in 1usize..40, m in 1usize..12, size in 1usize..300, seed: u64,
+                      lost_mask: u64, shorten in 0usize..4) {
+        let mut rs = ReedSolomon::new(k, m).unwrap();
+        let keff = k.saturating_sub(shorten).max(1);
+        let data = symbols(keff, size, seed);
+        let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+        let mut parity = vec![vec![0u8; size]; m];
+        {
+            let mut prefs: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
+            rs.encode(&refs, &mut prefs).unwrap();
+        }
+        // Pick the erased symbols among the keff + m.
+        let n = keff + m;
+        let mut erased = vec![false; n];
+        let mut x = lost_mask;
+        for e in erased.iter_mut() {
+            *e = x & 3 == 0;
+            x = x.rotate_right(2) ^ 0x5555;
+        }
+        let lost_data: Vec<usize> = (0..keff).filter(|&j| erased[j]).collect();
+        let nerased = erased.iter().filter(|&&e| e).count();
+        let dopt: Vec<Option<&[u8]>> =
+            (0..keff).map(|j| if erased[j] { None } else { Some(refs[j]) }).collect();
+        let ropt: Vec<Option<&[u8]>> =
+            (0..m).map(|i| if erased[keff + i] { None } else { Some(parity[i].as_slice()) }).collect();
+        let mut outs = vec![vec![0xAAu8; size]; lost_data.len()];
+        let res = {
+            let mut orefs: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+            rs.reconstruct(&dopt, &ropt, &mut orefs)
+        };
+        if nerased <= m {
+            prop_assert!(res.is_ok());
+            for (o, &j) in outs.iter().zip(&lost_data) {
+                prop_assert_eq!(o, &data[j]);
+            }
+        } else if lost_data.len() > m - (nerased - lost_data.len()).min(m) {
+            // More lost sources than surviving repairs: must fail, write nothing.
+            prop_assert_eq!(res, Err(FecError::TooManyErasures));
+            for o in &outs {
+                prop_assert!(o.iter().all(|&b| b == 0xAA));
+            }
+        } else {
+            // Enough repairs survive for the lost sources: MDS recovers them.
+            prop_assert!(res.is_ok());
+            for (o, &j) in outs.iter().zip(&lost_data) {
+                prop_assert_eq!(o, &data[j]);
+            }
+        }
+    }
+
+    /// Framework, block codes and RLC: random loss of sources and repairs;
+    /// every recovered symbol is exact and (for block codes) each block with
+    /// losses <= received repairs is fully recovered.
+    #[test]
+    fn framework_random_losses(which in 0usize..6, nsrc in 1usize..120, size in 1usize..200,
+                               seed: u64, loss in 0u32..40, reorder: bool) {
+        let scheme = match which {
+            0 => Scheme::Xor { k: 5, depth: 1 },
+            1 => Scheme::Xor { k: 4, depth: 3 },
+            2 => Scheme::ReedSolomon { k: 10, m: 3 },
+            3 => Scheme::ReedSolomon { k: 5, m: 1 },
+            4 => Scheme::Rlc { window: 10, density: 15, field: Field::Gf256, interval: 2, repairs: 1 },
+            _ => Scheme::Rlc { window: 8, density: 9, field: Field::Gf2, interval: 1, repairs: 1 },
+        };
+        run_session(scheme, nsrc, size, seed, loss, reorder)?;
+    }
+}
+
+#[test]
+fn sessions_do_recover() {
+    let mut total = 0;
+    for seed in 0..20u64 {
+        for scheme in [
+            Scheme::Xor { k: 4, depth: 3 },
+            Scheme::ReedSolomon { k: 10, m: 3 },
+            Scheme::Rlc {
+                window: 10,
+                density: 15,
+                field: Field::Gf256,
+                interval: 2,
+                repairs: 1,
+            },
+            Scheme::Rlc {
+                window: 8,
+                density: 9,
+                field: Field::Gf2,
+                interval: 1,
+                repairs: 1,
+            },
+        ] {
+            total += run_session(scheme, 100, 50, seed, 10, seed % 2 == 0).unwrap();
+        }
+    }
+    assert!(total > 100, "only {total} recoveries");
+}
+
+fn run_session(
+    scheme: Scheme,
+    nsrc: usize,
+    size: usize,
+    seed: u64,
+    loss: u32,
+    reorder: bool,
+) -> Result<usize, TestCaseError> {
+    use qfec_erasure::block::BlockMeta;
+    // Oracle for block codes: (ids of the block, repairs received).
+    let mut blocks: HashMap<u64, (Vec<u64>, usize)> = HashMap::new();
+    let mut enc = scheme.encoder(size).unwrap();
+    let mut dec = scheme.decoder(size, DecoderLimits::default()).unwrap();
+    let data = symbols(nsrc, size, seed);
+    let mut rng = seed | 1;
+    let mut drop = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % 100) < loss as u64
+    };
+    // (is_repair, id or index)
+    let mut wire: Vec<(Option<RepairSymbol>, u64, usize)> = Vec::new();
+    let mut reps = Vec::new();
+    for (id, d) in data.iter().enumerate() {
+        // Variable-length sources: zero padding must be transparent.
+        let len = if id % 3 == 0 { size / 2 } else { size };
+        enc.add_source(id as u64, &d[..len]).unwrap();
+        wire.push((None, id as u64, len));
+        enc.poll_repair(&mut reps);
+        for r in reps.drain(..) {
+            wire.push((Some(r), 0, 0));
+        }
+    }
+    enc.flush();
+    enc.poll_repair(&mut reps);
+    for r in reps.drain(..) {
+        wire.push((Some(r), 0, 0));
+    }
+    if reorder {
+        // Swap neighbours deterministically.
+        for i in (1..wire.len()).step_by(3) {
+            wire.swap(i - 1, i);
+        }
+    }
+    let mut padded = data.clone();
+    for (id, p) in padded.iter_mut().enumerate() {
+        if id % 3 == 0 {
+            for b in &mut p[size / 2..] {
+                *b = 0;
+            }
+        }
+    }
+    let mut got: HashMap<u64, Vec<u8>> = HashMap::new();
+    let mut rec: Vec<Recovered> = Vec::new();
+    let mut received = std::collections::HashSet::new();
+    for (r, id, len) in wire {
+        if drop() {
+            continue;
+        }
+        match r {
+            None => {
+                received.insert(id);
+                let res = dec.add_source(id, &padded[id as usize][..len], &mut rec);
+                prop_assert!(res.is_ok() || res == Err(FecError::Duplicate), "{res:?}");
+            }
+            Some(r) => {
+                let ids: Option<(u64, Vec<u64>)> = match scheme {
+                    Scheme::Xor { .. } => match BlockMeta::parse_xor(r.meta()).unwrap() {
+                        BlockMeta::Xor {
+                            first,
+                            stride,
+                            count,
+                        } => Some((
+                            first,
+                            (0..count as u64)
+                                .map(|i| first + i * stride as u64)
+                                .collect(),
+                        )),
+                        _ => None,
+                    },
+                    Scheme::ReedSolomon { .. } => match BlockMeta::parse_rs(r.meta()).unwrap() {
+                        BlockMeta::Rs { first, k, .. } => {
+                            Some((first, (first..first + k as u64).collect()))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some((first, ids)) = ids {
+                    blocks.entry(first).or_insert((ids, 0)).1 += 1;
+                }
+                let res = dec.add_repair(r.meta(), &r.payload, &mut rec);
+                prop_assert!(res.is_ok(), "{res:?}");
+            }
+        }
+        for x in rec.drain(..) {
+            prop_assert!(
+                !received.contains(&x.id),
+                "recovered a received id {}",
+                x.id
+            );
+            prop_assert!(
+                got.insert(x.id, x.data.clone()).is_none(),
+                "recovered twice"
+            );
+            prop_assert_eq!(
+                &x.data,
+                &padded[x.id as usize],
+                "wrong recovery of {}",
+                x.id
+            );
+            received.insert(x.id);
+        }
+    }
+    for (ids, nrep) in blocks.values() {
+        let missing = ids.iter().filter(|id| !received.contains(id)).count();
+        let lost = ids
+            .iter()
+            .filter(|id| !received.contains(id) || got.contains_key(id))
+            .count();
+        prop_assert!(
+            missing == 0 || lost > *nrep,
+            "block {ids:?} recoverable but not recovered"
+        );
+    }
+    Ok(got.len())
+}
+
+/// Deterministic capability check of the framework: per block, exactly the
+/// losses the code can repair are repaired.
+#[test]
+fn block_capability_exact() {
+    let size = 64;
+    for (k, m) in [(5u8, 1u8), (10, 2), (20, 10), (32, 4)] {
+        let scheme = Scheme::ReedSolomon { k, m };
+        for nlost in 0..=(m as usize + 1) {
+            let mut enc = scheme.encoder(size).unwrap();
+            let mut dec = scheme.decoder(size, DecoderLimits::default()).unwrap();
+            let data = symbols(k as usize, size, nlost as u64 + 7);
+            let lost: Vec<usize> = (0..nlost).map(|i| (i * 7 + 3) % k as usize).collect();
+            let mut rec = Vec::new();
+            for (id, d) in data.iter().enumerate() {
+                enc.add_source(id as u64, d).unwrap();
+                if !lost.contains(&id) {
+                    dec.add_source(id as u64, d, &mut rec).unwrap();
+                }
+            }
+            let mut reps = Vec::new();
+            enc.poll_repair(&mut reps);
+            assert_eq!(reps.len(), m as usize);
+            for r in &reps {
+                dec.add_repair(r.meta(), &r.payload, &mut rec).unwrap();
+            }
+            let mut lost_sorted = lost.clone();
+            lost_sorted.sort();
+            lost_sorted.dedup();
+            if lost_sorted.len() <= m as usize {
+                assert_eq!(rec.len(), lost_sorted.len());
+                for r in &rec {
+                    assert_eq!(r.data, data[r.id as usize]);
+                }
+            } else {
+                assert!(rec.is_empty());
+            }
+            // A repeated repair is a duplicate.
+            assert_eq!(
+                dec.add_repair(reps[0].meta(), &reps[0].payload, &mut rec),
+                Err(FecError::Duplicate)
+            );
+        }
+    }
+}
+
+#[test]
+fn rs_all_kernels_agree() {
+    let size = 1200;
+    let data = symbols(20, size, 3);
+    let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+    let mut outs: Vec<Vec<Vec<u8>>> = Vec::new();
+    for k in Kernel::supported() {
+        let mut rs = ReedSolomon::new(20, 10).unwrap();
+        rs.set_kernel(k);
+        let mut parity = vec![vec![0u8; size]; 10];
+        let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
+        rs.encode(&refs, &mut p).unwrap();
+        outs.push(parity);
+    }
+    for o in &outs[1..] {
+        assert_eq!(o, &outs[0]);
+    }
+}
+
+#[test]
+fn rlc_recovers_as_soon_as_possible() {
+    // One loss in a window, one repair right after: recovered immediately.
+    let size = 32;
+    let scheme = Scheme::Rlc {
+        window: 5,
+        density: 15,
+        field: Field::Gf256,
+        interval: 5,
+        repairs: 1,
+    };
+    let mut enc = scheme.encoder(size).unwrap();
+    let mut dec = scheme.decoder(size, DecoderLimits::default()).unwrap();
+    let data = symbols(50, size, 9);
+    let mut rec = Vec::new();
+    let mut reps = Vec::new();
+    for (id, d) in data.iter().enumerate() {
+        enc.add_source(id as u64, d).unwrap();
+        if id % 5 != 2 {
+            dec.add_source(id as u64, d, &mut rec).unwrap();
+        }
+        enc.poll_repair(&mut reps);
+        for r in reps.drain(..) {
+            dec.add_repair(r.meta(), &r.payload, &mut rec).unwrap();
+            assert_eq!(rec.len(), 1);
+            let x = rec.pop().unwrap();
+            assert_eq!(x.id, id as u64 - 2);
+            assert_eq!(x.data, data[x.id as usize]);
+        }
+    }
+}
+
+#[test]
+fn rlc_multiple_losses_need_enough_equations() {
+    // 3 losses in a window of 20, repairs arriving one by one: nothing
+    // before the third, all three at the third.
+    let size = 100;
+    let scheme = Scheme::Rlc {
+        window: 20,
+        density: 15,
+        field: Field::Gf256,
+        interval: 20,
+        repairs: 3,
+    };
+    let mut enc = scheme.encoder(size).unwrap();
+    let mut dec = scheme.decoder(size, DecoderLimits::default()).unwrap();
+    let data = symbols(20, size, 11);
+    let mut rec = Vec::new();
+    for (id, d) in data.iter().enumerate() {
+        enc.add_source(id as u64, d).unwrap();
+        if ![3, 9, 17].contains(&id) {
+            dec.add_source(id as u64, d, &mut rec).unwrap();
+        }
+    }
+    let mut reps = Vec::new();
+    enc.poll_repair(&mut reps);
+    assert_eq!(reps.len(), 3);
+    dec.add_repair(reps[0].meta(), &reps[0].payload, &mut rec)
+        .unwrap();
+    dec.add_repair(reps[1].meta(), &reps[1].payload, &mut rec)
+        .unwrap();
+    assert!(rec.is_empty());
+    dec.add_repair(reps[2].meta(), &reps[2].payload, &mut rec)
+        .unwrap();
+    let mut ids: Vec<u64> = rec.iter().map(|r| r.id).collect();
+    ids.sort();
+    assert_eq!(ids, vec![3, 9, 17]);
+    for r in &rec {
+        assert_eq!(r.data, data[r.id as usize]);
+    }
+}
+
+#[test]
+fn rlc_late_source_completes_recovery() {
+    // Two losses, one repair: the late arrival of one lost source lets the
+    // other be recovered.
+    let size = 40;
+    let scheme = Scheme::Rlc {
+        window: 6,
+        density: 15,
+        field: Field::Gf256,
+        interval: 6,
+        repairs: 1,
+    };
+    let mut enc = scheme.encoder(size).unwrap();
+    let mut dec = scheme.decoder(size, DecoderLimits::default()).unwrap();
+    let data = symbols(6, size, 12);
+    let mut rec = Vec::new();
+    for (id, d) in data.iter().enumerate() {
+        enc.add_source(id as u64, d).unwrap();
+        if id != 1 && id != 4 {
+            dec.add_source(id as u64, d, &mut rec).unwrap();
+        }
+    }
+    let mut reps = Vec::new();
+    enc.poll_repair(&mut reps);
+    dec.add_repair(reps[0].meta(), &reps[0].payload, &mut rec)
+        .unwrap();
+    assert!(rec.is_empty());
+    dec.add_source(1, &data[1], &mut rec).unwrap();
+    assert_eq!(rec.len(), 1);
+    assert_eq!(rec[0].id, 4);
+    assert_eq!(rec[0].data, data[4]);
+}
