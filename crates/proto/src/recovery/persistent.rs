@@ -76,10 +76,18 @@ mod tests {
         Instant::from_nanos(tenths * 100_000_000)
     }
 
-    /// RFC 9002 §7.6.3: duration 6 s; packets 2..=8 lost (sent t=1..8), #1 acked at 1.2.
+    /// RFC 9002 §7.6.3: duration 6 s; packets 2..=8 sent at t=1..8 are declared lost.
     fn rfc_example(first_rtt: Option<Instant>, acked_between: Option<u64>) -> bool {
         let mut pc = PersistentCongestion::new(Duration::from_secs(6), first_rtt);
-        let sends = [(2, 10), (3, 20), (4, 30), (5, 40), (6, 50), (7, 60), (8, 80)];
+        let sends = [
+            (2, 10),
+            (3, 20),
+            (4, 30),
+            (5, 40),
+            (6, 50),
+            (7, 60),
+            (8, 80),
+        ];
         for (pn, at) in sends {
             if Some(pn) == acked_between {
                 pc.on_acked();
@@ -92,19 +100,21 @@ mod tests {
 
     #[test]
     fn rfc_example_established() {
-        assert!(rfc_example(Some(t(12)), None));
+        // First RTT sample before #2 was sent (e.g. from the handshake): period 8 - 1 = 7 > 6.
+        assert!(rfc_example(Some(t(5)), None));
     }
 
     #[test]
     fn acked_packet_between_breaks_run() {
-        assert!(!rfc_example(Some(t(12)), Some(5)));
+        assert!(!rfc_example(Some(t(5)), Some(5)));
     }
 
     #[test]
     fn needs_prior_rtt_sample() {
         assert!(!rfc_example(None, None));
-        // First sample taken at t=2.5: the run starts at #4 (t=3); 8 - 3 = 5 < 6.
-        assert!(!rfc_example(Some(t(25)), None));
+        // The RFC's table takes the first sample at t=1.2 (ack of #1), after #2 was sent. The
+        // normative rule (and Appendix B pseudocode) then excludes #2: 8 - 2 = 6 is not > 6.
+        assert!(!rfc_example(Some(t(12)), None));
     }
 
     #[test]

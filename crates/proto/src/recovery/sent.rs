@@ -98,7 +98,10 @@ impl<T> SentPackets<T> {
     /// Records a sent packet. Packet numbers must increase; a small gap (skipped numbers) costs
     /// one vacant slot per skipped number. Panics in debug builds if `pn` does not increase.
     pub fn on_sent(&mut self, pn: u64, p: SentPacket<T>) {
-        debug_assert!(self.largest_sent.is_none_or(|l| pn > l), "pn {pn} not increasing");
+        debug_assert!(
+            self.largest_sent.is_none_or(|l| pn > l),
+            "pn {pn} not increasing"
+        );
         if self.largest_sent.is_some_and(|l| pn <= l) {
             return;
         }

@@ -176,3 +176,6 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod response_tests;

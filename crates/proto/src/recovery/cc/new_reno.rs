@@ -166,7 +166,12 @@ mod tests {
 
     fn rtt() -> RttEstimator {
         let mut r = RttEstimator::default();
-        r.update(Duration::from_millis(100), Duration::ZERO, Duration::ZERO, true);
+        r.update(
+            Duration::from_millis(100),
+            Duration::ZERO,
+            Duration::ZERO,
+            true,
+        );
         r
     }
 
