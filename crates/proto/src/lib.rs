@@ -6,6 +6,7 @@
 pub mod recovery;
 pub mod coding;
 pub mod frame;
+pub mod packet;
 pub mod range_set;
 pub mod time;
 pub mod types;
