@@ -4,6 +4,7 @@
 //! exposed floored to bytes. Formulas of RFC 9438 are in segments; here W_max and the windows
 //! are bytes and the cubic term is scaled by the datagram size.
 
+use super::hystart::{HyStart, SlowStartStep};
 use super::{Controller, ControllerFactory, initial_window};
 use crate::Instant;
 use crate::recovery::RttEstimator;
@@ -21,6 +22,9 @@ pub struct CubicConfig {
     pub c: f64,
     /// Release bandwidth faster to new flows (RFC 9438 §4.7).
     pub fast_convergence: bool,
+    /// Use HyStart++ (RFC 9406) in the initial slow start. Off by default so the baseline
+    /// matches plain RFC 9002 slow start (and other stacks without it).
+    pub hystart: bool,
 }
 
 impl Default for CubicConfig {
@@ -31,6 +35,7 @@ impl Default for CubicConfig {
             beta: 0.7,
             c: 0.4,
             fast_convergence: true,
+            hystart: false,
         }
     }
 }
@@ -69,6 +74,8 @@ pub struct Cubic {
     mds: f64,
     s: State,
     prior: Option<State>,
+    /// HyStart++ for the initial slow start; dropped at the first congestion event.
+    hystart: Option<HyStart>,
     /// Last time the epoch clock was known to be running (ACK or send); app-limited and idle
     /// time since then is cut out of the epoch so the window does not jump on resumption.
     last_event: Option<Instant>,
@@ -77,6 +84,7 @@ pub struct Cubic {
 impl Cubic {
     pub fn new(config: CubicConfig, max_datagram_size: u16) -> Self {
         let cwnd = initial_window(config.initial_window_packets, max_datagram_size) as f64;
+        let hystart = config.hystart.then(HyStart::default);
         Cubic {
             config,
             mds: f64::from(max_datagram_size),
@@ -91,6 +99,7 @@ impl Cubic {
                 recovery_start: None,
             },
             prior: None,
+            hystart,
             last_event: None,
         }
     }
@@ -163,7 +172,22 @@ impl Controller for Cubic {
         }
         let bytes = bytes as f64;
         if self.s.cwnd < self.s.ssthresh as f64 {
-            self.s.cwnd += bytes;
+            let step = match self.hystart.as_mut() {
+                Some(h) => h.on_ack(
+                    now,
+                    sent,
+                    bytes as u64,
+                    rtt.has_sample().then(|| rtt.latest()),
+                ),
+                None => SlowStartStep::Grow(bytes as u64),
+            };
+            match step {
+                SlowStartStep::Grow(b) => self.s.cwnd += b as f64,
+                SlowStartStep::Exit => {
+                    self.hystart = None;
+                    self.s.ssthresh = self.s.cwnd as u64;
+                }
+            }
             return;
         }
         let epoch = match self.s.epoch_start {
@@ -199,6 +223,7 @@ impl Controller for Cubic {
         _lost_bytes: u64,
     ) {
         let min = self.minimum_window();
+        self.hystart = None;
         if !self.in_recovery(sent) {
             self.prior = Some(self.s);
             let beta = self.config.beta;

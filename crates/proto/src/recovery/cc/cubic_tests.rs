@@ -213,3 +213,29 @@ fn mtu_update_keeps_minimum() {
     f.cc.on_mtu_update(1500);
     assert_eq!(f.cc.window(), 3000);
 }
+
+#[test]
+fn hystart_leaves_slow_start_on_rtt_growth() {
+    let mut f = Flow::new(CubicConfig {
+        hystart: true,
+        ..CubicConfig::default()
+    });
+    let mut plain = Flow::new(CubicConfig::default());
+    for round in 0..12 {
+        // Queueing delay appears once the window passes 40 datagrams.
+        let extra = if f.cc.window() > 40 * MDS { 30 } else { 0 };
+        let sample = RTT + Duration::from_millis(extra);
+        f.rtt.update(sample, Duration::ZERO, Duration::ZERO, true);
+        f.round(false);
+        plain.round(false);
+        if round == 11 {
+            assert!(
+                !f.cc.in_slow_start(),
+                "HyStart++ should have ended slow start"
+            );
+            assert!(f.cc.ssthresh() < u64::MAX && f.cc.window() >= f.cc.ssthresh());
+            assert!(f.cc.window() < plain.cc.window() / 4);
+        }
+    }
+    assert!(plain.cc.in_slow_start());
+}

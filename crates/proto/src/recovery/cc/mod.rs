@@ -13,6 +13,7 @@ use super::RttEstimator;
 use crate::Instant;
 
 mod cubic;
+mod hystart;
 mod new_reno;
 
 pub use cubic::{Cubic, CubicConfig};
