@@ -9,6 +9,7 @@ pub mod frame;
 pub mod packet;
 pub mod range_set;
 pub mod time;
+pub mod transport_params;
 pub mod types;
 
 pub use time::Instant;
