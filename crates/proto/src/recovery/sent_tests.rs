@@ -329,3 +329,40 @@ proptest! {
         }
     }
 }
+
+/// Bulk-transfer cost: 1M packets, 1% loss, an ACK frame every 2 packets carrying the last
+/// 32 ranges. Run with `--ignored --nocapture` to see the time per packet.
+#[test]
+#[ignore]
+fn perf_bulk() {
+    let start = std::time::Instant::now();
+    let mut s = SentPackets::<u64>::new();
+    let mut received: Vec<RangeInclusive<u64>> = Vec::new();
+    let (mut lost, mut acked) = (0u64, 0u64);
+    let inflight = 5000u64;
+    for pn in 0..1_000_000u64 {
+        s.on_sent(pn, pkt(pn / 100, 1200));
+        let Some(arrived) = pn.checked_sub(inflight) else {
+            continue;
+        };
+        if arrived.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 100 != 0 {
+            match received.last_mut() {
+                Some(r) if *r.end() + 1 == arrived => *r = *r.start()..=arrived,
+                _ => received.push(arrived..=arrived),
+            }
+        }
+        if pn % 2 == 0 && !received.is_empty() {
+            let keep = received.len().saturating_sub(32);
+            received.drain(..keep);
+            s.on_ack_ranges(received.iter().rev().cloned(), |_, _| acked += 1)
+                .unwrap();
+            s.detect_lost(at(pn / 100), ms(1), 3, |_, _| lost += 1);
+        }
+    }
+    let per = start.elapsed() / 1_000_000;
+    eprintln!(
+        "acked {acked} lost {lost} outstanding {} ({per:?}/packet)",
+        s.len()
+    );
+    assert!(lost > 9_000 && lost < 11_000);
+}
