@@ -164,8 +164,10 @@ fn rs_rows(t: &Timer, k: usize, m: usize, rows: &mut Vec<Row>) {
         frs.encode(&mut fshards[b]).unwrap();
         black_box(&fshards[b]);
     });
-    let mut fopt: Vec<Vec<Option<Vec<u8>>>> =
-        fshards.iter().map(|s| s.iter().cloned().map(Some).collect()).collect();
+    let mut fopt: Vec<Vec<Option<Vec<u8>>>> = fshards
+        .iter()
+        .map(|s| s.iter().cloned().map(Some).collect())
+        .collect();
     let dec_frs = t.measure(bytes, |i| {
         let b = i % BLOCKS;
         let lost = &pats[i % PATTERNS];
@@ -299,7 +301,8 @@ fn rlc_decode_rows(t: &Timer, losses: usize, rows: &mut Vec<Row>) {
         let lost = &pats[i % PATTERNS];
         for j in 0..W {
             if !lost[j] {
-                dec.add_source(base + j as u64, &src[b][j], &mut rec).unwrap();
+                dec.add_source(base + j as u64, &src[b][j], &mut rec)
+                    .unwrap();
             }
         }
         for r in &reps[b] {
@@ -338,7 +341,8 @@ fn rlc_decode_rows(t: &Timer, losses: usize, rows: &mut Vec<Row>) {
         }
         for j in 0..W {
             if !lost[j] {
-                if let Ok(r) = cu.receive_source(EncodingSymbolId::new(base + j as u32), &src[b][j]) {
+                if let Ok(r) = cu.receive_source(EncodingSymbolId::new(base + j as u32), &src[b][j])
+                {
                     n += r.recovered();
                 }
             }
@@ -378,30 +382,48 @@ fn main() {
     let quick = std::env::var("QFEC_BENCH_QUICK").is_ok_and(|v| v != "0")
         || std::env::args().any(|a| a == "--quick");
     let t = if quick {
-        Timer { budget: Duration::from_millis(30), trials: 1 }
+        Timer {
+            budget: Duration::from_millis(30),
+            trials: 1,
+        }
     } else {
-        Timer { budget: Duration::from_millis(300), trials: 3 }
+        Timer {
+            budget: Duration::from_millis(300),
+            trials: 3,
+        }
     };
     println!(
         "qfec-erasure codec bench: {SIZE}-byte symbols, kernel {:?}{}",
         qfec_erasure::gf256::Kernel::best(),
         if quick { " (quick)" } else { "" }
     );
+    // QFEC_BENCH_FILTER=rs|rlc-repair|rlc-decode restricts the run (profiling).
+    let filter = std::env::var("QFEC_BENCH_FILTER").unwrap_or_default();
+    let want = |name: &str| filter.is_empty() || filter.split(',').any(|f| name.starts_with(f));
     let mut rows = Vec::new();
     for (k, m) in [(5, 1), (10, 2), (20, 10), (32, 4)] {
-        rs_rows(&t, k, m, &mut rows);
+        if want(&format!("rs{k},{m}")) {
+            rs_rows(&t, k, m, &mut rows);
+        }
     }
     for w in [5, 16] {
-        rlc_repair_rows(&t, w, &mut rows);
+        if want(&format!("rlc-repair{w}")) {
+            rlc_repair_rows(&t, w, &mut rows);
+        }
     }
     for l in 1..=4 {
-        rlc_decode_rows(&t, l, &mut rows);
+        if want(&format!("rlc-decode{l}")) {
+            rlc_decode_rows(&t, l, &mut rows);
+        }
     }
     println!(
         "| {:<11} | {:<13} | {:>10} | {:<10} | {:>10} | {:>6} | {:<10} | {:>10} | {:>6} |",
         "code", "operation", "ours MB/s", "ref", "ref MB/s", "ratio", "ref2", "ref2 MB/s", "ratio"
     );
-    println!("|{:-<13}|{:-<15}|{:-<12}|{:-<12}|{:-<12}|{:-<8}|{:-<12}|{:-<12}|{:-<8}|", "", "", "", "", "", "", "", "", "");
+    println!(
+        "|{:-<13}|{:-<15}|{:-<12}|{:-<12}|{:-<12}|{:-<8}|{:-<12}|{:-<12}|{:-<8}|",
+        "", "", "", "", "", "", "", "", ""
+    );
     for r in &rows {
         let mut line = format!("| {:<11} | {:<13} | {:>10.0} |", r.shape, r.op, r.ours);
         for (name, v) in &r.refs {

@@ -29,41 +29,17 @@ macro_rules! fused_kernel {
         #[target_feature(enable = $feat)]
         pub(crate) unsafe fn $name(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate: bool) {
             const W: usize = $w;
-            let n = dst.len();
-            if n < W {
-                // SAFETY: same contract as this function.
-                return unsafe { $small(dst, srcs, coefs, accumulate) };
-            }
-            let dp = dst.as_mut_ptr();
-            // Overlapping last vector, computed from the original dst first.
-            let last = n - W;
-            let tail: Option<$V> = if n % W != 0 {
-                // SAFETY: `last + W == n`, inside dst and every source.
-                let mut a = if accumulate {
-                    unsafe { $load(dp.add(last)) }
-                } else {
-                    $zero()
-                };
-                for (s, &c) in srcs.iter().zip(coefs) {
-                    if c == 0 {
-                        continue;
-                    }
-                    // SAFETY: as above.
-                    let v = unsafe { $load(s.as_ptr().add(last)) };
-                    a = if c == 1 {
-                        $xor(a, v)
-                    } else {
-                        $step(a, v, $prep(c))
-                    };
-                }
-                Some(a)
-            } else {
-                None
-            };
-            let full = n - n % W;
-            let mut i = 0;
-            while i + 4 * W <= full {
-                // SAFETY: `i + 4W <= n`: all accesses below are in bounds.
+            /// Four vectors at `i..i + 4W`, accumulated over every source.
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn block4(
+                dp: *const u8,
+                i: usize,
+                srcs: &[&[u8]],
+                coefs: &[u8],
+                accumulate: bool,
+            ) -> [$V; 4] {
+                // SAFETY: the caller guarantees `i + 4W <= len` of dst and sources.
                 unsafe {
                     let (mut a0, mut a1, mut a2, mut a3) = if accumulate {
                         (
@@ -94,13 +70,77 @@ macro_rules! fused_kernel {
                             }
                         }
                     }
-                    $store(dp.add(i), a0);
-                    $store(dp.add(i + W), a1);
-                    $store(dp.add(i + 2 * W), a2);
-                    $store(dp.add(i + 3 * W), a3);
+                    [a0, a1, a2, a3]
                 }
-                i += 4 * W;
             }
+            /// Stores four vectors at `i`.
+            #[target_feature(enable = $feat)]
+            #[inline]
+            unsafe fn store4(dp: *mut u8, i: usize, a: [$V; 4]) {
+                // SAFETY: the caller guarantees `i + 4W <= len`.
+                unsafe {
+                    $store(dp.add(i), a[0]);
+                    $store(dp.add(i + W), a[1]);
+                    $store(dp.add(i + 2 * W), a[2]);
+                    $store(dp.add(i + 3 * W), a[3]);
+                }
+            }
+            let n = dst.len();
+            if n < W {
+                // SAFETY: same contract as this function.
+                return unsafe { $small(dst, srcs, coefs, accumulate) };
+            }
+            let dp = dst.as_mut_ptr();
+            if n >= 4 * W {
+                // Blocks of four vectors; a ragged end is one overlapping block
+                // computed from the original dst before any store.
+                let last = n - 4 * W;
+                // SAFETY: `last + 4W == n`.
+                let tail = if n % (4 * W) != 0 {
+                    Some(unsafe { block4(dp, last, srcs, coefs, accumulate) })
+                } else {
+                    None
+                };
+                let mut i = 0;
+                while i + 4 * W <= n {
+                    // SAFETY: `i + 4W <= n`.
+                    unsafe { store4(dp, i, block4(dp, i, srcs, coefs, accumulate)) };
+                    i += 4 * W;
+                }
+                if let Some(t) = tail {
+                    // SAFETY: `last + 4W == n`.
+                    unsafe { store4(dp, last, t) };
+                }
+                return;
+            }
+            // Short buffers: single vectors, and one overlapping last vector
+            // computed from the original dst first.
+            let last = n - W;
+            let tail: Option<$V> = if n % W != 0 {
+                // SAFETY: `last + W == n`, inside dst and every source.
+                let mut a = if accumulate {
+                    unsafe { $load(dp.add(last)) }
+                } else {
+                    $zero()
+                };
+                for (s, &c) in srcs.iter().zip(coefs) {
+                    if c == 0 {
+                        continue;
+                    }
+                    // SAFETY: as above.
+                    let v = unsafe { $load(s.as_ptr().add(last)) };
+                    a = if c == 1 {
+                        $xor(a, v)
+                    } else {
+                        $step(a, v, $prep(c))
+                    };
+                }
+                Some(a)
+            } else {
+                None
+            };
+            let full = n - n % W;
+            let mut i = 0;
             while i + W <= full {
                 // SAFETY: `i + W <= n`.
                 unsafe {
