@@ -265,8 +265,9 @@ impl Frame<'_> {
         )
     }
 
-    /// RFC 9000 Table 3 (plus RFC 9221 and the ack-frequency draft). Extension frames get the
-    /// trait's default (0-RTT and 1-RTT); use [`FrameRegistry::allowed_in`] for theirs.
+    /// RFC 9000 Table 3 (plus RFC 9221 and the ack-frequency draft). RETIRE_CONNECTION_ID
+    /// follows §12.5 (not in 0-RTT), which is stricter than the table. Extension frames get
+    /// the trait's default (0-RTT and 1-RTT); use [`FrameRegistry::allowed_in`] for theirs.
     pub fn allowed_in(&self, kind: PacketKind) -> bool {
         use PacketKind::*;
         match self {

@@ -137,6 +137,22 @@ fn fixed_examples_roundtrip() {
     for f in &frames {
         roundtrip(f);
     }
+    // Every strict prefix of a frame with a fixed layout is detected as truncated.
+    let reg = all_on();
+    for f in frames
+        .iter()
+        .filter(|f| !matches!(f, Frame::Padding { .. }))
+    {
+        let mut buf = Vec::new();
+        f.encode(&mut buf);
+        for k in 1..buf.len() {
+            let items: Vec<_> = parse_frames(&buf[..k], &reg).collect();
+            assert!(
+                items.iter().any(|i| i.is_err()),
+                "{f:?} prefix {k} decoded as {items:?}"
+            );
+        }
+    }
 }
 
 #[test]
