@@ -3,14 +3,27 @@
 //! The core never reads a clock or a socket: drivers pass `now` into every call and move the
 //! datagrams themselves. All randomness comes from seeds given by the caller.
 
-pub mod recovery;
 pub mod coding;
 pub mod frame;
 pub mod packet;
 pub mod range_set;
+pub mod recovery;
 pub mod time;
 pub mod transport_params;
 pub mod types;
 
 pub use time::Instant;
 pub use types::{ConnectionId, Dir, Side, StreamId, TransportError, error_code};
+
+pub mod config;
+pub mod connection;
+pub mod crypto;
+pub mod endpoint;
+
+pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
+pub use connection::{
+    Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event, PathStats, ReadError,
+    StreamEvent, Transmit, WriteError,
+};
+pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
+pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};

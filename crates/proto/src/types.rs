@@ -48,7 +48,11 @@ impl StreamId {
         StreamId((index << 2) | side_bit | dir_bit)
     }
     pub fn initiator(self) -> Side {
-        if self.0 & 1 == 0 { Side::Client } else { Side::Server }
+        if self.0 & 1 == 0 {
+            Side::Client
+        } else {
+            Side::Server
+        }
     }
     pub fn dir(self) -> Dir {
         if self.0 & 2 == 0 { Dir::Bi } else { Dir::Uni }
@@ -78,8 +82,14 @@ pub struct ConnectionId {
 impl ConnectionId {
     /// Panics if `bytes` is longer than 20; parsers check the length first.
     pub fn new(bytes: &[u8]) -> Self {
-        assert!(bytes.len() <= MAX_CID_SIZE, "connection ID longer than 20 bytes");
-        let mut cid = ConnectionId { len: bytes.len() as u8, bytes: [0; MAX_CID_SIZE] };
+        assert!(
+            bytes.len() <= MAX_CID_SIZE,
+            "connection ID longer than 20 bytes"
+        );
+        let mut cid = ConnectionId {
+            len: bytes.len() as u8,
+            bytes: [0; MAX_CID_SIZE],
+        };
         cid.bytes[..bytes.len()].copy_from_slice(bytes);
         cid
     }
@@ -91,7 +101,10 @@ impl ConnectionId {
 
     pub fn random<R: rand::RngCore + ?Sized>(rng: &mut R, len: usize) -> Self {
         let len = len.min(MAX_CID_SIZE);
-        let mut cid = ConnectionId { len: len as u8, bytes: [0; MAX_CID_SIZE] };
+        let mut cid = ConnectionId {
+            len: len as u8,
+            bytes: [0; MAX_CID_SIZE],
+        };
         rng.fill_bytes(&mut cid.bytes[..len]);
         cid
     }
@@ -160,7 +173,11 @@ pub struct TransportError {
 
 impl TransportError {
     pub fn new(code: u64, reason: impl Into<String>) -> Self {
-        TransportError { code, frame_type: None, reason: reason.into() }
+        TransportError {
+            code,
+            frame_type: None,
+            reason: reason.into(),
+        }
     }
     pub fn with_frame(mut self, frame_type: u64) -> Self {
         self.frame_type = Some(frame_type);

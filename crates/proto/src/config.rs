@@ -1,0 +1,147 @@
+//! Configuration of endpoints and connections. Every limit that bounds memory taken on behalf
+//! of a peer comes from here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::crypto::{ClientCryptoConfig, ServerCryptoConfig};
+use crate::frame::FrameRegistry;
+use crate::recovery::cc::{CongestionControl, ControllerFactory};
+
+/// Settings of one connection's transport (both sides).
+#[derive(Clone, Debug)]
+pub struct TransportConfig {
+    /// Idle timeout we advertise; the effective one is the minimum of both sides.
+    pub max_idle_timeout: Duration,
+    /// Initial connection-level receive window; grows by auto-tuning up to `max_receive_window`.
+    pub receive_window: u64,
+    pub max_receive_window: u64,
+    /// Initial per-stream receive window; grows by auto-tuning up to `max_stream_receive_window`.
+    pub stream_receive_window: u64,
+    pub max_stream_receive_window: u64,
+    /// Bytes we buffer for sending per stream before `write` returns blocked.
+    pub send_buffer: u64,
+    /// Peer-initiated streams allowed open at once.
+    pub max_concurrent_bidi_streams: u64,
+    pub max_concurrent_uni_streams: u64,
+    /// Initial RTT before the first sample (RFC 9002: 333 ms).
+    pub initial_rtt: Duration,
+    /// Largest delay we add before acknowledging (advertised as max_ack_delay).
+    pub max_ack_delay: Duration,
+    /// Acknowledge after this many ack-eliciting packets (RFC 9000 §13.2.2 recommends 2).
+    pub ack_eliciting_threshold: u64,
+    pub ack_delay_exponent: u8,
+    /// Packet reordering threshold for loss detection (RFC 9002 kPacketThreshold).
+    pub packet_threshold: u64,
+    pub congestion_controller: Arc<dyn ControllerFactory>,
+    /// Pace packets over the RTT (RFC 9002 §7.7); off sends bursts of cwnd.
+    pub pacing: bool,
+    /// UDP payload size used for every packet (no PMTU discovery yet).
+    pub max_udp_payload_size: u16,
+    /// Send a PING after this long without sending, to keep NATs and the idle timer alive.
+    pub keep_alive_interval: Option<Duration>,
+    /// Connection IDs we let the peer hold for us.
+    pub active_connection_id_limit: u64,
+    /// Largest DATAGRAM frame accepted (RFC 9221); None disables the extension.
+    pub max_datagram_frame_size: Option<u64>,
+    /// Received datagrams kept for the application before the oldest is dropped.
+    pub datagram_receive_buffer: usize,
+    /// CRYPTO bytes buffered ahead of the handshake before CRYPTO_BUFFER_EXCEEDED.
+    pub crypto_buffer: usize,
+    /// Extension frames (FEC, ...) known to the frame parser.
+    pub frames: FrameRegistry,
+    /// Extra transport parameters to advertise (extension id, value).
+    pub extra_transport_parameters: Vec<(u64, Vec<u8>)>,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            max_idle_timeout: Duration::from_secs(30),
+            receive_window: 1_500_000,
+            max_receive_window: 64 * 1024 * 1024,
+            stream_receive_window: 1_000_000,
+            max_stream_receive_window: 32 * 1024 * 1024,
+            send_buffer: 4 * 1024 * 1024,
+            max_concurrent_bidi_streams: 100,
+            max_concurrent_uni_streams: 100,
+            initial_rtt: Duration::from_millis(333),
+            max_ack_delay: Duration::from_millis(25),
+            ack_eliciting_threshold: 2,
+            ack_delay_exponent: 3,
+            packet_threshold: 3,
+            congestion_controller: CongestionControl::Cubic.factory(),
+            pacing: true,
+            max_udp_payload_size: 1452,
+            keep_alive_interval: None,
+            active_connection_id_limit: 4,
+            max_datagram_frame_size: None,
+            datagram_receive_buffer: 1024,
+            crypto_buffer: 64 * 1024,
+            frames: FrameRegistry::default(),
+            extra_transport_parameters: Vec::new(),
+        }
+    }
+}
+
+/// Settings of an endpoint (shared by all its connections).
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    /// Length of the connection IDs we issue (routing needs a fixed length).
+    pub local_cid_len: usize,
+    /// Key for stateless reset tokens and Retry tokens; derived from the endpoint seed if unset.
+    pub reset_key: Option<[u8; 32]>,
+    /// Largest number of connections accepted at once.
+    pub max_connections: usize,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            local_cid_len: 8,
+            reset_key: None,
+            max_connections: 100_000,
+        }
+    }
+}
+
+/// Server-side settings.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub crypto: ServerCryptoConfig,
+    pub transport: Arc<TransportConfig>,
+    /// Validate client addresses with a Retry before creating state (RFC 9000 §8.1.2).
+    pub retry: bool,
+    /// How long a Retry token stays valid.
+    pub retry_token_lifetime: Duration,
+    /// Refuse new connections (CONNECTION_REFUSED) while set.
+    pub refuse_connections: bool,
+}
+
+impl ServerConfig {
+    pub fn new(crypto: ServerCryptoConfig) -> Self {
+        ServerConfig {
+            crypto,
+            transport: Arc::new(TransportConfig::default()),
+            retry: false,
+            retry_token_lifetime: Duration::from_secs(15),
+            refuse_connections: false,
+        }
+    }
+}
+
+/// Client-side settings of one connection attempt.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    pub crypto: ClientCryptoConfig,
+    pub transport: Arc<TransportConfig>,
+}
+
+impl ClientConfig {
+    pub fn new(crypto: ClientCryptoConfig) -> Self {
+        ClientConfig {
+            crypto,
+            transport: Arc::new(TransportConfig::default()),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Driving TLS: CRYPTO data in and out, key installation and discard (RFC 9001 §4),
+//! transport parameter checks (RFC 9000 §7.3, §18) and handshake completion.
+
+use super::keys::OneRttKeys;
+use super::{Connection, Event, SpaceId, State};
+use crate::crypto::KeysReady;
+use crate::time::Instant;
+use crate::transport_params::TransportParameters;
+use crate::types::{Side, TransportError, error_code};
+
+impl Connection {
+    /// Moves TLS output into the CRYPTO streams, installing keys as they appear.
+    pub(super) fn drive_tls_output(&mut self) {
+        loop {
+            let mut out = Vec::new();
+            let change = self.tls.write_handshake(&mut out);
+            if !out.is_empty() {
+                self.spaces[self.write_space.idx()].crypto_send.push(&out);
+            }
+            match change {
+                None => break,
+                Some(KeysReady::Handshake(keys)) => {
+                    self.spaces[SpaceId::Handshake.idx()].keys = Some(keys);
+                    self.write_space = SpaceId::Handshake;
+                }
+                Some(KeysReady::OneRtt { keys, next }) => {
+                    self.one_rtt = Some(OneRttKeys::new(keys, next));
+                    self.write_space = SpaceId::Data;
+                }
+            }
+        }
+    }
+
+    /// A CRYPTO frame arrived in `space`.
+    pub(super) fn on_crypto(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), TransportError> {
+        let limit = self.config.crypto_buffer;
+        let sp = &mut self.spaces[space.idx()];
+        sp.crypto_recv.insert(offset, data, limit)?;
+        let mut buf = Vec::new();
+        sp.crypto_recv.read_into(&mut buf);
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if space == SpaceId::Data && self.side == Side::Server {
+            // Clients send nothing in 1-RTT CRYPTO (no post-handshake auth).
+            return Err(TransportError::protocol_violation(
+                "CRYPTO data in 1-RTT from client",
+            ));
+        }
+        self.tls.read_handshake(&buf)?;
+        if self.peer_params.is_none()
+            && let Some(raw) = self.tls.peer_transport_parameters()
+        {
+            let raw = raw.to_vec();
+            self.on_peer_params(&raw)?;
+        }
+        self.drive_tls_output();
+        if !self.handshake_complete && !self.tls.is_handshaking() {
+            self.on_handshake_complete(now)?;
+        }
+        Ok(())
+    }
+
+    fn on_peer_params(&mut self, raw: &[u8]) -> Result<(), TransportError> {
+        let params = TransportParameters::decode(raw, self.side.peer())?;
+        // Authenticate the connection IDs used during the handshake (RFC 9000 §7.3).
+        if params.initial_source_connection_id != self.peer_initial_scid {
+            return Err(TransportError::new(
+                error_code::TRANSPORT_PARAMETER_ERROR,
+                "initial_source_connection_id does not match",
+            ));
+        }
+        if self.side.is_client() {
+            if params.original_destination_connection_id != Some(self.orig_dcid) {
+                return Err(TransportError::new(
+                    error_code::TRANSPORT_PARAMETER_ERROR,
+                    "original_destination_connection_id does not match",
+                ));
+            }
+            if params.retry_source_connection_id != self.retry_scid {
+                return Err(TransportError::new(
+                    error_code::TRANSPORT_PARAMETER_ERROR,
+                    "retry_source_connection_id does not match",
+                ));
+            }
+            if let Some(token) = params.stateless_reset_token {
+                self.remote_cids.set_initial_reset_token(token);
+            }
+        }
+        self.streams.set_peer_params(&params);
+        self.local_cids.peer_limit = params.active_connection_id_limit;
+        let peer_idle = std::time::Duration::from_millis(params.max_idle_timeout);
+        let local_idle = self.config.max_idle_timeout;
+        self.idle_timeout = match (local_idle.is_zero(), peer_idle.is_zero()) {
+            (true, _) => peer_idle,
+            (_, true) => local_idle,
+            _ => local_idle.min(peer_idle),
+        };
+        for ext in &mut self.extensions {
+            ext.on_peer_params(&params);
+        }
+        self.peer_params = Some(params);
+        Ok(())
+    }
+
+    fn on_handshake_complete(&mut self, now: Instant) -> Result<(), TransportError> {
+        if self.peer_params.is_none() {
+            return Err(TransportError::new(
+                error_code::CRYPTO_ERROR_BASE + 109, // missing_extension
+                "peer sent no transport parameters",
+            ));
+        }
+        self.handshake_complete = true;
+        self.state = State::Established;
+        if self.side.is_server() {
+            // RFC 9001 §4.1.2: the server's handshake is confirmed when it completes.
+            self.handshake_done_pending = true;
+            self.on_handshake_confirmed(now);
+        }
+        self.issue_cids();
+        if !self.connected_reported {
+            self.connected_reported = true;
+            self.events.push_back(Event::Connected);
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_handshake_confirmed(&mut self, now: Instant) {
+        if self.handshake_confirmed {
+            return;
+        }
+        self.handshake_confirmed = true;
+        self.peer_validated_address = true;
+        self.discard_space(now, SpaceId::Handshake);
+    }
+
+    pub(super) fn issue_cids(&mut self) {
+        let new = self.local_cids.top_up(&mut self.rng);
+        for cid in new {
+            self.endpoint_events
+                .push_back(super::EndpointEvent::NewLocalCid(cid));
+        }
+    }
+
+    /// Drops keys and state of a space (RFC 9001 §4.9); its packets stop counting in flight.
+    pub(super) fn discard_space(&mut self, now: Instant, space: SpaceId) {
+        let sp = &mut self.spaces[space.idx()];
+        if sp.discarded {
+            return;
+        }
+        sp.discarded = true;
+        sp.keys = None;
+        sp.sent.drain(|_, _| {});
+        sp.loss_time = None;
+        sp.ack_pending = false;
+        sp.probes = 0;
+        self.pto_count = 0;
+        self.set_loss_timer(now);
+    }
+}

@@ -1,0 +1,384 @@
+//! Acknowledgements, loss detection, probe timeouts and the connection's timers (RFC 9002).
+
+use std::time::Duration;
+
+use super::sent::{SentFrame, SentInfo};
+use super::{Connection, ConnectionError, SpaceId, State};
+use crate::frame::Ack;
+use crate::recovery::PersistentCongestion;
+use crate::recovery::rtt::GRANULARITY;
+use crate::recovery::sent::SentPacket;
+use crate::time::Instant;
+use crate::types::{Side, TransportError};
+
+impl Connection {
+    /// PTO for a space, without backoff (RFC 9002 §6.2.1).
+    pub(super) fn pto_duration(&self, space: SpaceId) -> Duration {
+        let mut d = self.rtt.pto_base();
+        if space == SpaceId::Data {
+            d += self.peer_max_ack_delay();
+        }
+        d
+    }
+
+    fn peer_max_ack_delay(&self) -> Duration {
+        if !self.handshake_confirmed {
+            return Duration::ZERO;
+        }
+        Duration::from_millis(self.peer_params.as_ref().map_or(25, |p| p.max_ack_delay))
+    }
+
+    fn peer_ack_delay_exponent(&self) -> u64 {
+        self.peer_params
+            .as_ref()
+            .map_or(3, |p| p.ack_delay_exponent)
+    }
+
+    pub(super) fn on_ack_frame(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        ack: &Ack<'_>,
+    ) -> Result<(), TransportError> {
+        let mut acked: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
+        let summary = self.spaces[space.idx()]
+            .sent
+            .on_ack_ranges(ack.ranges(), |pn, p| acked.push((pn, p)))
+            .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
+        if summary.newly_acked == 0 {
+            return Ok(());
+        }
+        if let Some((largest, sent_time, eliciting)) = summary.largest_newly_acked
+            && largest == ack.largest
+            && (eliciting || summary.any_ack_eliciting_newly_acked)
+        {
+            let sample = now.saturating_duration_since(sent_time);
+            let ack_delay = if space == SpaceId::Data {
+                Duration::from_micros(ack.delay_micros(self.peer_ack_delay_exponent()))
+            } else {
+                Duration::ZERO
+            };
+            let max_ack_delay = self.peer_max_ack_delay();
+            self.rtt
+                .update(sample, ack_delay, max_ack_delay, self.handshake_confirmed);
+            if self.first_rtt_sample.is_none() {
+                self.first_rtt_sample = Some(now);
+            }
+        }
+        if space == SpaceId::Handshake && self.side == Side::Client {
+            self.peer_validated_address = true;
+        }
+        let app_limited = self.app_limited;
+        for (pn, p) in acked {
+            if p.in_flight {
+                self.cc
+                    .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
+            }
+            self.on_packet_acked(now, space, pn, p.info);
+        }
+        let in_flight = self.bytes_in_flight();
+        self.cc.on_end_acks(now, in_flight, app_limited);
+        self.detect_losses(now, space);
+        if self.peer_validated_address {
+            self.pto_count = 0;
+        }
+        self.set_loss_timer(now);
+        Ok(())
+    }
+
+    fn on_packet_acked(&mut self, now: Instant, space: SpaceId, pn: u64, info: SentInfo) {
+        if let Some(l) = info.largest_acked_in_ack {
+            self.spaces[space.idx()].on_ack_of_ack(l);
+        }
+        if space == SpaceId::Data {
+            if let Some(k) = self.one_rtt.as_mut()
+                && pn >= k.phase_first_sent
+            {
+                k.phase_acked = true;
+            }
+            for ext in &mut self.extensions {
+                ext.on_packet_acked(now, pn);
+            }
+        }
+        for f in info.frames {
+            match f {
+                SentFrame::Stream {
+                    id,
+                    offset,
+                    len,
+                    fin,
+                } => self.streams.on_stream_acked(id, offset, len as usize, fin),
+                SentFrame::Crypto { offset, len } => {
+                    self.spaces[space.idx()].crypto_send.on_ack(offset, len)
+                }
+                SentFrame::ResetStream(id) => self.streams.on_reset_acked(id),
+                SentFrame::RetireConnectionId(_) | SentFrame::NewConnectionId(_) => {}
+                _ => {}
+            }
+        }
+    }
+
+    /// Declares lost what passed the packet or time threshold, and reacts.
+    fn detect_losses(&mut self, now: Instant, space: SpaceId) {
+        let loss_delay = self.rtt.loss_delay().max(GRANULARITY);
+        let threshold = self.config.packet_threshold;
+        let pc_duration = self
+            .rtt
+            .persistent_congestion_duration(self.peer_max_ack_delay());
+        let mut pc = PersistentCongestion::new(pc_duration, self.first_rtt_sample);
+        let mut lost: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
+        let loss_time = self.spaces[space.idx()].sent.detect_lost_pc(
+            now,
+            loss_delay,
+            threshold,
+            &mut pc,
+            |pn, p| lost.push((pn, p)),
+        );
+        self.spaces[space.idx()].loss_time = loss_time;
+        if lost.is_empty() {
+            return;
+        }
+        let mut largest_lost_sent = None;
+        let mut lost_bytes = 0;
+        for (pn, p) in lost {
+            self.stats.packets_lost += 1;
+            self.stats.bytes_lost += u64::from(p.size);
+            if p.in_flight {
+                lost_bytes += u64::from(p.size);
+                largest_lost_sent = Some(p.time_sent);
+            }
+            if space == SpaceId::Data {
+                for ext in &mut self.extensions {
+                    ext.on_packet_lost(now, pn);
+                }
+            }
+            self.requeue_frames(space, &p.info.frames);
+        }
+        if let Some(sent) = largest_lost_sent {
+            self.stats.congestion_events += 1;
+            let persistent = space == SpaceId::Data && pc.established();
+            self.cc
+                .on_congestion_event(now, sent, persistent, lost_bytes);
+            if persistent {
+                self.rtt.reset_min_rtt();
+            }
+        }
+    }
+
+    /// Queues the content of a lost (or probed) packet again.
+    pub(super) fn requeue_frames(&mut self, space: SpaceId, frames: &[SentFrame]) {
+        for f in frames {
+            match *f {
+                SentFrame::Stream {
+                    id,
+                    offset,
+                    len,
+                    fin,
+                } => {
+                    self.stats.stream_bytes_retransmitted += u64::from(len);
+                    self.streams.on_stream_lost(id, offset, len as usize, fin)
+                }
+                SentFrame::Crypto { offset, len } => {
+                    self.spaces[space.idx()].crypto_send.on_lost(offset, len)
+                }
+                SentFrame::NewConnectionId(seq) => {
+                    if self.local_cids.active.contains_key(&seq) {
+                        self.local_cids.pending_new.insert(seq);
+                    }
+                }
+                SentFrame::RetireConnectionId(seq) => {
+                    self.remote_cids.pending_retire.insert(seq);
+                }
+                SentFrame::HandshakeDone => self.handshake_done_pending = true,
+                SentFrame::Ping | SentFrame::NewToken | SentFrame::AckFrequency(_) => {}
+                ref other => self.streams.on_control_lost(other),
+            }
+        }
+    }
+
+    /// Earliest loss time over spaces.
+    fn loss_time_and_space(&self) -> Option<(Instant, SpaceId)> {
+        SpaceId::ALL
+            .iter()
+            .filter_map(|&s| self.spaces[s.idx()].loss_time.map(|t| (t, s)))
+            .min_by_key(|(t, _)| *t)
+    }
+
+    /// RFC 9002 Appendix A.8 GetPtoTimeAndSpace.
+    fn pto_time_and_space(&self, now: Instant) -> Option<(Instant, SpaceId)> {
+        let backoff = 2u32.saturating_pow(self.pto_count.min(16));
+        let mut duration = self.rtt.pto_base() * backoff;
+        let in_flight: usize = self
+            .spaces
+            .iter()
+            .map(|s| s.sent.ack_eliciting_in_flight())
+            .sum();
+        if in_flight == 0 {
+            if self.peer_validated_address {
+                return None;
+            }
+            // Client: keep probing so the server can unlock its amplification limit.
+            let space = if self.spaces[SpaceId::Handshake.idx()].keys.is_some() {
+                SpaceId::Handshake
+            } else {
+                SpaceId::Initial
+            };
+            return Some((now + duration, space));
+        }
+        let mut best: Option<(Instant, SpaceId)> = None;
+        for space in SpaceId::ALL {
+            let sp = &self.spaces[space.idx()];
+            if sp.sent.ack_eliciting_in_flight() == 0 {
+                continue;
+            }
+            if space == SpaceId::Data {
+                if !self.handshake_confirmed {
+                    return best;
+                }
+                duration += self.peer_max_ack_delay() * backoff;
+            }
+            let Some(last) = sp.sent.time_of_last_ack_eliciting() else {
+                continue;
+            };
+            let t = last + duration;
+            if best.is_none_or(|(b, _)| t < b) {
+                best = Some((t, space));
+            }
+        }
+        best
+    }
+
+    fn amplification_blocked(&self) -> bool {
+        !self.address_validated
+            && self.bytes_sent_unvalidated >= 3 * self.bytes_received_unvalidated
+    }
+
+    /// RFC 9002 Appendix A.8 SetLossDetectionTimer.
+    pub(super) fn set_loss_timer(&mut self, now: Instant) {
+        if let Some((t, _)) = self.loss_time_and_space() {
+            self.loss_timer = Some(t);
+            return;
+        }
+        if self.side == Side::Server && self.amplification_blocked() {
+            self.loss_timer = None;
+            return;
+        }
+        self.loss_timer = self.pto_time_and_space(now).map(|(t, _)| t);
+    }
+
+    fn on_loss_timeout(&mut self, now: Instant) {
+        if let Some((_, space)) = self.loss_time_and_space() {
+            self.detect_losses(now, space);
+            self.set_loss_timer(now);
+            return;
+        }
+        let Some((_, space)) = self.pto_time_and_space(now) else {
+            self.loss_timer = None;
+            return;
+        };
+        self.stats.pto_count += 1;
+        self.pto_count += 1;
+        // Send one or two probes carrying data still unacknowledged, else PINGs.
+        let sp = &mut self.spaces[space.idx()];
+        sp.probes = 2;
+        let unacked: Vec<Vec<SentFrame>> = sp
+            .sent
+            .iter()
+            .filter(|(_, p)| p.ack_eliciting)
+            .take(2)
+            .map(|(_, p)| p.info.frames.clone())
+            .collect();
+        if space != SpaceId::Data {
+            sp.crypto_send.requeue_unacked();
+        }
+        for frames in unacked {
+            self.requeue_frames(space, &frames);
+        }
+        self.set_loss_timer(now);
+    }
+
+    /// The earliest time the connection needs `handle_timeout`.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::Drained => return None,
+            State::Closing { until, .. } | State::Draining { until } => return Some(until),
+            _ => {}
+        }
+        let ack_timer = self.ack_deadline();
+        let key_discard = self
+            .one_rtt
+            .as_ref()
+            .and_then(|k| k.prev_discard_deadline());
+        let path = self.path_challenge.map(|(_, d)| d);
+        let keep_alive = self.keep_alive_deadline();
+        [
+            self.loss_timer,
+            self.idle_deadline,
+            ack_timer,
+            self.pacing_timer,
+            key_discard,
+            path,
+            keep_alive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn keep_alive_deadline(&self) -> Option<Instant> {
+        let interval = self.config.keep_alive_interval?;
+        if self.state != State::Established {
+            return None;
+        }
+        Some(self.last_sent? + interval)
+    }
+
+    /// When a delayed ACK of the Data space is due.
+    pub(super) fn ack_deadline(&self) -> Option<Instant> {
+        let sp = &self.spaces[SpaceId::Data.idx()];
+        if !sp.ack_pending || sp.ack_immediate {
+            return None;
+        }
+        sp.first_unacked_at.map(|t| t + self.config.max_ack_delay)
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::Drained => return,
+            State::Closing { until, .. } | State::Draining { until } => {
+                if now >= until {
+                    self.drain_now();
+                }
+                return;
+            }
+            _ => {}
+        }
+        if self.idle_deadline.is_some_and(|d| now >= d) {
+            self.set_error(ConnectionError::TimedOut);
+            self.drain_now();
+            return;
+        }
+        if self.loss_timer.is_some_and(|t| now >= t) {
+            self.on_loss_timeout(now);
+        }
+        if self.ack_deadline().is_some_and(|t| now >= t) {
+            self.spaces[SpaceId::Data.idx()].ack_immediate = true;
+        }
+        if self.pacing_timer.is_some_and(|t| now >= t) {
+            self.pacing_timer = None;
+        }
+        if let Some(k) = self.one_rtt.as_mut() {
+            k.discard_old(now);
+        }
+        if let Some((_, d)) = self.path_challenge
+            && now >= d
+        {
+            // Unvalidated path: keep using it (no alternative path yet) but stop probing.
+            self.path_challenge = None;
+            self.path_challenge_pending = false;
+        }
+        if self.keep_alive_deadline().is_some_and(|t| now >= t) {
+            self.ping_pending = true;
+        }
+    }
+}

@@ -1,0 +1,626 @@
+//! One QUIC connection, sans IO. Split by concern:
+//! - `handshake`: TLS driving, transport parameters, key installation and discard;
+//! - `receive`: datagram -> packets -> decryption -> frames;
+//! - `transmit`: packet assembly, coalescing, encryption, pacing and congestion limits;
+//! - `loss`: ACK processing, loss detection, PTO and timers (RFC 9002);
+//! - `streams`, `spaces`, `cid`, `keys`, `sent`: the state each of those works on.
+
+mod cid;
+mod handshake;
+mod keys;
+mod loss;
+mod receive;
+pub(crate) mod sent;
+mod spaces;
+pub mod streams;
+mod transmit;
+
+pub use cid::ResetKey;
+pub use spaces::SpaceId;
+pub use streams::{ReadError, StreamEvent, WriteError};
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::TransportConfig;
+use crate::crypto::TlsSession;
+use crate::recovery::cc::Controller;
+use crate::recovery::pacing::Pacer;
+use crate::recovery::rtt::RttEstimator;
+use crate::time::Instant;
+use crate::transport_params::TransportParameters;
+use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError, error_code};
+
+use cid::{LocalCids, RemoteCids};
+use keys::OneRttKeys;
+use spaces::PacketSpace;
+use streams::Streams;
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectionError {
+    /// We detected a protocol error and closed with this transport error.
+    TransportError(TransportError),
+    /// The peer closed with a transport error code.
+    ConnectionClosed {
+        code: u64,
+        frame_type: Option<u64>,
+        reason: String,
+    },
+    /// The peer's application closed.
+    ApplicationClosed { code: u64, reason: String },
+    /// Our application closed.
+    LocallyClosed,
+    /// No packet from the peer within the idle timeout.
+    TimedOut,
+    /// The peer sent a stateless reset.
+    Reset,
+    /// The server supports none of our versions.
+    VersionMismatch,
+}
+
+impl std::fmt::Display for ConnectionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectionError::TransportError(e) => write!(f, "closed by us: {e}"),
+            ConnectionError::ConnectionClosed { code, reason, .. } => {
+                write!(f, "closed by peer: transport error 0x{code:x} {reason}")
+            }
+            ConnectionError::ApplicationClosed { code, reason } => {
+                write!(f, "closed by peer application: code {code} {reason}")
+            }
+            ConnectionError::LocallyClosed => f.write_str("closed locally"),
+            ConnectionError::TimedOut => f.write_str("idle timeout"),
+            ConnectionError::Reset => f.write_str("stateless reset by peer"),
+            ConnectionError::VersionMismatch => f.write_str("no common QUIC version"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectionError {}
+
+/// What the application learns from `Connection::poll`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed (client: keys and parameters confirmed by the server).
+    Connected,
+    Stream(StreamEvent),
+    /// A DATAGRAM frame arrived (read it with `recv_datagram`).
+    DatagramReceived,
+    /// The connection is closed; no more data can move.
+    ConnectionLost(ConnectionError),
+}
+
+/// What the endpoint must learn from a connection (routing updates).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointEvent {
+    NewLocalCid(ConnectionId),
+    RetiredLocalCid(ConnectionId),
+    /// All state can go: the connection drained.
+    Drained,
+}
+
+/// One datagram (or a GSO batch of equal-sized ones) written into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    pub destination: SocketAddr,
+    /// Total bytes written.
+    pub size: usize,
+    /// When several datagrams were batched, the size of each (the last may be shorter).
+    pub segment_size: Option<usize>,
+}
+
+/// Counters for tests, labs and logs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    pub udp_tx_datagrams: u64,
+    pub udp_tx_bytes: u64,
+    pub udp_rx_datagrams: u64,
+    pub udp_rx_bytes: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub packets_lost: u64,
+    pub bytes_lost: u64,
+    /// Packets declared lost that were acknowledged later.
+    pub spurious_losses: u64,
+    /// STREAM bytes sent again after a loss or probe.
+    pub stream_bytes_retransmitted: u64,
+    pub stream_bytes_sent: u64,
+    pub congestion_events: u64,
+    pub pto_count: u64,
+    pub key_updates: u64,
+    pub packets_dropped: u64,
+}
+
+/// A snapshot of the path state, for traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathStats {
+    pub rtt: Duration,
+    pub min_rtt: Duration,
+    pub cwnd: u64,
+    pub bytes_in_flight: u64,
+    pub ssthresh: u64,
+}
+
+/// Extension hooks: the seams through which FEC (and other extensions) plug into the
+/// connection without changing its core loops.
+pub trait ConnectionExtension: Send {
+    /// The peer's transport parameters arrived (look for extension parameters).
+    fn on_peer_params(&mut self, _params: &TransportParameters) {}
+    /// An extension frame registered in the frame registry arrived in a 1-RTT packet.
+    fn on_frame(&mut self, _now: Instant, _ty: u64, _body: &[u8]) -> Result<(), TransportError> {
+        Ok(())
+    }
+    /// Room for extension frames in a 1-RTT packet being built; returns true if it wrote an
+    /// ack-eliciting frame.
+    fn write_frames(&mut self, _now: Instant, _buf: &mut Vec<u8>, _max: usize) -> bool {
+        false
+    }
+    /// The plaintext payload of a 1-RTT packet is final, just before encryption.
+    fn on_packet_sealed(&mut self, _now: Instant, _pn: u64, _payload: &[u8]) {}
+    fn on_packet_acked(&mut self, _now: Instant, _pn: u64) {}
+    fn on_packet_lost(&mut self, _now: Instant, _pn: u64) {}
+    /// Whether `write_frames` has something to send.
+    fn wants_to_send(&self) -> bool {
+        false
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Handshake,
+    Established,
+    /// We sent CONNECTION_CLOSE; repeat it in response to incoming packets until `until`.
+    Closing {
+        until: Instant,
+        close: CloseInfo,
+    },
+    /// The peer closed; stay silent until `until`.
+    Draining {
+        until: Instant,
+    },
+    Drained,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CloseInfo {
+    application: bool,
+    code: u64,
+    frame_type: Option<u64>,
+    reason: Vec<u8>,
+}
+
+pub struct Connection {
+    side: Side,
+    config: Arc<TransportConfig>,
+    state: State,
+    remote: SocketAddr,
+    tls: TlsSession,
+    spaces: [PacketSpace; 3],
+    one_rtt: Option<OneRttKeys>,
+    /// Space where TLS currently writes handshake bytes.
+    write_space: SpaceId,
+    rtt: RttEstimator,
+    cc: Box<dyn Controller>,
+    pacer: Pacer,
+    pto_count: u32,
+    /// Time of the first RTT sample, for persistent congestion.
+    first_rtt_sample: Option<Instant>,
+    app_limited: bool,
+    streams: Streams,
+    local_cids: LocalCids,
+    remote_cids: RemoteCids,
+    reset_key: ResetKey,
+    peer_params: Option<TransportParameters>,
+    /// Client: the destination ID of our first Initial (also the server's original DCID).
+    orig_dcid: ConnectionId,
+    /// Client: the server's ID from a Retry, which must come back as retry_source_connection_id.
+    retry_scid: Option<ConnectionId>,
+    /// Client: token to put in Initial packets (from Retry).
+    retry_token: Vec<u8>,
+    /// The peer's first source connection ID, checked against its transport parameters.
+    peer_initial_scid: Option<ConnectionId>,
+    handshake_complete: bool,
+    handshake_confirmed: bool,
+    connected_reported: bool,
+    /// Server: the client's address is validated (no amplification limit).
+    address_validated: bool,
+    /// Client: the server acknowledged one of our Handshake packets.
+    peer_validated_address: bool,
+    bytes_received_unvalidated: u64,
+    bytes_sent_unvalidated: u64,
+    idle_timeout: Duration,
+    idle_deadline: Option<Instant>,
+    /// An ack-eliciting packet was sent since the last packet received (idle timer rule).
+    sent_ack_eliciting_since_rx: bool,
+    last_sent: Option<Instant>,
+    loss_timer: Option<Instant>,
+    pacing_timer: Option<Instant>,
+    handshake_done_pending: bool,
+    path_responses: VecDeque<[u8; 8]>,
+    /// Path validation of a new peer address: (challenge, deadline).
+    path_challenge: Option<([u8; 8], Instant)>,
+    path_challenge_pending: bool,
+    ping_pending: bool,
+    /// Datagrams received (RFC 9221) waiting for the application.
+    datagrams_in: VecDeque<Bytes>,
+    datagrams_out: VecDeque<Bytes>,
+    events: VecDeque<Event>,
+    endpoint_events: VecDeque<EndpointEvent>,
+    /// Packets that arrived before their keys, replayed when the keys come.
+    undecryptable: Vec<(SocketAddr, Vec<u8>)>,
+    rng: ChaCha8Rng,
+    error: Option<ConnectionError>,
+    close_sent_at: Option<Instant>,
+    stats: ConnectionStats,
+    extensions: Vec<Box<dyn ConnectionExtension>>,
+    /// Reused buffers for building packets.
+    scratch_frames: Vec<sent::SentFrame>,
+}
+
+/// How a connection starts; built by the endpoint.
+pub(crate) struct ConnectionParams {
+    pub side: Side,
+    pub config: Arc<TransportConfig>,
+    pub remote: SocketAddr,
+    pub tls: TlsSession,
+    pub local_cid: ConnectionId,
+    pub remote_cid: ConnectionId,
+    /// Client: our first DCID. Server: the DCID of the client's very first Initial.
+    pub orig_dcid: ConnectionId,
+    /// The DCID the Initial keys derive from (differs from `orig_dcid` after a Retry).
+    pub initial_dcid: ConnectionId,
+    pub retry_scid: Option<ConnectionId>,
+    pub reset_key: ResetKey,
+    pub seed: u64,
+    pub now: Instant,
+    /// Server: the client's address was validated by a Retry token.
+    pub address_validated: bool,
+}
+
+impl Connection {
+    pub(crate) fn new(p: ConnectionParams) -> Self {
+        let cfg = p.config.clone();
+        let mut spaces = [PacketSpace::new(), PacketSpace::new(), PacketSpace::new()];
+        spaces[0].keys = Some(crate::crypto::initial_keys(&p.initial_dcid, p.side));
+        let mtu = cfg.max_udp_payload_size;
+        let cc = cfg.congestion_controller.build(p.now, mtu);
+        let pacer = Pacer::new(cfg.initial_rtt, cc.window(), mtu, p.now);
+        let mut conn = Connection {
+            side: p.side,
+            state: State::Handshake,
+            remote: p.remote,
+            tls: p.tls,
+            spaces,
+            one_rtt: None,
+            write_space: SpaceId::Initial,
+            rtt: RttEstimator::new(cfg.initial_rtt),
+            cc,
+            pacer,
+            pto_count: 0,
+            first_rtt_sample: None,
+            app_limited: false,
+            streams: Streams::new(p.side, &cfg),
+            local_cids: LocalCids::new(p.local_cid),
+            remote_cids: RemoteCids::new(p.remote_cid, cfg.active_connection_id_limit),
+            reset_key: p.reset_key,
+            peer_params: None,
+            orig_dcid: p.orig_dcid,
+            retry_scid: p.retry_scid,
+            retry_token: Vec::new(),
+            peer_initial_scid: None,
+            handshake_complete: false,
+            handshake_confirmed: false,
+            connected_reported: false,
+            address_validated: p.side.is_client() || p.address_validated,
+            peer_validated_address: p.side.is_server(),
+            bytes_received_unvalidated: 0,
+            bytes_sent_unvalidated: 0,
+            idle_timeout: cfg.max_idle_timeout,
+            idle_deadline: None,
+            sent_ack_eliciting_since_rx: false,
+            last_sent: None,
+            loss_timer: None,
+            pacing_timer: None,
+            handshake_done_pending: false,
+            path_responses: VecDeque::new(),
+            path_challenge: None,
+            path_challenge_pending: false,
+            ping_pending: false,
+            datagrams_in: VecDeque::new(),
+            datagrams_out: VecDeque::new(),
+            events: VecDeque::new(),
+            endpoint_events: VecDeque::new(),
+            undecryptable: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(p.seed),
+            error: None,
+            close_sent_at: None,
+            stats: ConnectionStats::default(),
+            extensions: Vec::new(),
+            scratch_frames: Vec::new(),
+            config: cfg,
+        };
+        if conn.idle_timeout > Duration::ZERO {
+            conn.idle_deadline = Some(p.now + conn.idle_timeout);
+        }
+        if conn.side.is_client() {
+            conn.drive_tls_output();
+        }
+        conn
+    }
+
+    // ---- introspection ----
+
+    pub fn side(&self) -> Side {
+        self.side
+    }
+    pub fn remote_address(&self) -> SocketAddr {
+        self.remote
+    }
+    pub fn stats(&self) -> ConnectionStats {
+        self.stats
+    }
+    pub fn path_stats(&self) -> PathStats {
+        PathStats {
+            rtt: self.rtt.smoothed(),
+            min_rtt: self.rtt.min(),
+            cwnd: self.cc.window(),
+            bytes_in_flight: self.bytes_in_flight(),
+            ssthresh: self.cc.ssthresh(),
+        }
+    }
+    pub fn rtt(&self) -> Duration {
+        self.rtt.smoothed()
+    }
+    pub fn is_handshaking(&self) -> bool {
+        self.state == State::Handshake
+    }
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+    pub fn is_closed(&self) -> bool {
+        matches!(
+            self.state,
+            State::Closing { .. } | State::Draining { .. } | State::Drained
+        )
+    }
+    pub fn is_drained(&self) -> bool {
+        self.state == State::Drained
+    }
+    pub fn handshake_confirmed(&self) -> bool {
+        self.handshake_confirmed
+    }
+    pub fn error(&self) -> Option<&ConnectionError> {
+        self.error.as_ref()
+    }
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.tls.alpn_protocol()
+    }
+    pub fn server_name(&self) -> Option<&str> {
+        self.tls.server_name()
+    }
+    pub fn is_resumed(&self) -> bool {
+        self.tls.is_resumed()
+    }
+    pub fn peer_params(&self) -> Option<&TransportParameters> {
+        self.peer_params.as_ref()
+    }
+    /// The current 1-RTT key phase (flips with each key update).
+    pub fn key_phase(&self) -> Option<bool> {
+        self.one_rtt.as_ref().map(|k| k.key_phase)
+    }
+    pub fn local_cid(&self) -> ConnectionId {
+        *self
+            .local_cids
+            .active
+            .values()
+            .next()
+            .unwrap_or(&ConnectionId::new(&[]))
+    }
+    pub fn add_extension(&mut self, ext: Box<dyn ConnectionExtension>) {
+        self.extensions.push(ext);
+    }
+
+    // ---- application API ----
+
+    /// Next application event.
+    pub fn poll(&mut self) -> Option<Event> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        self.streams.poll_event().map(Event::Stream)
+    }
+
+    pub(crate) fn poll_endpoint_event(&mut self) -> Option<EndpointEvent> {
+        self.endpoint_events.pop_front()
+    }
+
+    pub fn open_stream(&mut self, dir: Dir) -> Option<StreamId> {
+        if self.is_closed() {
+            return None;
+        }
+        self.streams.open(dir)
+    }
+
+    pub fn accept_stream(&mut self, dir: Dir) -> Option<StreamId> {
+        self.streams.accept(dir)
+    }
+
+    pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, WriteError> {
+        if self.is_closed() {
+            return Err(WriteError::ClosedStream);
+        }
+        self.streams.write(id, data)
+    }
+
+    pub fn finish(&mut self, id: StreamId) -> Result<(), WriteError> {
+        if self.is_closed() {
+            return Err(WriteError::ClosedStream);
+        }
+        self.streams.finish(id)
+    }
+
+    pub fn reset_stream(&mut self, id: StreamId, code: u64) -> Result<(), WriteError> {
+        self.streams.reset(id, code)
+    }
+
+    pub fn stop_sending(&mut self, id: StreamId, code: u64) -> Result<(), ReadError> {
+        self.streams.stop_sending(id, code)
+    }
+
+    /// Reads up to `max` bytes in order: `Ok(None)` at the end of the stream.
+    pub fn read(
+        &mut self,
+        now: Instant,
+        id: StreamId,
+        max: usize,
+    ) -> Result<Option<Bytes>, ReadError> {
+        let rtt = self.rtt.smoothed();
+        self.streams.read(id, max, now, rtt)
+    }
+
+    /// Queues an unreliable datagram (RFC 9221). Fails if the peer does not accept them or
+    /// it is too large for one packet.
+    pub fn send_datagram(&mut self, data: Bytes) -> Result<(), &'static str> {
+        let Some(max) = self
+            .peer_params
+            .as_ref()
+            .and_then(|p| p.max_datagram_frame_size)
+        else {
+            return Err("peer does not accept DATAGRAM frames");
+        };
+        if data.len() as u64 + 4 > max
+            || data.len() + 64 > usize::from(self.config.max_udp_payload_size)
+        {
+            return Err("datagram too large");
+        }
+        if self.datagrams_out.len() >= 1024 {
+            self.datagrams_out.pop_front();
+        }
+        self.datagrams_out.push_back(data);
+        Ok(())
+    }
+
+    pub fn recv_datagram(&mut self) -> Option<Bytes> {
+        self.datagrams_in.pop_front()
+    }
+
+    /// Starts a key update (RFC 9001 §6.1). Allowed once the handshake is confirmed and a
+    /// packet of the current key phase was acknowledged.
+    pub fn force_key_update(&mut self) -> bool {
+        let next_pn = self.spaces[SpaceId::Data.idx()].next_pn;
+        if !self.handshake_confirmed {
+            return false;
+        }
+        let Some(k) = self.one_rtt.as_mut() else {
+            return false;
+        };
+        if !k.phase_acked {
+            return false;
+        }
+        // The old receive key stays until 3 PTO after the first packet of the new phase
+        // arrives; that deadline is set on receipt.
+        k.rotate(next_pn, None);
+        self.stats.key_updates += 1;
+        true
+    }
+
+    /// Closes the connection with an application error code.
+    pub fn close(&mut self, now: Instant, code: u64, reason: &[u8]) {
+        self.enter_closing(
+            now,
+            CloseInfo {
+                application: true,
+                code,
+                frame_type: None,
+                reason: reason.to_vec(),
+            },
+            ConnectionError::LocallyClosed,
+        );
+    }
+
+    /// Closes because of a transport error we detected.
+    fn close_with_error(&mut self, now: Instant, e: TransportError) {
+        tracing::debug!(side = ?self.side, error = %e, "closing connection");
+        let info = CloseInfo {
+            application: false,
+            code: e.code,
+            frame_type: Some(e.frame_type.unwrap_or(0)),
+            reason: e.reason.as_bytes().to_vec(),
+        };
+        self.enter_closing(now, info, ConnectionError::TransportError(e));
+    }
+
+    fn enter_closing(&mut self, now: Instant, close: CloseInfo, err: ConnectionError) {
+        if self.is_closed() {
+            return;
+        }
+        let until = now + self.pto_duration(SpaceId::Data) * 3;
+        self.state = State::Closing { until, close };
+        self.set_error(err);
+        self.close_sent_at = None;
+    }
+
+    fn enter_draining(&mut self, now: Instant, err: ConnectionError) {
+        if matches!(self.state, State::Draining { .. } | State::Drained) {
+            return;
+        }
+        let until = now + self.pto_duration(SpaceId::Data) * 3;
+        self.state = State::Draining { until };
+        self.set_error(err);
+    }
+
+    fn set_error(&mut self, err: ConnectionError) {
+        if self.error.is_none() {
+            self.error = Some(err.clone());
+            self.events.push_back(Event::ConnectionLost(err));
+        }
+    }
+
+    fn drain_now(&mut self) {
+        if self.state != State::Drained {
+            self.state = State::Drained;
+            self.endpoint_events.push_back(EndpointEvent::Drained);
+        }
+    }
+
+    /// A stateless reset from the peer: the connection is gone at once.
+    pub(crate) fn on_stateless_reset(&mut self) {
+        self.set_error(ConnectionError::Reset);
+        self.drain_now();
+    }
+
+    pub(crate) fn is_stateless_reset(&self, datagram: &[u8]) -> bool {
+        datagram.len() >= 21
+            && datagram[0] & 0x80 == 0
+            && self
+                .remote_cids
+                .is_reset_token(&datagram[datagram.len() - 16..])
+    }
+
+    fn bytes_in_flight(&self) -> u64 {
+        self.spaces.iter().map(|s| s.sent.bytes_in_flight()).sum()
+    }
+
+    /// Transport error codes of 0x1c frames from the peer may not exceed varint range;
+    /// convenience for tests.
+    pub fn stream_counts(&self) -> (usize, usize) {
+        self.streams.counts()
+    }
+
+    /// Whether every byte written on every stream has been acknowledged.
+    pub fn all_data_acked(&self) -> bool {
+        !self.streams.has_unacked_data()
+    }
+}
+
+/// Maps a TLS alert into a connection error code for checks in tests.
+pub fn crypto_error_code(alert: u8) -> u64 {
+    error_code::CRYPTO_ERROR_BASE + u64::from(alert)
+}

@@ -1,0 +1,583 @@
+//! Incoming datagrams: coalesced packets, header protection removal, decryption, key phase
+//! handling and the frame loop (RFC 9000 §12, §17; RFC 9001 §5-6).
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+
+use super::{Connection, ConnectionError, Event, SpaceId, State};
+use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
+use crate::frame::{Frame, PacketKind, parse_frames};
+use crate::packet::{self, LongType, ParsedHeader};
+use crate::time::Instant;
+use crate::types::{ConnectionId, Side, TransportError, error_code};
+
+/// Packets kept while waiting for their keys (reordering around the handshake).
+const MAX_UNDECRYPTABLE: usize = 16;
+
+/// Which key decrypted a 1-RTT packet.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyUsed {
+    Current,
+    Previous,
+    Next,
+}
+
+impl Connection {
+    /// A UDP datagram from the peer.
+    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
+        if self.state == State::Drained {
+            return;
+        }
+        self.stats.udp_rx_datagrams += 1;
+        self.stats.udp_rx_bytes += data.len() as u64;
+        if !self.address_validated {
+            self.bytes_received_unvalidated += data.len() as u64;
+        }
+        let mut rest = data;
+        let mut first = true;
+        while !rest.is_empty() {
+            let consumed = self.handle_packet(now, remote, rest, first, data);
+            first = false;
+            if consumed == 0 || consumed > rest.len() {
+                break;
+            }
+            rest = &rest[consumed..];
+        }
+        if !self.undecryptable.is_empty() {
+            self.replay_undecryptable(now);
+        }
+        self.set_loss_timer(now);
+    }
+
+    fn replay_undecryptable(&mut self, now: Instant) {
+        let buffered = std::mem::take(&mut self.undecryptable);
+        for (remote, packet) in buffered {
+            if self.keys_available_for(&packet) {
+                self.handle_packet(now, remote, &packet, false, &[]);
+            } else {
+                self.undecryptable.push((remote, packet));
+            }
+        }
+    }
+
+    fn keys_available_for(&self, packet: &[u8]) -> bool {
+        match packet.first() {
+            Some(b) if b & 0x80 == 0 => self.one_rtt.is_some(),
+            Some(b) if (b >> 4) & 0x03 == 2 => self.spaces[SpaceId::Handshake.idx()].keys.is_some(),
+            _ => true,
+        }
+    }
+
+    /// Handles one packet at the start of `buf`; returns the bytes it occupied.
+    fn handle_packet(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        buf: &[u8],
+        first_in_datagram: bool,
+        datagram: &[u8],
+    ) -> usize {
+        let header = match packet::parse_header(buf, self.local_cids.cid_len) {
+            Ok(h) => h,
+            Err(_) => {
+                self.stats.packets_dropped += 1;
+                return buf.len();
+            }
+        };
+        let (space, kind, pn_offset, packet_len, scid) = match header {
+            ParsedHeader::VersionNegotiation { versions, .. } => {
+                self.on_version_negotiation(now, versions);
+                return buf.len();
+            }
+            ParsedHeader::Retry { scid, token, .. } => {
+                self.on_retry(now, scid, token, buf);
+                return buf.len();
+            }
+            ParsedHeader::UnsupportedVersion { .. } => return buf.len(),
+            ParsedHeader::Long {
+                ty,
+                scid,
+                pn_offset,
+                packet_len,
+                token,
+                ..
+            } => {
+                let (space, kind) = match ty {
+                    LongType::Initial => (SpaceId::Initial, PacketKind::Initial),
+                    LongType::Handshake => (SpaceId::Handshake, PacketKind::Handshake),
+                    // No 0-RTT: such packets are dropped (RFC 9000 §17.2.3 allows it).
+                    _ => return packet_len,
+                };
+                if space == SpaceId::Initial && self.side == Side::Client && !token.is_empty() {
+                    // Servers never send tokens in Initial packets (RFC 9000 §17.2.2).
+                    return packet_len;
+                }
+                (space, kind, pn_offset, packet_len, Some(scid))
+            }
+            ParsedHeader::Short {
+                pn_offset,
+                packet_len,
+                ..
+            } => (
+                SpaceId::Data,
+                PacketKind::OneRtt,
+                pn_offset,
+                packet_len,
+                None,
+            ),
+        };
+        let packet_bytes = &buf[..packet_len.min(buf.len())];
+        if matches!(self.state, State::Draining { .. }) {
+            return packet_len;
+        }
+        let sp = &self.spaces[space.idx()];
+        if sp.discarded {
+            return packet_len;
+        }
+        let have_keys = match space {
+            SpaceId::Data => self.one_rtt.is_some(),
+            _ => sp.keys.is_some(),
+        };
+        if !have_keys {
+            if self.undecryptable.len() < MAX_UNDECRYPTABLE {
+                self.undecryptable.push((remote, packet_bytes.to_vec()));
+            }
+            return packet_len;
+        }
+        let Some((pn, payload)) = self.decrypt(now, space, packet_bytes, pn_offset) else {
+            if space == SpaceId::Data && first_in_datagram && self.is_stateless_reset(datagram) {
+                self.on_stateless_reset();
+            } else {
+                self.stats.packets_dropped += 1;
+            }
+            return packet_len;
+        };
+        let payload = match payload {
+            Ok(p) => p,
+            Err(e) => {
+                self.close_with_error(now, e);
+                return packet_len;
+            }
+        };
+        if self.spaces[space.idx()].is_duplicate(pn) {
+            return packet_len;
+        }
+        self.stats.packets_received += 1;
+        // First packet from the server fixes its connection ID (RFC 9000 §7.2).
+        if let Some(scid) = scid
+            && self.peer_initial_scid.is_none()
+        {
+            self.peer_initial_scid = Some(scid);
+            if self.side.is_client() {
+                self.remote_cids.set_initial(scid);
+            }
+        }
+        if space == SpaceId::Handshake && self.side.is_server() {
+            // A Handshake packet proves the client owns its address (RFC 9000 §8.1).
+            self.address_validated = true;
+            self.discard_space(now, SpaceId::Initial);
+        }
+        if let State::Closing { .. } = self.state {
+            // Answer with the close again, but never more than once per packet received.
+            self.close_sent_at = None;
+            if let Ok(Some(_)) = self.scan_for_close(&payload) {
+                self.drain_now();
+            }
+            return packet_len;
+        }
+        if space == SpaceId::Data && remote != self.remote && self.side.is_server() {
+            let largest = self.spaces[space.idx()].largest_received_pn();
+            if largest.is_none_or(|l| pn > l) {
+                self.on_peer_address_change(now, remote);
+            }
+        }
+        self.restart_idle_timer(now);
+        match self.process_payload(now, space, kind, pn, payload) {
+            Ok(()) => {}
+            Err(e) => self.close_with_error(now, e),
+        }
+        packet_len
+    }
+
+    /// Removes header protection and decrypts. `None`: drop the packet silently.
+    /// `Some((pn, Err))`: a protocol error found after authentication.
+    #[allow(clippy::type_complexity)]
+    fn decrypt(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        packet: &[u8],
+        pn_offset: usize,
+    ) -> Option<(u64, Result<Bytes, TransportError>)> {
+        if packet.len() < pn_offset + 4 + HP_SAMPLE_LEN {
+            return None;
+        }
+        let mut pkt = packet.to_vec();
+        let mut sample = [0u8; HP_SAMPLE_LEN];
+        sample.copy_from_slice(&pkt[pn_offset + 4..pn_offset + 4 + HP_SAMPLE_LEN]);
+        {
+            let (first, rest) = pkt.split_at_mut(1);
+            let pn_bytes = &mut rest[pn_offset - 1..pn_offset - 1 + 4];
+            let hp = match space {
+                SpaceId::Data => &self.one_rtt.as_ref()?.remote_header,
+                _ => &self.spaces[space.idx()].keys.as_ref()?.remote.header,
+            };
+            hp.decrypt_in_place(&sample, &mut first[0], pn_bytes).ok()?;
+        }
+        let first = pkt[0];
+        let pn_len = usize::from(first & 0x03) + 1;
+        let mut truncated = 0u64;
+        for b in &pkt[pn_offset..pn_offset + pn_len] {
+            truncated = (truncated << 8) | u64::from(*b);
+        }
+        let largest = self.spaces[space.idx()].largest_received_pn();
+        let pn = packet::decode_pn(truncated, pn_len, largest);
+        let header_len = pn_offset + pn_len;
+        if pkt.len() < header_len + TAG_LEN {
+            return None;
+        }
+        let (header, body) = pkt.split_at_mut(header_len);
+        let (plain_len, key_used) = match space {
+            SpaceId::Data => {
+                let phase = first & 0x04 != 0;
+                let keys = self.one_rtt.as_mut()?;
+                let key_used = if phase == keys.key_phase {
+                    KeyUsed::Current
+                } else if keys.prev_remote.is_some()
+                    && keys.phase_first_received.is_none_or(|f| pn < f)
+                {
+                    KeyUsed::Previous
+                } else {
+                    KeyUsed::Next
+                };
+                let key = match key_used {
+                    KeyUsed::Current => &keys.remote,
+                    KeyUsed::Previous => &keys.prev_remote.as_ref()?.0,
+                    KeyUsed::Next => &keys.next.remote,
+                };
+                match key.decrypt_in_place(pn, header, body) {
+                    Ok(p) => (p.len(), key_used),
+                    Err(_) => {
+                        keys.auth_failures += 1;
+                        if keys.auth_failures >= keys.remote.integrity_limit() {
+                            let e = TransportError::new(
+                                error_code::AEAD_LIMIT_REACHED,
+                                "too many packets failed authentication",
+                            );
+                            return Some((pn, Err(e)));
+                        }
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                let key = &self.spaces[space.idx()].keys.as_ref()?.remote.packet;
+                (
+                    key.decrypt_in_place(pn, header, body).ok()?.len(),
+                    KeyUsed::Current,
+                )
+            }
+        };
+        let reserved = if first & 0x80 != 0 {
+            first & 0x0c
+        } else {
+            first & 0x18
+        };
+        if reserved != 0 {
+            return Some((
+                pn,
+                Err(TransportError::protocol_violation("reserved bits set")),
+            ));
+        }
+        if space == SpaceId::Data
+            && let Err(e) = self.on_key_phase(now, pn, key_used)
+        {
+            return Some((pn, Err(e)));
+        }
+        pkt.truncate(header_len + plain_len);
+        let payload = Bytes::from(pkt).slice(header_len..);
+        Some((pn, Ok(payload)))
+    }
+
+    /// Tracks key phases of received 1-RTT packets; a packet under the next keys means the
+    /// peer started a key update, which we follow (RFC 9001 §6.2).
+    fn on_key_phase(&mut self, now: Instant, pn: u64, used: KeyUsed) -> Result<(), TransportError> {
+        let next_pn = self.spaces[SpaceId::Data.idx()].next_pn;
+        let pto3 = self.pto_duration(SpaceId::Data) * 3;
+        let Some(keys) = self.one_rtt.as_mut() else {
+            return Ok(());
+        };
+        match used {
+            KeyUsed::Next => {
+                if !self.handshake_confirmed && self.side.is_server() {
+                    return Err(TransportError::new(
+                        error_code::KEY_UPDATE_ERROR,
+                        "key update before the handshake was confirmed",
+                    ));
+                }
+                keys.rotate(next_pn, Some(now + pto3));
+                keys.phase_first_received = Some(pn);
+                self.stats.key_updates += 1;
+            }
+            KeyUsed::Current => {
+                if keys.phase_first_received.is_none_or(|f| pn < f) {
+                    keys.phase_first_received = Some(pn);
+                }
+                if let Some((_, deadline @ None)) = keys.prev_remote.as_mut() {
+                    *deadline = Some(now + pto3);
+                }
+            }
+            KeyUsed::Previous => {}
+        }
+        Ok(())
+    }
+
+    fn on_version_negotiation(&mut self, now: Instant, versions: &[u8]) {
+        if self.side.is_server()
+            || self.peer_initial_scid.is_some()
+            || self.state != State::Handshake
+        {
+            return;
+        }
+        let offers_v1 = versions
+            .chunks_exact(4)
+            .any(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]) == packet::VERSION_1);
+        if offers_v1 {
+            // A VN listing our own version is forged or stale: ignore it (RFC 9000 §6.2).
+            return;
+        }
+        self.set_error(ConnectionError::VersionMismatch);
+        let _ = now;
+        self.drain_now();
+    }
+
+    fn on_retry(&mut self, now: Instant, scid: ConnectionId, token: &[u8], packet: &[u8]) {
+        if self.side.is_server() || self.retry_scid.is_some() || self.peer_initial_scid.is_some() {
+            return;
+        }
+        if token.is_empty() || !packet::verify_retry(&self.orig_dcid, packet) {
+            return;
+        }
+        self.retry_scid = Some(scid);
+        self.retry_token = token.to_vec();
+        self.remote_cids.set_initial(scid);
+        self.spaces[SpaceId::Initial.idx()].keys =
+            Some(crate::crypto::initial_keys(&scid, self.side));
+        // Everything sent in Initial packets must go again under the new keys.
+        let sp = &mut self.spaces[SpaceId::Initial.idx()];
+        sp.sent.drain(|_, _| {});
+        sp.crypto_send.requeue_unacked();
+        self.pto_count = 0;
+        self.set_loss_timer(now);
+    }
+
+    fn on_peer_address_change(&mut self, now: Instant, remote: SocketAddr) {
+        tracing::debug!(from = %self.remote, to = %remote, "peer address changed");
+        self.remote = remote;
+        let mut challenge = [0u8; 8];
+        rand::RngCore::fill_bytes(&mut self.rng, &mut challenge);
+        let deadline = now + self.pto_duration(SpaceId::Data) * 3;
+        self.path_challenge = Some((challenge, deadline));
+        self.path_challenge_pending = true;
+    }
+
+    /// Looks for CONNECTION_CLOSE in a packet received while closing.
+    fn scan_for_close(&self, payload: &[u8]) -> Result<Option<()>, ()> {
+        for f in parse_frames(payload, &self.config.frames) {
+            match f {
+                Ok(Frame::ConnectionClose(_)) => return Ok(Some(())),
+                Ok(_) => {}
+                Err(_) => return Err(()),
+            }
+        }
+        Ok(None)
+    }
+
+    fn process_payload(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        kind: PacketKind,
+        pn: u64,
+        payload: Bytes,
+    ) -> Result<(), TransportError> {
+        let mut ack_eliciting = false;
+        let mut any = false;
+        let registry = self.config.frames.clone();
+        for frame in parse_frames(&payload, &registry) {
+            let frame = frame.map_err(TransportError::from)?;
+            any = true;
+            if !registry.allowed_in(&frame, kind) {
+                return Err(TransportError::protocol_violation(
+                    "frame not allowed in this packet type",
+                )
+                .with_frame(frame.ty()));
+            }
+            ack_eliciting |= registry.is_ack_eliciting(&frame);
+            self.on_frame(now, space, frame, &payload)?;
+            if self.is_closed() {
+                break;
+            }
+        }
+        if !any {
+            return Err(TransportError::protocol_violation("packet without frames"));
+        }
+        let threshold = self.config.ack_eliciting_threshold.max(1);
+        let sp = &mut self.spaces[space.idx()];
+        let out_of_order = sp.on_packet_received(now, pn);
+        if ack_eliciting {
+            sp.ack_pending = true;
+            sp.ack_eliciting_since_ack += 1;
+            if sp.first_unacked_at.is_none() {
+                sp.first_unacked_at = Some(now);
+            }
+            if space != SpaceId::Data || out_of_order || sp.ack_eliciting_since_ack >= threshold {
+                sp.ack_immediate = true;
+            }
+        } else if out_of_order {
+            // Not acked on its own, but reported in the next ACK.
+        }
+        Ok(())
+    }
+
+    fn on_frame(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        frame: Frame<'_>,
+        payload: &Bytes,
+    ) -> Result<(), TransportError> {
+        let ty = frame.ty();
+        let with_ty = |e: TransportError| {
+            if e.frame_type.is_some() {
+                e
+            } else {
+                e.with_frame(ty)
+            }
+        };
+        match frame {
+            Frame::Padding { .. } | Frame::Ping => {}
+            Frame::Ack(ack) => self.on_ack_frame(now, space, &ack).map_err(with_ty)?,
+            Frame::Crypto { offset, data } => {
+                self.on_crypto(now, space, offset, data).map_err(with_ty)?
+            }
+            Frame::Stream(f) => {
+                let data = payload.slice_ref(f.data);
+                self.streams.on_stream_frame(&f, data).map_err(with_ty)?;
+            }
+            Frame::ResetStream {
+                id,
+                error_code,
+                final_size,
+            } => self
+                .streams
+                .on_reset_stream(id, error_code, final_size)
+                .map_err(with_ty)?,
+            Frame::StopSending { id, error_code } => self
+                .streams
+                .on_stop_sending(id, error_code)
+                .map_err(with_ty)?,
+            Frame::MaxData(max) => self.streams.on_max_data(max),
+            Frame::MaxStreamData { id, max } => {
+                self.streams.on_max_stream_data(id, max).map_err(with_ty)?
+            }
+            Frame::MaxStreams { dir, count } => self.streams.on_max_streams(dir, count),
+            Frame::DataBlocked { .. } | Frame::StreamsBlocked { .. } => {}
+            Frame::StreamDataBlocked { id, .. } => {
+                self.streams.on_stream_data_blocked(id).map_err(with_ty)?
+            }
+            Frame::NewToken { .. } => {
+                if self.side.is_server() {
+                    return Err(
+                        TransportError::protocol_violation("NEW_TOKEN from a client")
+                            .with_frame(ty),
+                    );
+                }
+            }
+            Frame::NewConnectionId {
+                seq,
+                retire_prior_to,
+                cid,
+                reset_token,
+            } => self
+                .remote_cids
+                .on_new_cid(seq, retire_prior_to, cid, reset_token)
+                .map_err(with_ty)?,
+            Frame::RetireConnectionId { seq } => {
+                let dcid = self.local_cid();
+                if let Some(cid) = self.local_cids.retire(seq, &dcid).map_err(with_ty)? {
+                    self.endpoint_events
+                        .push_back(super::EndpointEvent::RetiredLocalCid(cid));
+                    self.issue_cids();
+                }
+            }
+            Frame::PathChallenge(data) => {
+                if self.path_responses.len() < 4 {
+                    self.path_responses.push_back(data);
+                }
+            }
+            Frame::PathResponse(data) => {
+                if self.path_challenge.is_some_and(|(c, _)| c == data) {
+                    self.path_challenge = None;
+                    self.path_challenge_pending = false;
+                }
+            }
+            Frame::ConnectionClose(c) => {
+                let reason = String::from_utf8_lossy(c.reason).into_owned();
+                let err = if c.is_application {
+                    ConnectionError::ApplicationClosed {
+                        code: c.error_code,
+                        reason,
+                    }
+                } else {
+                    ConnectionError::ConnectionClosed {
+                        code: c.error_code,
+                        frame_type: Some(c.frame_type),
+                        reason,
+                    }
+                };
+                self.enter_draining(now, err);
+            }
+            Frame::HandshakeDone => {
+                if self.side.is_server() {
+                    return Err(
+                        TransportError::protocol_violation("HANDSHAKE_DONE from a client")
+                            .with_frame(ty),
+                    );
+                }
+                self.on_handshake_confirmed(now);
+            }
+            Frame::Datagram { data } => {
+                let max = self.config.max_datagram_frame_size.unwrap_or(0);
+                if data.len() as u64 > max {
+                    return Err(
+                        TransportError::protocol_violation("DATAGRAM larger than allowed")
+                            .with_frame(ty),
+                    );
+                }
+                if self.datagrams_in.len() >= self.config.datagram_receive_buffer {
+                    self.datagrams_in.pop_front();
+                }
+                self.datagrams_in.push_back(payload.slice_ref(data));
+                self.events.push_back(Event::DatagramReceived);
+            }
+            Frame::AckFrequency { .. } => {}
+            Frame::ImmediateAck => self.spaces[space.idx()].ack_immediate = true,
+            Frame::Extension { ty, body } => {
+                for ext in &mut self.extensions {
+                    ext.on_frame(now, ty, body)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn restart_idle_timer(&mut self, now: Instant) {
+        self.sent_ack_eliciting_since_rx = false;
+        if !self.idle_timeout.is_zero() {
+            let min = self.pto_duration(SpaceId::Data) * 3;
+            self.idle_deadline = Some(now + self.idle_timeout.max(min));
+        }
+    }
+}

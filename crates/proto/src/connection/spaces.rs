@@ -1,0 +1,232 @@
+//! Packet-number spaces (RFC 9000 §12.3): keys, numbering, received-packet tracking for ACKs,
+//! sent-packet tracking for loss detection, and the CRYPTO stream of each space.
+
+use std::collections::BTreeMap;
+
+use crate::connection::sent::SentInfo;
+use crate::crypto::SpaceKeys;
+use crate::range_set::RangeSet;
+use crate::recovery::sent::SentPackets;
+use crate::time::Instant;
+use crate::types::{TransportError, error_code};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SpaceId {
+    Initial = 0,
+    Handshake = 1,
+    Data = 2,
+}
+
+impl SpaceId {
+    pub const ALL: [SpaceId; 3] = [SpaceId::Initial, SpaceId::Handshake, SpaceId::Data];
+    pub fn idx(self) -> usize {
+        self as usize
+    }
+}
+
+/// Highest number of ACK ranges we remember (older ones are forgotten and treated as seen).
+const MAX_TRACKED_RANGES: usize = 64;
+
+/// Outgoing CRYPTO data of a space: small, so kept whole until the space is discarded.
+#[derive(Debug, Default)]
+pub struct CryptoSend {
+    data: Vec<u8>,
+    /// First byte never sent.
+    next: u64,
+    retransmit: RangeSet,
+    acked: RangeSet,
+}
+
+impl CryptoSend {
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.data.extend_from_slice(bytes);
+    }
+    pub fn has_pending(&self) -> bool {
+        !self.retransmit.is_empty() || self.next < self.data.len() as u64
+    }
+    /// Next range of at most `max` bytes to send.
+    pub fn next_chunk(&mut self, max: usize) -> Option<(u64, &[u8])> {
+        if max == 0 {
+            return None;
+        }
+        let (start, end) = if let Some(r) = self.retransmit.first_range() {
+            let end = r.end.min(r.start + max as u64);
+            self.retransmit.remove(r.start..end);
+            (r.start, end)
+        } else if self.next < self.data.len() as u64 {
+            let end = (self.data.len() as u64).min(self.next + max as u64);
+            let start = self.next;
+            self.next = end;
+            (start, end)
+        } else {
+            return None;
+        };
+        Some((start, &self.data[start as usize..end as usize]))
+    }
+    pub fn on_ack(&mut self, offset: u64, len: u32) {
+        let r = offset..offset + u64::from(len);
+        self.acked.insert(r.clone());
+        self.retransmit.remove(r);
+    }
+    pub fn on_lost(&mut self, offset: u64, len: u32) {
+        let mut lost = RangeSet::new();
+        lost.insert(offset..offset + u64::from(len));
+        lost.subtract(&self.acked);
+        for r in lost.iter() {
+            self.retransmit.insert(r);
+        }
+    }
+    /// Probe: send every unacknowledged byte again.
+    pub fn requeue_unacked(&mut self) {
+        let mut all = RangeSet::new();
+        if self.next > 0 {
+            all.insert(0..self.next);
+        }
+        all.subtract(&self.acked);
+        for r in all.iter() {
+            self.retransmit.insert(r);
+        }
+    }
+}
+
+/// Incoming CRYPTO data of a space, reassembled for TLS; bounded by the local crypto buffer.
+#[derive(Debug, Default)]
+pub struct CryptoRecv {
+    chunks: BTreeMap<u64, Vec<u8>>,
+    read: u64,
+    buffered: usize,
+}
+
+impl CryptoRecv {
+    pub fn insert(&mut self, offset: u64, data: &[u8], limit: usize) -> Result<(), TransportError> {
+        let end = offset + data.len() as u64;
+        if end <= self.read {
+            return Ok(());
+        }
+        if end - self.read > limit as u64 {
+            return Err(TransportError::new(
+                error_code::CRYPTO_BUFFER_EXCEEDED,
+                "CRYPTO data too far ahead",
+            ));
+        }
+        let (offset, data) = if offset < self.read {
+            (self.read, &data[(self.read - offset) as usize..])
+        } else {
+            (offset, data)
+        };
+        if self
+            .chunks
+            .get(&offset)
+            .is_some_and(|c| c.len() >= data.len())
+        {
+            return Ok(());
+        }
+        self.buffered += data.len();
+        if let Some(old) = self.chunks.insert(offset, data.to_vec()) {
+            self.buffered -= old.len();
+        }
+        Ok(())
+    }
+    /// Appends the next in-order bytes to `out`.
+    pub fn read_into(&mut self, out: &mut Vec<u8>) {
+        while let Some((&off, _)) = self.chunks.first_key_value() {
+            if off > self.read {
+                break;
+            }
+            let (_, chunk) = self.chunks.pop_first().expect("non-empty");
+            self.buffered -= chunk.len();
+            let end = off + chunk.len() as u64;
+            if end > self.read {
+                out.extend_from_slice(&chunk[(self.read - off) as usize..]);
+                self.read = end;
+            }
+        }
+    }
+}
+
+pub struct PacketSpace {
+    /// Initial and Handshake keys (the 1-RTT keys live in `OneRttKeys`).
+    pub keys: Option<SpaceKeys>,
+    pub next_pn: u64,
+    pub sent: SentPackets<SentInfo>,
+    /// Packet numbers received, for ACK frames and duplicate detection.
+    pub received: RangeSet,
+    /// Packets below this were forgotten: treated as duplicates.
+    pub received_floor: u64,
+    pub largest_received: Option<(u64, Instant)>,
+    /// An ACK frame should be sent (something ack-eliciting arrived since the last one).
+    pub ack_pending: bool,
+    /// Send the ACK without waiting for the ack delay.
+    pub ack_immediate: bool,
+    pub ack_eliciting_since_ack: u64,
+    /// When the oldest unacknowledged ack-eliciting packet arrived (ack-delay timer base).
+    pub first_unacked_at: Option<Instant>,
+    pub crypto_send: CryptoSend,
+    pub crypto_recv: CryptoRecv,
+    pub loss_time: Option<Instant>,
+    /// PTO probes still to send in this space.
+    pub probes: u8,
+    /// Set once keys were discarded: nothing is sent or accepted any more.
+    pub discarded: bool,
+}
+
+impl PacketSpace {
+    pub fn new() -> Self {
+        PacketSpace {
+            keys: None,
+            next_pn: 0,
+            sent: SentPackets::new(),
+            received: RangeSet::new(),
+            received_floor: 0,
+            largest_received: None,
+            ack_pending: false,
+            ack_immediate: false,
+            ack_eliciting_since_ack: 0,
+            first_unacked_at: None,
+            crypto_send: CryptoSend::default(),
+            crypto_recv: CryptoRecv::default(),
+            loss_time: None,
+            probes: 0,
+            discarded: false,
+        }
+    }
+
+    pub fn largest_received_pn(&self) -> Option<u64> {
+        self.largest_received.map(|(pn, _)| pn)
+    }
+
+    pub fn is_duplicate(&self, pn: u64) -> bool {
+        pn < self.received_floor || self.received.contains(pn)
+    }
+
+    /// Records a received packet; returns true when it arrived out of order (a gap before
+    /// it or it fills an older gap), which calls for an immediate ACK.
+    pub fn on_packet_received(&mut self, now: Instant, pn: u64) -> bool {
+        let out_of_order = match self.largest_received {
+            Some((largest, _)) => pn != largest + 1,
+            None => pn != 0,
+        };
+        self.received.insert_one(pn);
+        while self.received.len() > MAX_TRACKED_RANGES {
+            if let Some(r) = self.received.pop_min() {
+                self.received_floor = r.end;
+            }
+        }
+        if self.largest_received.is_none_or(|(l, _)| pn > l) {
+            self.largest_received = Some((pn, now));
+        }
+        out_of_order
+    }
+
+    /// The peer acknowledged an ACK of ours up to `largest`: stop repeating older ranges.
+    pub fn on_ack_of_ack(&mut self, largest: u64) {
+        if let Some(min) = self.received.min()
+            && largest > min
+            && self.received.len() > 1
+        {
+            self.received
+                .remove(0..largest.min(self.received.max().unwrap_or(0)));
+            self.received_floor = self.received_floor.max(self.received.min().unwrap_or(0));
+        }
+    }
+}

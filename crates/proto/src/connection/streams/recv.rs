@@ -1,0 +1,190 @@
+//! The receiving half of a stream: reassembly of out-of-order data, final size checks and
+//! flow-control credit (RFC 9000 §3.2, §4).
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::range_set::RangeSet;
+use crate::time::Instant;
+use crate::types::{TransportError, error_code};
+
+#[derive(Debug)]
+pub struct RecvStream {
+    /// Received, unread chunks by offset; chunks may overlap what was already read.
+    chunks: BTreeMap<u64, Bytes>,
+    /// Offsets received so far (to drop duplicates before buffering them).
+    received: RangeSet,
+    /// Next offset the application reads.
+    pub read_offset: u64,
+    /// Highest offset seen, counted against flow control.
+    pub highest: u64,
+    pub final_size: Option<u64>,
+    /// The limit we advertised (MAX_STREAM_DATA).
+    pub max_data: u64,
+    /// Receive window: how far ahead of `read_offset` we let the peer send.
+    pub window: u64,
+    /// The peer reset the stream with this code; unread data is discarded.
+    pub reset: Option<u64>,
+    /// We asked the peer to stop sending (STOP_SENDING).
+    pub stop_sent: Option<u64>,
+    /// The application saw the end (FIN read or reset reported).
+    pub finished_reading: bool,
+    /// When we last raised `max_data`, for window auto-tuning.
+    pub last_credit_update: Option<Instant>,
+}
+
+impl RecvStream {
+    pub fn new(window: u64) -> Self {
+        RecvStream {
+            chunks: BTreeMap::new(),
+            received: RangeSet::new(),
+            read_offset: 0,
+            highest: 0,
+            final_size: None,
+            max_data: window,
+            window,
+            reset: None,
+            stop_sent: None,
+            finished_reading: false,
+            last_credit_update: None,
+        }
+    }
+
+    /// Takes a STREAM frame's data. Returns how much the highest offset grew (connection
+    /// flow-control accounting).
+    pub fn ingest(&mut self, offset: u64, data: Bytes, fin: bool) -> Result<u64, TransportError> {
+        let end = offset + data.len() as u64;
+        if end > self.max_data {
+            return Err(TransportError::new(
+                error_code::FLOW_CONTROL_ERROR,
+                "stream data beyond MAX_STREAM_DATA",
+            ));
+        }
+        if let Some(fs) = self.final_size
+            && (end > fs || (fin && end != fs))
+        {
+            return Err(TransportError::new(
+                error_code::FINAL_SIZE_ERROR,
+                "final size changed",
+            ));
+        }
+        if fin {
+            if end < self.highest {
+                return Err(TransportError::new(
+                    error_code::FINAL_SIZE_ERROR,
+                    "final size below data already received",
+                ));
+            }
+            self.final_size = Some(end);
+        }
+        let grown = end.saturating_sub(self.highest);
+        self.highest = self.highest.max(end);
+        if self.reset.is_some() || self.stop_sent.is_some() || end <= self.read_offset {
+            return Ok(grown);
+        }
+        // Skip what the application already read, and whole duplicates.
+        let (mut offset, mut data) = (offset, data);
+        if offset < self.read_offset {
+            let skip = (self.read_offset - offset) as usize;
+            data = data.slice(skip..);
+            offset = self.read_offset;
+        }
+        if !data.is_empty() && self.received.insert(offset..end) {
+            match self.chunks.get(&offset) {
+                Some(existing) if existing.len() >= data.len() => {}
+                _ => {
+                    self.chunks.insert(offset, data);
+                }
+            }
+        }
+        Ok(grown)
+    }
+
+    /// RESET_STREAM from the peer. Returns the flow-control growth.
+    pub fn on_reset(&mut self, code: u64, final_size: u64) -> Result<u64, TransportError> {
+        if let Some(fs) = self.final_size
+            && fs != final_size
+        {
+            return Err(TransportError::new(
+                error_code::FINAL_SIZE_ERROR,
+                "final size changed",
+            ));
+        }
+        if final_size < self.highest {
+            return Err(TransportError::new(
+                error_code::FINAL_SIZE_ERROR,
+                "reset final size below data received",
+            ));
+        }
+        if final_size > self.max_data {
+            return Err(TransportError::new(
+                error_code::FLOW_CONTROL_ERROR,
+                "reset beyond limit",
+            ));
+        }
+        let grown = final_size - self.highest;
+        self.highest = final_size;
+        self.final_size = Some(final_size);
+        if self.reset.is_none() {
+            self.reset = Some(code);
+            self.chunks.clear();
+        }
+        Ok(grown)
+    }
+
+    /// Next in-order chunk of at most `max` bytes; `None` when nothing is readable now.
+    pub fn read_chunk(&mut self, max: usize) -> Option<Bytes> {
+        loop {
+            let (&off, _) = self.chunks.first_key_value()?;
+            if off > self.read_offset {
+                return None;
+            }
+            let mut chunk = self.chunks.pop_first().map(|(_, c)| c)?;
+            let end = off + chunk.len() as u64;
+            if end <= self.read_offset {
+                continue;
+            }
+            let skip = (self.read_offset - off) as usize;
+            chunk = chunk.slice(skip..);
+            if chunk.len() > max {
+                let rest = chunk.split_off(max);
+                self.chunks.insert(self.read_offset + max as u64, rest);
+            }
+            self.read_offset += chunk.len() as u64;
+            return Some(chunk);
+        }
+    }
+
+    /// Every byte up to the final size was read.
+    pub fn is_fin_readable(&self) -> bool {
+        self.final_size == Some(self.read_offset)
+    }
+
+    pub fn has_readable(&self) -> bool {
+        self.chunks
+            .first_key_value()
+            .is_some_and(|(&o, _)| o <= self.read_offset)
+            || self.is_fin_readable()
+            || self.reset.is_some()
+    }
+
+    /// A MAX_STREAM_DATA worth sending: the peer has used half the window we last gave.
+    pub fn wants_credit_update(&self) -> bool {
+        self.final_size.is_none()
+            && self.reset.is_none()
+            && self.stop_sent.is_none()
+            && self.read_offset + self.window - self.max_data >= self.window / 2
+    }
+
+    /// Extends the advertised limit; returns it.
+    pub fn issue_credit(&mut self) -> u64 {
+        self.max_data = self.max_data.max(self.read_offset + self.window);
+        self.max_data
+    }
+
+    /// Buffered bytes not read (for memory accounting and tests).
+    pub fn buffered(&self) -> u64 {
+        self.chunks.values().map(|c| c.len() as u64).sum()
+    }
+}

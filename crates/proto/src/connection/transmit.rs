@@ -1,0 +1,611 @@
+//! Outgoing packets: what goes into each packet and space, coalescing into datagrams,
+//! padding rules, congestion and pacing limits, the anti-amplification limit, and sealing
+//! (packet protection then header protection).
+
+use super::sent::{SentFrame, SentInfo};
+use super::{CloseInfo, Connection, SpaceId, State, Transmit};
+use crate::crypto::TAG_LEN;
+use crate::frame::{self, ConnectionClose, Frame};
+use crate::packet::{self, LongType};
+use crate::recovery::sent::SentPacket;
+use crate::time::Instant;
+use crate::types::{Side, error_code};
+
+/// Smallest datagram that may carry an Initial packet (RFC 9000 §14.1).
+const MIN_INITIAL_DATAGRAM: usize = 1200;
+/// At most this many ACK ranges per ACK frame.
+const MAX_ACK_RANGES: usize = 32;
+/// Room that is not worth starting a packet for.
+const MIN_PACKET_ROOM: usize = 64;
+
+/// What the transmit path may put in a packet right now.
+#[derive(Clone, Copy)]
+struct Allowance {
+    /// Congestion window and pacing allow new ack-eliciting data.
+    data: bool,
+}
+
+impl Connection {
+    /// Writes the next datagram to send into `buf`, if any. `max_datagrams` > 1 allows a batch
+    /// of equal-size 1-RTT datagrams for segmentation offload.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        match &self.state {
+            State::Drained | State::Draining { .. } => return None,
+            State::Closing { close, .. } => {
+                if self.close_sent_at.is_some() {
+                    return None;
+                }
+                let close = close.clone();
+                return self.transmit_close(now, &close, buf);
+            }
+            _ => {}
+        }
+        let mtu = usize::from(self.config.max_udp_payload_size);
+        let start = buf.len();
+        let mut segment = None;
+        let mut count = 0;
+        while count < max_datagrams.max(1) {
+            let before = buf.len();
+            let size = self.build_datagram(now, buf, mtu)?;
+            let _ = size;
+            count += 1;
+            let len = buf.len() - before;
+            if len == 0 {
+                break;
+            }
+            self.stats.udp_tx_datagrams += 1;
+            self.stats.udp_tx_bytes += len as u64;
+            match segment {
+                None => segment = Some(len),
+                Some(s) if len == s => {}
+                Some(_) => break, // a shorter datagram ends the batch
+            }
+            if len < mtu || max_datagrams <= 1 || !self.handshake_confirmed {
+                break;
+            }
+            if self.bytes_in_flight() + mtu as u64 > self.cc.window() {
+                break;
+            }
+        }
+        let size = buf.len() - start;
+        if size == 0 {
+            return None;
+        }
+        let seg = segment.unwrap_or(size);
+        Some(Transmit {
+            destination: self.remote,
+            size,
+            segment_size: (size > seg).then_some(seg),
+        })
+    }
+
+    /// Builds one datagram of up to `mtu` bytes. `None` when there is nothing to send.
+    fn build_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, mtu: usize) -> Option<usize> {
+        let mut limit = mtu;
+        if !self.address_validated {
+            let budget =
+                (3 * self.bytes_received_unvalidated).saturating_sub(self.bytes_sent_unvalidated);
+            limit = limit.min(budget as usize);
+            if limit < MIN_INITIAL_DATAGRAM {
+                return None;
+            }
+        }
+        let allowance = Allowance {
+            data: self.congestion_allows(now, mtu),
+        };
+        let start = buf.len();
+        let mut contains_initial = false;
+        let mut any = false;
+        let spaces = SpaceId::ALL;
+        for (i, &space) in spaces.iter().enumerate() {
+            if !self.space_can_send(space) || !self.space_wants(space, allowance) {
+                continue;
+            }
+            let room = (start + limit).saturating_sub(buf.len());
+            if room < MIN_PACKET_ROOM {
+                break;
+            }
+            let later = spaces[i + 1..]
+                .iter()
+                .any(|&s| self.space_can_send(s) && self.space_wants(s, allowance));
+            let pad_needed = space == SpaceId::Initial
+                && (self.side == Side::Client || self.spaces[0].crypto_send.has_pending());
+            contains_initial |= pad_needed;
+            // Pad the last packet of a datagram that carries an Initial.
+            let pad_to = if contains_initial && !later {
+                Some(start + MIN_INITIAL_DATAGRAM.min(limit))
+            } else {
+                None
+            };
+            if self.build_packet(now, space, buf, start + limit, pad_to, allowance) {
+                any = true;
+            }
+            if space == SpaceId::Handshake && self.side == Side::Client && any {
+                // RFC 9001 §4.9.1: a client drops Initial keys once it sends a Handshake packet.
+                self.discard_space(now, SpaceId::Initial);
+            }
+        }
+        if !any {
+            return None;
+        }
+        let len = buf.len() - start;
+        if !self.address_validated {
+            self.bytes_sent_unvalidated += len as u64;
+        }
+        self.last_sent = Some(now);
+        Some(len)
+    }
+
+    fn space_can_send(&self, space: SpaceId) -> bool {
+        let sp = &self.spaces[space.idx()];
+        if sp.discarded {
+            return false;
+        }
+        match space {
+            SpaceId::Data => {
+                self.one_rtt.is_some() && (self.handshake_complete || self.side.is_server())
+            }
+            _ => sp.keys.is_some(),
+        }
+    }
+
+    /// Whether `space` has anything worth a packet now.
+    fn space_wants(&self, space: SpaceId, allowance: Allowance) -> bool {
+        let sp = &self.spaces[space.idx()];
+        if sp.ack_pending && sp.ack_immediate {
+            return true;
+        }
+        if sp.probes > 0 {
+            return true;
+        }
+        if !allowance.data {
+            return false;
+        }
+        if sp.crypto_send.has_pending() {
+            return true;
+        }
+        if space != SpaceId::Data || !self.handshake_complete {
+            return false;
+        }
+        self.handshake_done_pending
+            || !self.path_responses.is_empty()
+            || self.path_challenge_pending
+            || self.ping_pending
+            || !self.local_cids.pending_new.is_empty()
+            || !self.remote_cids.pending_retire.is_empty()
+            || !self.datagrams_out.is_empty()
+            || self.streams.wants_to_send()
+            || self.extensions.iter().any(|e| e.wants_to_send())
+    }
+
+    /// Congestion window and pacer permit another full-size ack-eliciting packet.
+    fn congestion_allows(&mut self, now: Instant, mtu: usize) -> bool {
+        let window = self.cc.window();
+        if self.bytes_in_flight() + mtu as u64 > window {
+            self.app_limited = false;
+            return false;
+        }
+        if self.config.pacing && self.handshake_complete {
+            let srtt = self.rtt.smoothed();
+            if let Some(t) = self.pacer.delay(now, mtu as u64, mtu as u16, srtt, window) {
+                self.pacing_timer = Some(t);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Builds, seals and records one packet of `space`. Returns false if nothing was written.
+    fn build_packet(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        buf: &mut Vec<u8>,
+        end: usize,
+        pad_to: Option<usize>,
+        allowance: Allowance,
+    ) -> bool {
+        let packet_start = buf.len();
+        let (pn, pn_len, pn_offset, long) = self.write_header(space, buf);
+        let payload_start = buf.len();
+        let max_payload_end = end.saturating_sub(TAG_LEN);
+        if max_payload_end <= payload_start + 8 {
+            buf.truncate(packet_start);
+            return false;
+        }
+        let mut frames = std::mem::take(&mut self.scratch_frames);
+        frames.clear();
+        let mut info = SentInfo::default();
+        let mut ack_eliciting = false;
+
+        // ACK first: it is what keeps the peer's recovery going.
+        let sp = &mut self.spaces[space.idx()];
+        if sp.ack_pending && !sp.received.is_empty() {
+            let delay_us = sp.largest_received.map_or(0, |(_, t)| {
+                now.saturating_duration_since(t).as_micros() as u64
+            });
+            let delay = delay_us >> self.config.ack_delay_exponent;
+            let room = max_payload_end - buf.len();
+            if frame::ack_encoded_len(&sp.received, delay, None, MAX_ACK_RANGES) <= room {
+                frame::encode_ack(buf, &sp.received, delay, None, MAX_ACK_RANGES);
+                info.largest_acked_in_ack = sp.received.max();
+                sp.ack_pending = false;
+                sp.ack_immediate = false;
+                sp.ack_eliciting_since_ack = 0;
+                sp.first_unacked_at = None;
+            }
+        }
+        let probe = sp.probes > 0;
+        let may_send_data = allowance.data || probe;
+
+        if may_send_data {
+            // CRYPTO data.
+            loop {
+                let room = max_payload_end.saturating_sub(buf.len());
+                if room < 16 {
+                    break;
+                }
+                let hdr = frame::crypto_header_len(1 << 40, room);
+                let sp = &mut self.spaces[space.idx()];
+                let Some((offset, data)) = sp.crypto_send.next_chunk(room - hdr) else {
+                    break;
+                };
+                frame::encode_crypto_header(buf, offset, data.len());
+                buf.extend_from_slice(data);
+                frames.push(SentFrame::Crypto {
+                    offset,
+                    len: data.len() as u32,
+                });
+                ack_eliciting = true;
+            }
+            if space == SpaceId::Data {
+                ack_eliciting |= self.write_data_frames(now, buf, max_payload_end, &mut frames);
+            }
+            let want_ping = probe || (space == SpaceId::Data && self.ping_pending);
+            if want_ping && !ack_eliciting && buf.len() < max_payload_end {
+                Frame::Ping.encode(buf);
+                frames.push(SentFrame::Ping);
+                ack_eliciting = true;
+                self.ping_pending = false;
+            }
+            let sp = &mut self.spaces[space.idx()];
+            if probe && ack_eliciting {
+                sp.probes -= 1;
+            }
+        }
+
+        if buf.len() == payload_start {
+            buf.truncate(packet_start);
+            self.scratch_frames = frames;
+            return false;
+        }
+        // Header protection samples 16 bytes starting 4 bytes after the packet number.
+        let min_payload = 4usize.saturating_sub(pn_len);
+        let mut target = payload_start + min_payload;
+        if let Some(p) = pad_to {
+            target = target.max(p.saturating_sub(TAG_LEN).min(max_payload_end));
+        }
+        let padded = buf.len() < target;
+        if padded {
+            frame::encode_padding(buf, target - buf.len());
+        }
+        if space == SpaceId::Data {
+            let payload = &buf[payload_start..];
+            for ext in &mut self.extensions {
+                ext.on_packet_sealed(now, pn, payload);
+            }
+        }
+        self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
+        let size = buf.len() - packet_start;
+        info.frames = frames.clone();
+        frames.clear();
+        self.scratch_frames = frames;
+        let in_flight = ack_eliciting || padded;
+        let sp = &mut self.spaces[space.idx()];
+        sp.next_pn += 1;
+        sp.sent.on_sent(
+            pn,
+            SentPacket {
+                time_sent: now,
+                size: size as u16,
+                ack_eliciting,
+                in_flight,
+                info,
+            },
+        );
+        self.stats.packets_sent += 1;
+        if in_flight {
+            let inflight = self.bytes_in_flight();
+            self.cc.on_sent(now, size as u64, inflight);
+            self.pacer.on_sent(size as u64);
+        }
+        if ack_eliciting {
+            if !self.sent_ack_eliciting_since_rx {
+                self.sent_ack_eliciting_since_rx = true;
+                if !self.idle_timeout.is_zero() {
+                    let min = self.pto_duration(SpaceId::Data) * 3;
+                    self.idle_deadline = Some(now + self.idle_timeout.max(min));
+                }
+            }
+            self.set_loss_timer(now);
+        }
+        if space == SpaceId::Data
+            && let Some(k) = self.one_rtt.as_mut()
+        {
+            k.sent_in_phase += 1;
+            if k.should_update() && self.handshake_confirmed {
+                self.force_key_update();
+            }
+        }
+        true
+    }
+
+    /// 1-RTT frames other than ACK and CRYPTO. Returns whether any is ack-eliciting.
+    fn write_data_frames(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        end: usize,
+        frames: &mut Vec<SentFrame>,
+    ) -> bool {
+        let start = buf.len();
+        let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
+        if self.handshake_done_pending && room(buf) >= 1 {
+            Frame::HandshakeDone.encode(buf);
+            frames.push(SentFrame::HandshakeDone);
+            self.handshake_done_pending = false;
+        }
+        while let Some(&data) = self.path_responses.front() {
+            if room(buf) < 9 {
+                break;
+            }
+            Frame::PathResponse(data).encode(buf);
+            self.path_responses.pop_front();
+        }
+        if self.path_challenge_pending && room(buf) >= 9 {
+            if let Some((c, _)) = self.path_challenge {
+                Frame::PathChallenge(c).encode(buf);
+            }
+            self.path_challenge_pending = false;
+        }
+        while let Some(&seq) = self.local_cids.pending_new.first() {
+            let Some(&cid) = self.local_cids.active.get(&seq) else {
+                self.local_cids.pending_new.pop_first();
+                continue;
+            };
+            let f = Frame::NewConnectionId {
+                seq,
+                retire_prior_to: 0,
+                cid,
+                reset_token: self.reset_key.token(&cid),
+            };
+            if f.encoded_len() > room(buf) {
+                break;
+            }
+            f.encode(buf);
+            frames.push(SentFrame::NewConnectionId(seq));
+            self.local_cids.pending_new.pop_first();
+        }
+        while let Some(&seq) = self.remote_cids.pending_retire.first() {
+            let f = Frame::RetireConnectionId { seq };
+            if f.encoded_len() > room(buf) {
+                break;
+            }
+            f.encode(buf);
+            frames.push(SentFrame::RetireConnectionId(seq));
+            self.remote_cids.pending_retire.pop_first();
+        }
+        let r = room(buf);
+        self.streams.write_control(buf, r, frames);
+        for ext in &mut self.extensions {
+            let r = end.saturating_sub(buf.len());
+            ext.write_frames(now, buf, r);
+        }
+        while let Some(d) = self.datagrams_out.front() {
+            let hdr = frame::datagram_header_len(d.len(), true);
+            if hdr + d.len() > room(buf) {
+                break;
+            }
+            let d = self.datagrams_out.pop_front().expect("non-empty");
+            frame::encode_datagram_header(buf, d.len(), true);
+            buf.extend_from_slice(&d);
+        }
+        let before_streams = buf.len();
+        let r = room(buf);
+        self.streams.write_stream_frames(buf, r, frames);
+        self.stats.stream_bytes_sent += (buf.len() - before_streams) as u64;
+        let wrote = buf.len() > start;
+        if !self.streams.has_stream_data() && !wrote {
+            self.app_limited = true;
+        } else if self.streams.has_stream_data() {
+            self.app_limited = false;
+        }
+        wrote
+    }
+
+    /// Writes the header of the next packet of `space`; returns (pn, pn_len, pn_offset,
+    /// long-header offsets).
+    fn write_header(
+        &self,
+        space: SpaceId,
+        buf: &mut Vec<u8>,
+    ) -> (u64, usize, usize, Option<packet::LongHeaderOffsets>) {
+        let sp = &self.spaces[space.idx()];
+        let pn = sp.next_pn;
+        let pn_len = packet::pn_len_for(pn, sp.sent.largest_acked());
+        let dcid = self.remote_cids.active.1;
+        if space == SpaceId::Data {
+            let phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase);
+            let off = packet::write_short_header(buf, &dcid, false, phase, pn, pn_len);
+            return (pn, pn_len, off, None);
+        }
+        let ty = if space == SpaceId::Initial {
+            LongType::Initial
+        } else {
+            LongType::Handshake
+        };
+        let token: &[u8] = if space == SpaceId::Initial && self.side.is_client() {
+            &self.retry_token
+        } else {
+            &[]
+        };
+        let scid = self.local_cid();
+        let o =
+            packet::write_long_header(buf, ty, packet::VERSION_1, &dcid, &scid, token, pn, pn_len);
+        (pn, pn_len, o.pn_offset, Some(o))
+    }
+
+    /// Encrypts the payload in place, appends the tag, and masks the header.
+    fn seal(
+        &mut self,
+        space: SpaceId,
+        buf: &mut Vec<u8>,
+        packet_start: usize,
+        pn_offset: usize,
+        pn_len: usize,
+        long: Option<&packet::LongHeaderOffsets>,
+    ) {
+        let payload_start = pn_offset + pn_len;
+        if let Some(o) = long {
+            let len = buf.len() - pn_offset + TAG_LEN;
+            packet::set_long_length(buf, o, len);
+        }
+        let pn = self.spaces[space.idx()].next_pn;
+        let (header, payload) = buf[packet_start..].split_at_mut(payload_start - packet_start);
+        let tag = match space {
+            SpaceId::Data => {
+                let k = self.one_rtt.as_ref().expect("1-RTT keys");
+                k.local.encrypt_in_place(pn, header, payload)
+            }
+            _ => {
+                let k = self.spaces[space.idx()].keys.as_ref().expect("space keys");
+                k.local.packet.encrypt_in_place(pn, header, payload)
+            }
+        }
+        .expect("encryption with valid keys cannot fail");
+        buf.extend_from_slice(tag.as_ref());
+        let sample_start = pn_offset + 4;
+        let mut sample = [0u8; 16];
+        sample.copy_from_slice(&buf[sample_start..sample_start + 16]);
+        let (first, rest) = buf[packet_start..].split_at_mut(1);
+        let rel = pn_offset - packet_start - 1;
+        let pn_bytes = &mut rest[rel..rel + pn_len];
+        let hp = match space {
+            SpaceId::Data => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
+            _ => {
+                &self.spaces[space.idx()]
+                    .keys
+                    .as_ref()
+                    .expect("space keys")
+                    .local
+                    .header
+            }
+        };
+        hp.encrypt_in_place(&sample, &mut first[0], pn_bytes)
+            .expect("header protection with a full sample cannot fail");
+    }
+
+    /// Sends CONNECTION_CLOSE in every space the peer may be able to read.
+    fn transmit_close(
+        &mut self,
+        now: Instant,
+        close: &CloseInfo,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let start = buf.len();
+        let mtu = usize::from(self.config.max_udp_payload_size);
+        let mut limit = mtu;
+        if !self.address_validated {
+            let budget =
+                (3 * self.bytes_received_unvalidated).saturating_sub(self.bytes_sent_unvalidated);
+            limit = limit.min(budget as usize);
+        }
+        for space in SpaceId::ALL {
+            if !self.space_can_send(space) {
+                continue;
+            }
+            if space != SpaceId::Data && self.handshake_confirmed {
+                continue;
+            }
+            let room = (start + limit).saturating_sub(buf.len());
+            if room < MIN_PACKET_ROOM {
+                break;
+            }
+            // Before 1-RTT, an application close is sent as a transport APPLICATION_ERROR
+            // with no reason, so nothing of the application leaks (RFC 9000 §10.2.3).
+            let (app, code, ft, reason): (bool, u64, u64, &[u8]) =
+                if close.application && space != SpaceId::Data {
+                    (false, error_code::APPLICATION_ERROR, 0, &[])
+                } else {
+                    (
+                        close.application,
+                        close.code,
+                        close.frame_type.unwrap_or(0),
+                        &close.reason,
+                    )
+                };
+            let reason = &reason[..reason.len().min(room.saturating_sub(64))];
+            let f = Frame::ConnectionClose(ConnectionClose {
+                is_application: app,
+                error_code: code,
+                frame_type: ft,
+                reason,
+            });
+            self.spaces[space.idx()].probes = 0;
+            let mut payload = Vec::new();
+            f.encode(&mut payload);
+            self.build_raw_packet(now, space, buf, start + limit, &payload);
+        }
+        let size = buf.len() - start;
+        self.close_sent_at = Some(now);
+        if size == 0 {
+            return None;
+        }
+        if !self.address_validated {
+            self.bytes_sent_unvalidated += size as u64;
+        }
+        Some(Transmit {
+            destination: self.remote,
+            size,
+            segment_size: None,
+        })
+    }
+
+    /// A packet with a fixed payload (no tracking for retransmission).
+    fn build_raw_packet(
+        &mut self,
+        _now: Instant,
+        space: SpaceId,
+        buf: &mut Vec<u8>,
+        end: usize,
+        payload: &[u8],
+    ) {
+        let packet_start = buf.len();
+        let (_, pn_len, pn_offset, long) = self.write_header(space, buf);
+        let payload_start = buf.len();
+        if payload_start + payload.len() + TAG_LEN > end {
+            buf.truncate(packet_start);
+            return;
+        }
+        buf.extend_from_slice(payload);
+        let mut target = payload_start + 4usize.saturating_sub(pn_len);
+        if space == SpaceId::Initial && self.side.is_client() {
+            target = target.max(
+                (packet_start + MIN_INITIAL_DATAGRAM)
+                    .min(end)
+                    .saturating_sub(TAG_LEN),
+            );
+        }
+        if buf.len() < target {
+            frame::encode_padding(buf, target - buf.len());
+        }
+        self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
+        self.spaces[space.idx()].next_pn += 1;
+        self.stats.packets_sent += 1;
+    }
+}

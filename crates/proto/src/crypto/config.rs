@@ -1,0 +1,173 @@
+//! Building rustls configurations suitable for QUIC (TLS 1.3 only, ALPN required).
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// TLS settings of a client: trust roots (or none, for tests) and ALPN protocols.
+#[derive(Clone, Debug)]
+pub struct ClientCryptoConfig {
+    pub(crate) inner: Arc<rustls::ClientConfig>,
+}
+
+impl ClientCryptoConfig {
+    /// Verifies the server against `roots`.
+    pub fn with_roots(roots: rustls::RootCertStore, alpn: &[&[u8]]) -> Result<Self, String> {
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        cfg.enable_early_data = false;
+        Ok(ClientCryptoConfig {
+            inner: Arc::new(cfg),
+        })
+    }
+
+    /// Trusts exactly the given certificates (e.g. a server's self-signed one).
+    pub fn trusting(certs: &[CertificateDer<'static>], alpn: &[&[u8]]) -> Result<Self, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in certs {
+            roots
+                .add(c.clone())
+                .map_err(|e| format!("bad certificate: {e}"))?;
+        }
+        Self::with_roots(roots, alpn)
+    }
+
+    /// Accepts any server certificate: for labs, tests and interop runs only.
+    pub fn insecure(alpn: &[&[u8]]) -> Self {
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("ring supports TLS 1.3")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(SkipServerVerification))
+            .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        ClientCryptoConfig {
+            inner: Arc::new(cfg),
+        }
+    }
+
+    /// Writes TLS secrets to the file named by SSLKEYLOGFILE.
+    pub fn with_keylog(mut self) -> Self {
+        let mut cfg = (*self.inner).clone();
+        cfg.key_log = Arc::new(rustls::KeyLogFile::new());
+        self.inner = Arc::new(cfg);
+        self
+    }
+
+    pub fn from_rustls(cfg: Arc<rustls::ClientConfig>) -> Self {
+        ClientCryptoConfig { inner: cfg }
+    }
+}
+
+/// TLS settings of a server: certificate chain, key and ALPN protocols.
+#[derive(Clone, Debug)]
+pub struct ServerCryptoConfig {
+    pub(crate) inner: Arc<rustls::ServerConfig>,
+}
+
+impl ServerCryptoConfig {
+    pub fn new(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        alpn: &[&[u8]],
+    ) -> Result<Self, String> {
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| format!("certificate and key do not fit: {e}"))?;
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        cfg.max_early_data_size = 0;
+        // Session tickets let clients resume (no 0-RTT yet).
+        if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
+            cfg.ticketer = t;
+            cfg.send_tls13_tickets = 1;
+        }
+        Ok(ServerCryptoConfig {
+            inner: Arc::new(cfg),
+        })
+    }
+
+    pub fn with_keylog(mut self) -> Self {
+        let mut cfg = (*self.inner).clone();
+        cfg.key_log = Arc::new(rustls::KeyLogFile::new());
+        self.inner = Arc::new(cfg);
+        self
+    }
+
+    pub fn from_rustls(cfg: Arc<rustls::ServerConfig>) -> Self {
+        ServerCryptoConfig { inner: cfg }
+    }
+}
+
+/// A fresh self-signed certificate for `names` (DER chain of one, PKCS#8 key).
+pub fn self_signed_certificate(
+    names: &[&str],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let ck = rcgen::generate_simple_self_signed(names).map_err(|e| e.to_string())?;
+    let key = PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
+    Ok((vec![ck.cert.der().clone()], key))
+}
+
+/// Certificate verifier that accepts anything (signatures are still checked for form).
+#[derive(Debug)]
+pub struct SkipServerVerification;
+
+impl ServerCertVerifier for SkipServerVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &provider().signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        provider()
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

@@ -1,0 +1,199 @@
+//! TLS 1.3 for QUIC (RFC 9001) through `rustls::quic`, behind the crate's own types.
+//!
+//! The connection sees only [`TlsSession`] (handshake bytes in and out, key changes) and
+//! [`SpaceKeys`] (packet and header protection). Retry integrity and stateless-reset tokens
+//! are ours and live in `packet` and `endpoint`.
+
+mod config;
+
+pub use config::{
+    ClientCryptoConfig, ServerCryptoConfig, SkipServerVerification, self_signed_certificate,
+};
+
+use std::sync::Arc;
+
+use rustls::quic::{self as rq, KeyChange};
+
+use crate::types::{Side, TransportError, error_code};
+
+/// Header and packet protection keys of one direction.
+pub struct DirectionalKeys {
+    pub header: Box<dyn rq::HeaderProtectionKey>,
+    pub packet: Box<dyn rq::PacketKey>,
+}
+
+impl From<rq::DirectionalKeys> for DirectionalKeys {
+    fn from(k: rq::DirectionalKeys) -> Self {
+        DirectionalKeys {
+            header: k.header,
+            packet: k.packet,
+        }
+    }
+}
+
+/// Keys of a packet-number space: ours for sending, the peer's for receiving.
+pub struct SpaceKeys {
+    pub local: DirectionalKeys,
+    pub remote: DirectionalKeys,
+}
+
+impl From<rq::Keys> for SpaceKeys {
+    fn from(k: rq::Keys) -> Self {
+        SpaceKeys {
+            local: k.local.into(),
+            remote: k.remote.into(),
+        }
+    }
+}
+
+/// Packet keys of the 1-RTT space after a key update (RFC 9001 §6).
+pub struct PacketKeyPair {
+    pub local: Box<dyn rq::PacketKey>,
+    pub remote: Box<dyn rq::PacketKey>,
+}
+
+/// The 1-RTT secrets, from which every next key generation derives.
+pub struct NextSecrets(rq::Secrets);
+
+impl NextSecrets {
+    pub fn next_packet_keys(&mut self) -> PacketKeyPair {
+        let k = self.0.next_packet_keys();
+        PacketKeyPair {
+            local: k.local,
+            remote: k.remote,
+        }
+    }
+}
+
+/// Keys that the handshake produced, in order.
+pub enum KeysReady {
+    Handshake(SpaceKeys),
+    OneRtt { keys: SpaceKeys, next: NextSecrets },
+}
+
+/// Length of an AEAD tag for every QUIC v1 cipher suite.
+pub const TAG_LEN: usize = 16;
+/// Bytes of ciphertext sampled for header protection.
+pub const HP_SAMPLE_LEN: usize = 16;
+
+fn initial_suite() -> rq::Suite {
+    let suite = rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256;
+    suite
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .expect("TLS13_AES_128_GCM_SHA256 supports QUIC")
+}
+
+/// Initial keys derived from the client's first destination connection ID (RFC 9001 §5.2).
+pub fn initial_keys(client_dcid: &[u8], side: Side) -> SpaceKeys {
+    initial_suite()
+        .keys(client_dcid, rustls_side(side), rq::Version::V1)
+        .into()
+}
+
+fn rustls_side(side: Side) -> rustls::Side {
+    match side {
+        Side::Client => rustls::Side::Client,
+        Side::Server => rustls::Side::Server,
+    }
+}
+
+/// A TLS 1.3 handshake carried in CRYPTO frames.
+pub struct TlsSession {
+    inner: rq::Connection,
+}
+
+impl std::fmt::Debug for TlsSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSession")
+            .field("handshaking", &self.inner.is_handshaking())
+            .finish()
+    }
+}
+
+impl TlsSession {
+    pub fn client(
+        config: &ClientCryptoConfig,
+        server_name: &str,
+        transport_params: Vec<u8>,
+    ) -> Result<Self, String> {
+        let name = rustls::pki_types::ServerName::try_from(server_name.to_owned())
+            .map_err(|e| format!("invalid server name {server_name:?}: {e}"))?;
+        let conn = rq::ClientConnection::new(
+            config.inner.clone(),
+            rq::Version::V1,
+            name,
+            transport_params,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(TlsSession { inner: conn.into() })
+    }
+
+    pub fn server(config: &ServerCryptoConfig, transport_params: Vec<u8>) -> Result<Self, String> {
+        let conn =
+            rq::ServerConnection::new(config.inner.clone(), rq::Version::V1, transport_params)
+                .map_err(|e| e.to_string())?;
+        Ok(TlsSession { inner: conn.into() })
+    }
+
+    /// Feed handshake bytes received in CRYPTO frames, in order.
+    pub fn read_handshake(&mut self, data: &[u8]) -> Result<(), TransportError> {
+        self.inner.read_hs(data).map_err(|e| self.tls_error(e))
+    }
+
+    /// Collect handshake bytes to send at the current level; returns keys when the level changes.
+    pub fn write_handshake(&mut self, buf: &mut Vec<u8>) -> Option<KeysReady> {
+        self.inner.write_hs(buf).map(|change| match change {
+            KeyChange::Handshake { keys } => KeysReady::Handshake(keys.into()),
+            KeyChange::OneRtt { keys, next } => KeysReady::OneRtt {
+                keys: keys.into(),
+                next: NextSecrets(next),
+            },
+        })
+    }
+
+    pub fn is_handshaking(&self) -> bool {
+        self.inner.is_handshaking()
+    }
+
+    /// The peer's encoded transport parameters, once received.
+    pub fn peer_transport_parameters(&self) -> Option<&[u8]> {
+        self.inner.quic_transport_parameters()
+    }
+
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.inner.alpn_protocol()
+    }
+
+    /// The SNI the client sent (server side).
+    pub fn server_name(&self) -> Option<&str> {
+        match &self.inner {
+            rq::Connection::Server(s) => s.server_name(),
+            rq::Connection::Client(_) => None,
+        }
+    }
+
+    pub fn peer_certificates(&self) -> Option<&[rustls::pki_types::CertificateDer<'static>]> {
+        self.inner.peer_certificates()
+    }
+
+    /// Whether a TLS session was resumed from a ticket.
+    pub fn is_resumed(&self) -> bool {
+        matches!(
+            self.inner.handshake_kind(),
+            Some(rustls::HandshakeKind::Resumed)
+        )
+    }
+
+    /// A TLS error becomes CRYPTO_ERROR carrying the alert (RFC 9001 §4.8).
+    fn tls_error(&self, e: rustls::Error) -> TransportError {
+        let alert = self.inner.alert().map(u8::from).unwrap_or(80); // internal_error
+        TransportError::new(
+            error_code::CRYPTO_ERROR_BASE + u64::from(alert),
+            e.to_string(),
+        )
+    }
+}
+
+/// Shared handle type for configs.
+pub type SharedClientConfig = Arc<rustls::ClientConfig>;

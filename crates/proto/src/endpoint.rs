@@ -1,0 +1,533 @@
+//! An endpoint: routes datagrams to connections by connection ID, accepts new connections
+//! (with optional Retry address validation), answers unknown versions with Version
+//! Negotiation and unknown connections with stateless resets (RFC 9000 §5.2, §6, §8.1,
+//! §10.3). It owns its connections; drivers reach them through [`ConnectionHandle`]s.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
+use crate::connection::{Connection, ConnectionParams, EndpointEvent, ResetKey, Transmit};
+use crate::crypto::TlsSession;
+use crate::packet::{self, ParsedHeader};
+use crate::time::Instant;
+use crate::transport_params::TransportParameters;
+use crate::types::{ConnectionId, Side};
+
+/// Index of a connection inside its endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle(pub usize);
+
+/// Why `connect` failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConnectError {
+    InvalidServerName(String),
+    TooManyConnections,
+    Tls(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::InvalidServerName(e) => write!(f, "invalid server name: {e}"),
+            ConnectError::TooManyConnections => f.write_str("too many connections"),
+            ConnectError::Tls(e) => write!(f, "TLS setup failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// Smallest datagram that may open a connection (RFC 9000 §14.1).
+const MIN_INITIAL_SIZE: usize = 1200;
+
+pub struct Endpoint {
+    config: Arc<EndpointConfig>,
+    server: Option<Arc<ServerConfig>>,
+    connections: Vec<Option<Connection>>,
+    free: Vec<usize>,
+    /// Connection IDs we issued -> connection.
+    routes: HashMap<ConnectionId, ConnectionHandle>,
+    /// Server: (client address, client-chosen DCID) of handshakes in progress.
+    initial_routes: HashMap<(SocketAddr, ConnectionId), ConnectionHandle>,
+    rng: ChaCha8Rng,
+    reset_key: ResetKey,
+    token_key: ring::aead::LessSafeKey,
+    /// Stateless packets to send: (destination, bytes).
+    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    incoming: VecDeque<ConnectionHandle>,
+    /// Round-robin position for `poll_transmit`.
+    next_poll: usize,
+}
+
+impl Endpoint {
+    /// `server`: accept incoming connections with this configuration. `seed` makes every
+    /// random choice (IDs, tokens, TLS is separate) reproducible.
+    pub fn new(config: Arc<EndpointConfig>, server: Option<Arc<ServerConfig>>, seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let reset_secret = config.reset_key.unwrap_or_else(|| rng.r#gen());
+        let mut token_secret = [0u8; 32];
+        rng.fill_bytes(&mut token_secret);
+        let token_key = ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &token_secret)
+                .expect("32-byte key"),
+        );
+        Endpoint {
+            config,
+            server,
+            connections: Vec::new(),
+            free: Vec::new(),
+            routes: HashMap::new(),
+            initial_routes: HashMap::new(),
+            rng,
+            reset_key: ResetKey::new(&reset_secret),
+            token_key,
+            stateless: VecDeque::new(),
+            incoming: VecDeque::new(),
+            next_poll: 0,
+        }
+    }
+
+    pub fn set_server_config(&mut self, server: Option<Arc<ServerConfig>>) {
+        self.server = server;
+    }
+
+    /// Starts a connection to `remote`; `server_name` is checked against its certificate.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        config: ClientConfig,
+        remote: SocketAddr,
+        server_name: &str,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        if self.connection_count() >= self.config.max_connections {
+            return Err(ConnectError::TooManyConnections);
+        }
+        let dcid = ConnectionId::random(&mut self.rng, 16);
+        let scid = self.new_cid();
+        let mut params = local_params(&config.transport);
+        params.initial_source_connection_id = Some(scid);
+        let mut raw = Vec::new();
+        params.encode(&mut raw);
+        let tls = TlsSession::client(&config.crypto, server_name, raw).map_err(|e| {
+            if e.contains("server name") {
+                ConnectError::InvalidServerName(e)
+            } else {
+                ConnectError::Tls(e)
+            }
+        })?;
+        let seed = self.rng.next_u64();
+        let conn = Connection::new(ConnectionParams {
+            side: Side::Client,
+            config: config.transport.clone(),
+            remote,
+            tls,
+            local_cid: scid,
+            remote_cid: dcid,
+            orig_dcid: dcid,
+            initial_dcid: dcid,
+            retry_scid: None,
+            reset_key: self.reset_key.clone(),
+            seed,
+            now,
+            address_validated: true,
+        });
+        let h = self.insert(conn);
+        self.routes.insert(scid, h);
+        Ok(h)
+    }
+
+    fn new_cid(&mut self) -> ConnectionId {
+        loop {
+            let cid = ConnectionId::random(&mut self.rng, self.config.local_cid_len);
+            if cid.is_empty() || !self.routes.contains_key(&cid) {
+                return cid;
+            }
+        }
+    }
+
+    fn insert(&mut self, conn: Connection) -> ConnectionHandle {
+        if let Some(i) = self.free.pop() {
+            self.connections[i] = Some(conn);
+            ConnectionHandle(i)
+        } else {
+            self.connections.push(Some(conn));
+            ConnectionHandle(self.connections.len() - 1)
+        }
+    }
+
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.connections.get(h.0).and_then(|c| c.as_ref())
+    }
+
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.connections.get_mut(h.0).and_then(|c| c.as_mut())
+    }
+
+    pub fn connection_count(&self) -> usize {
+        self.connections.len() - self.free.len()
+    }
+
+    pub fn handles(&self) -> Vec<ConnectionHandle> {
+        (0..self.connections.len())
+            .filter(|&i| self.connections[i].is_some())
+            .map(ConnectionHandle)
+            .collect()
+    }
+
+    /// A connection the peer opened, ready to use.
+    pub fn accept(&mut self) -> Option<ConnectionHandle> {
+        self.incoming.pop_front()
+    }
+
+    /// Handles an incoming UDP datagram; returns the connection it went to, if any.
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        data: &[u8],
+    ) -> Option<ConnectionHandle> {
+        let header = packet::parse_header(data, self.config.local_cid_len).ok();
+        let Some(header) = header else {
+            // Maybe a short packet for a connection we know under a zero-length CID.
+            return None;
+        };
+        let (dcid, long_initial) = match &header {
+            ParsedHeader::Short { dcid, .. } => (*dcid, None),
+            ParsedHeader::Long {
+                dcid,
+                ty,
+                scid,
+                token,
+                ..
+            } => {
+                let initial = (*ty == packet::LongType::Initial).then_some((*scid, token.to_vec()));
+                (*dcid, initial)
+            }
+            ParsedHeader::Retry { dcid, .. } | ParsedHeader::VersionNegotiation { dcid, .. } => {
+                (*dcid, None)
+            }
+            ParsedHeader::UnsupportedVersion { dcid, scid, .. } => {
+                if self.server.is_some() && data.len() >= MIN_INITIAL_SIZE {
+                    let mut buf = Vec::new();
+                    let first: u8 = self.rng.r#gen();
+                    packet::write_version_negotiation(
+                        &mut buf,
+                        scid,
+                        dcid,
+                        &[packet::VERSION_1],
+                        first,
+                    );
+                    self.stateless.push_back((remote, buf));
+                }
+                return None;
+            }
+        };
+        let h = self
+            .routes
+            .get(&dcid)
+            .or_else(|| self.initial_routes.get(&(remote, dcid)))
+            .copied();
+        if let Some(h) = h {
+            if let Some(conn) = self.connection_mut(h) {
+                conn.handle_datagram(now, remote, data);
+            }
+            self.process_events(h);
+            return Some(h);
+        }
+        if let Some((scid, token)) = long_initial {
+            return self.accept_initial(now, remote, dcid, scid, &token, data);
+        }
+        if matches!(header, ParsedHeader::Short { .. }) {
+            self.maybe_stateless_reset(remote, &dcid, data.len());
+        }
+        None
+    }
+
+    fn accept_initial(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        dcid: ConnectionId,
+        scid: ConnectionId,
+        token: &[u8],
+        data: &[u8],
+    ) -> Option<ConnectionHandle> {
+        let server = self.server.clone()?;
+        if data.len() < MIN_INITIAL_SIZE || dcid.len() < 8 {
+            return None;
+        }
+        if server.refuse_connections || self.connection_count() >= self.config.max_connections {
+            return None;
+        }
+        let (orig_dcid, retry_scid, validated) = if !token.is_empty() {
+            match self.validate_retry_token(now, remote, token, server.retry_token_lifetime) {
+                Some(orig) => (orig, Some(dcid), true),
+                // A bad token: drop (a fresh Initial without token gets a new Retry).
+                None => return None,
+            }
+        } else if server.retry {
+            self.send_retry(now, remote, dcid, scid);
+            return None;
+        } else {
+            (dcid, None, false)
+        };
+        let local_cid = self.new_cid();
+        let mut params = local_params(&server.transport);
+        params.original_destination_connection_id = Some(orig_dcid);
+        params.initial_source_connection_id = Some(local_cid);
+        params.retry_source_connection_id = retry_scid;
+        params.stateless_reset_token = Some(self.reset_key.token(&local_cid));
+        let mut raw = Vec::new();
+        params.encode(&mut raw);
+        let tls = TlsSession::server(&server.crypto, raw).ok()?;
+        let seed = self.rng.next_u64();
+        let mut conn = Connection::new(ConnectionParams {
+            side: Side::Server,
+            config: server.transport.clone(),
+            remote,
+            tls,
+            local_cid,
+            remote_cid: scid,
+            orig_dcid,
+            initial_dcid: dcid,
+            retry_scid,
+            reset_key: self.reset_key.clone(),
+            seed,
+            now,
+            address_validated: validated,
+        });
+        conn.handle_datagram(now, remote, data);
+        let h = self.insert(conn);
+        self.routes.insert(local_cid, h);
+        self.initial_routes.insert((remote, dcid), h);
+        self.incoming.push_back(h);
+        self.process_events(h);
+        Some(h)
+    }
+
+    fn token_nonce(&mut self) -> [u8; 12] {
+        let mut n = [0u8; 12];
+        self.rng.fill_bytes(&mut n);
+        n
+    }
+
+    /// Retry token: AEAD-sealed (issue time, client address, original DCID).
+    fn send_retry(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        dcid: ConnectionId,
+        scid: ConnectionId,
+    ) {
+        let mut plain = Vec::with_capacity(64);
+        plain.extend_from_slice(&now.as_nanos().to_be_bytes());
+        encode_addr(&mut plain, remote);
+        plain.push(dcid.len() as u8);
+        plain.extend_from_slice(&dcid);
+        let nonce = self.token_nonce();
+        let aad = [];
+        if self
+            .token_key
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(aad),
+                &mut plain,
+            )
+            .is_err()
+        {
+            return;
+        }
+        let mut token = nonce.to_vec();
+        token.extend_from_slice(&plain);
+        let new_scid = self.new_cid();
+        let mut buf = Vec::new();
+        let first: u8 = self.rng.r#gen();
+        packet::write_retry(&mut buf, &dcid, &scid, &new_scid, &token, first);
+        self.stateless.push_back((remote, buf));
+    }
+
+    fn validate_retry_token(
+        &self,
+        now: Instant,
+        remote: SocketAddr,
+        token: &[u8],
+        lifetime: Duration,
+    ) -> Option<ConnectionId> {
+        if token.len() < 12 + 16 {
+            return None;
+        }
+        let (nonce, sealed) = token.split_at(12);
+        let mut buf = sealed.to_vec();
+        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let plain = self
+            .token_key
+            .open_in_place(nonce, ring::aead::Aad::empty(), &mut buf)
+            .ok()?;
+        let mut r = crate::coding::Reader::new(plain);
+        let issued = Instant::from_nanos(r.u64().ok()?);
+        if now.saturating_duration_since(issued) > lifetime || issued > now {
+            return None;
+        }
+        let mut addr = Vec::new();
+        encode_addr(&mut addr, remote);
+        if r.bytes(addr.len()).ok()? != addr.as_slice() {
+            return None;
+        }
+        let len = r.u8().ok()? as usize;
+        ConnectionId::try_new(r.bytes(len).ok()?)
+    }
+
+    fn maybe_stateless_reset(&mut self, remote: SocketAddr, dcid: &ConnectionId, len: usize) {
+        // A reset must be shorter than what triggered it, and at least 21 bytes (§10.3.3).
+        if dcid.len() != self.config.local_cid_len || len < 43 || self.config.local_cid_len == 0 {
+            return;
+        }
+        let size = (len - 1).min(43);
+        let mut buf = vec![0u8; size - 16];
+        self.rng.fill_bytes(&mut buf);
+        buf[0] = 0x40 | (buf[0] & 0x3f);
+        buf.extend_from_slice(&self.reset_key.token(dcid));
+        self.stateless.push_back((remote, buf));
+    }
+
+    /// Applies a connection's routing changes; frees it once drained.
+    fn process_events(&mut self, h: ConnectionHandle) {
+        let Some(conn) = self.connections.get_mut(h.0).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let mut drained = false;
+        while let Some(ev) = conn.poll_endpoint_event() {
+            match ev {
+                EndpointEvent::NewLocalCid(cid) => {
+                    self.routes.insert(cid, h);
+                }
+                EndpointEvent::RetiredLocalCid(cid) => {
+                    self.routes.remove(&cid);
+                }
+                EndpointEvent::Drained => drained = true,
+            }
+        }
+        if conn.handshake_confirmed() {
+            self.initial_routes.retain(|_, v| *v != h);
+        }
+        if drained {
+            self.remove(h);
+        }
+    }
+
+    /// Forgets a drained connection. Its events should have been read before.
+    fn remove(&mut self, h: ConnectionHandle) {
+        let Some(conn) = self.connections.get(h.0).and_then(|c| c.as_ref()) else {
+            return;
+        };
+        if !conn.is_drained() {
+            return;
+        }
+        self.routes.retain(|_, v| *v != h);
+        self.initial_routes.retain(|_, v| *v != h);
+    }
+
+    /// Frees the slot of a drained connection after the application is done with it.
+    pub fn release(&mut self, h: ConnectionHandle) {
+        if let Some(slot) = self.connections.get_mut(h.0)
+            && slot.as_ref().is_some_and(|c| c.is_drained())
+        {
+            *slot = None;
+            self.free.push(h.0);
+            self.routes.retain(|_, v| *v != h);
+            self.initial_routes.retain(|_, v| *v != h);
+        }
+    }
+
+    /// Next datagram to send, from stateless responses or any connection (round robin).
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        if let Some((dest, data)) = self.stateless.pop_front() {
+            buf.extend_from_slice(&data);
+            return Some(Transmit {
+                destination: dest,
+                size: data.len(),
+                segment_size: None,
+            });
+        }
+        let n = self.connections.len();
+        for i in 0..n {
+            let idx = (self.next_poll + i) % n;
+            let Some(conn) = self.connections[idx].as_mut() else {
+                continue;
+            };
+            if let Some(t) = conn.poll_transmit(now, max_datagrams, buf) {
+                self.next_poll = (idx + 1) % n.max(1);
+                self.process_events(ConnectionHandle(idx));
+                return Some(t);
+            }
+            self.process_events(ConnectionHandle(idx));
+        }
+        None
+    }
+
+    /// Earliest timer over all connections.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.connections
+            .iter()
+            .flatten()
+            .filter_map(|c| c.poll_timeout())
+            .min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for idx in 0..self.connections.len() {
+            let Some(conn) = self.connections[idx].as_mut() else {
+                continue;
+            };
+            if conn.poll_timeout().is_some_and(|t| t <= now) {
+                conn.handle_timeout(now);
+                self.process_events(ConnectionHandle(idx));
+            }
+        }
+    }
+}
+
+fn encode_addr(buf: &mut Vec<u8>, addr: SocketAddr) {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) => {
+            buf.push(4);
+            buf.extend_from_slice(&ip.octets());
+        }
+        std::net::IpAddr::V6(ip) => {
+            buf.push(6);
+            buf.extend_from_slice(&ip.octets());
+        }
+    }
+    buf.extend_from_slice(&addr.port().to_be_bytes());
+}
+
+/// Our transport parameters from the transport configuration.
+fn local_params(cfg: &TransportConfig) -> TransportParameters {
+    TransportParameters {
+        max_idle_timeout: cfg.max_idle_timeout.as_millis() as u64,
+        max_udp_payload_size: u64::from(cfg.max_udp_payload_size).max(1200),
+        initial_max_data: cfg.receive_window,
+        initial_max_stream_data_bidi_local: cfg.stream_receive_window,
+        initial_max_stream_data_bidi_remote: cfg.stream_receive_window,
+        initial_max_stream_data_uni: cfg.stream_receive_window,
+        initial_max_streams_bidi: cfg.max_concurrent_bidi_streams,
+        initial_max_streams_uni: cfg.max_concurrent_uni_streams,
+        ack_delay_exponent: u64::from(cfg.ack_delay_exponent),
+        max_ack_delay: cfg.max_ack_delay.as_millis() as u64,
+        active_connection_id_limit: cfg.active_connection_id_limit.max(2),
+        max_datagram_frame_size: cfg.max_datagram_frame_size,
+        extensions: cfg.extra_transport_parameters.clone(),
+        ..TransportParameters::default()
+    }
+}
