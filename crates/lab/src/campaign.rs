@@ -1,0 +1,222 @@
+//! Campaigns: expand a sweep into runs and execute them on worker threads.
+//!
+//! The runner is generic over `Fn(&RunSpec) -> RunRecord`, so the QUIC runner (or a test stub)
+//! plugs in without this module knowing anything about QUIC. Results come back in spec order
+//! whatever the thread timing, so a campaign's output files are reproducible.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use qfec_sim::LossSpec;
+
+use crate::config::ProtocolSettings;
+use crate::metrics::RunRecord;
+use crate::presets::{LinkPair, Preset};
+use crate::scenario::Scenario;
+use crate::workload::Workload;
+
+/// Everything one run needs.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// Position in the campaign (results are returned in this order).
+    pub index: usize,
+    pub scenario: String,
+    pub preset: Option<String>,
+    pub variant: String,
+    /// Loss parameter of the point (for grouping; the links already carry the loss models).
+    pub loss: f64,
+    pub seed: u64,
+    pub links: LinkPair,
+    pub workload: Workload,
+    pub protocol: ProtocolSettings,
+    pub duration_limit: Duration,
+}
+
+impl RunSpec {
+    /// A record with the identity fields filled in; the runner adds the measurements.
+    pub fn record(&self) -> RunRecord {
+        RunRecord {
+            scenario: self.scenario.clone(),
+            preset: self.preset.clone().unwrap_or_default(),
+            variant: self.variant.clone(),
+            loss: self.loss,
+            seed: self.seed,
+            workload: self.workload.label(),
+            ..RunRecord::default()
+        }
+    }
+}
+
+/// A named set of protocol settings compared in a campaign (e.g. "quic" vs "rquic").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Variant {
+    pub name: String,
+    pub protocol: ProtocolSettings,
+}
+
+/// The cartesian product presets x losses x variants x seeds over a base scenario.
+///
+/// - `presets` empty: the base scenario's own links. Otherwise each preset's links (its
+///   Bernoulli loss on both directions); the base scenario's per-direction overrides do not
+///   apply to preset points.
+/// - `losses` empty: the base loss. Otherwise the air loss of both directions becomes
+///   Bernoulli(loss) at each point.
+/// - `variants` empty: one variant "default" with the base protocol settings.
+/// - `seeds` empty: the base scenario's seeds.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    pub base: Scenario,
+    pub presets: Vec<String>,
+    pub losses: Vec<f64>,
+    pub variants: Vec<Variant>,
+    pub seeds: Vec<u64>,
+}
+
+impl Sweep {
+    pub fn new(base: Scenario) -> Self {
+        Sweep {
+            base,
+            presets: Vec::new(),
+            losses: Vec::new(),
+            variants: Vec::new(),
+            seeds: Vec::new(),
+        }
+    }
+
+    /// Expand into runs (seeds innermost, so one point's runs are adjacent).
+    pub fn runs(&self) -> Result<Vec<RunSpec>, String> {
+        let presets: Vec<Option<&'static Preset>> = if self.presets.is_empty() {
+            vec![None]
+        } else {
+            self.presets
+                .iter()
+                .map(|n| Preset::from_name(n).map(Some))
+                .collect::<Result<_, _>>()?
+        };
+        let losses: Vec<Option<f64>> = if self.losses.is_empty() {
+            vec![None]
+        } else {
+            for &l in &self.losses {
+                crate::units::check_ratio(l).map_err(|e| format!("loss: {e}"))?;
+            }
+            self.losses.iter().copied().map(Some).collect()
+        };
+        let variants = if self.variants.is_empty() {
+            vec![Variant {
+                name: "default".into(),
+                protocol: self.base.protocol.clone(),
+            }]
+        } else {
+            self.variants.clone()
+        };
+        let seeds = if self.seeds.is_empty() {
+            &self.base.seeds
+        } else {
+            &self.seeds
+        };
+        let mut out = Vec::new();
+        for preset in &presets {
+            for loss in &losses {
+                let (links, point_loss) = match (preset, loss) {
+                    (Some(p), l) => (p.links(*l), l.unwrap_or_else(|| p.default_loss())),
+                    (None, Some(l)) => {
+                        let mut links = self.base.links.clone();
+                        for d in [&mut links.down, &mut links.up] {
+                            d.air_loss = if *l > 0.0 {
+                                vec![LossSpec::Bernoulli { p: *l }]
+                            } else {
+                                Vec::new()
+                            };
+                        }
+                        (links, *l)
+                    }
+                    (None, None) => (self.base.links.clone(), self.base.loss.unwrap_or(0.0)),
+                };
+                let preset_name = preset
+                    .map(|p| p.name.to_string())
+                    .or_else(|| self.base.preset.clone());
+                for v in &variants {
+                    for &seed in seeds {
+                        out.push(RunSpec {
+                            index: out.len(),
+                            scenario: self.base.name.clone(),
+                            preset: preset_name.clone(),
+                            variant: v.name.clone(),
+                            loss: point_loss,
+                            seed,
+                            links: links.clone(),
+                            workload: self.base.workload.clone(),
+                            protocol: v.protocol.clone(),
+                            duration_limit: self.base.duration_limit,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Run `specs` on `threads` workers (0 = all available cores). `progress(done, total, record)`
+/// is called on the calling thread as each run finishes. A run that panics yields a record
+/// with `error` set instead of aborting the campaign.
+pub fn run_all<F, P>(specs: &[RunSpec], threads: usize, run: F, mut progress: P) -> Vec<RunRecord>
+where
+    F: Fn(&RunSpec) -> RunRecord + Sync,
+    P: FnMut(usize, usize, &RunRecord),
+{
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    }
+    .min(specs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let mut results: Vec<Option<RunRecord>> = vec![None; specs.len()];
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel::<(usize, RunRecord)>();
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (next, run) = (&next, &run);
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(spec) = specs.get(i) else { break };
+                    let t0 = std::time::Instant::now();
+                    let mut rec = match catch_unwind(AssertUnwindSafe(|| run(spec))) {
+                        Ok(r) => r,
+                        Err(p) => {
+                            let msg = p
+                                .downcast_ref::<&str>()
+                                .map(|s| s.to_string())
+                                .or_else(|| p.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "unknown panic".into());
+                            RunRecord {
+                                error: Some(format!("panic: {msg}")),
+                                ..spec.record()
+                            }
+                        }
+                    };
+                    if rec.wall_time_s == 0.0 {
+                        rec.wall_time_s = t0.elapsed().as_secs_f64();
+                    }
+                    if tx.send((i, rec)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let total = specs.len();
+        for (done, (i, rec)) in rx.iter().enumerate() {
+            progress(done + 1, total, &rec);
+            results[i] = Some(rec);
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.expect("every run reports"))
+        .collect()
+}

@@ -1,0 +1,316 @@
+//! The raw shape of a scenario file (TOML), exactly as written by the user.
+//!
+//! Every table denies unknown fields so a typo is an error, not a silently ignored setting.
+//! Units are parsed by the newtypes of [`crate::units`]; cross-field rules are checked when the
+//! file is resolved into a [`crate::Scenario`].
+//!
+//! ```toml
+//! name = "wlan-bulk"
+//! preset = "wlan"              # optional base link (both directions)
+//! loss = "2%"                  # the preset's loss parameter (Bernoulli, each direction)
+//! duration_limit = "120s"
+//! seeds = { base = 1, count = 10 }   # or seeds = [1, 2, 3], or repetitions = 10
+//!
+//! [link.down]                  # server -> client; overrides the preset
+//! rate = "20Mbps"
+//! delay = "15ms"               # one-way
+//! jitter = "1ms"               # with jitter_dist = "uniform" | "normal", reorder = false
+//! queue = "bdp"                # "25 packets", "64KB", "unlimited", or an integer (packets)
+//! loss = { model = "gilbert_elliott", p = 0.01, r = 0.3, h = 0.0, k = 1.0 }
+//! corrupt = 0.001
+//! schedule = [{ at = "5s", blackhole = true }, { at = "6s", blackhole = false }]
+//!
+//! [workload]
+//! kind = "bulk"
+//! size = "20MB"
+//!
+//! [protocol]
+//! congestion = "cubic"
+//! pacing = true
+//! max_ack_delay = "25ms"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::units::{Dur, Rate, Ratio, Size};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: Option<String>,
+    pub preset: Option<String>,
+    pub loss: Option<Ratio>,
+    pub duration_limit: Option<Dur>,
+    pub seeds: Option<SeedsCfg>,
+    pub repetitions: Option<u32>,
+    #[serde(default)]
+    pub link: LinkCfg,
+    pub workload: WorkloadCfg,
+    #[serde(default)]
+    pub protocol: ProtocolSettings,
+}
+
+/// Seeds: a list, or `count` seeds starting at `base`.
+#[derive(Debug, Clone)]
+pub enum SeedsCfg {
+    List(Vec<u64>),
+    Range(SeedRange),
+}
+
+impl<'de> Deserialize<'de> for SeedsCfg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SeedsCfg;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of seeds [1, 2, 3] or a table { base = 1, count = 10 }")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<SeedsCfg, A::Error> {
+                Vec::<u64>::deserialize(SeqAccessDeserializer::new(a)).map(SeedsCfg::List)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<SeedsCfg, A::Error> {
+                SeedRange::deserialize(MapAccessDeserializer::new(a)).map(SeedsCfg::Range)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedRange {
+    #[serde(default = "one")]
+    pub base: u64,
+    pub count: u32,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCfg {
+    /// Server -> client.
+    pub down: Option<DirectionCfg>,
+    /// Client -> server.
+    pub up: Option<DirectionCfg>,
+}
+
+/// One direction; every field overrides the preset (or the defaults without a preset).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectionCfg {
+    pub rate: Option<Rate>,
+    pub delay: Option<Dur>,
+    pub jitter: Option<Dur>,
+    pub jitter_dist: Option<JitterDist>,
+    pub reorder: Option<bool>,
+    pub queue: Option<QueueCfg>,
+    /// Loss after the serializer (on the air); replaces the preset's loss.
+    pub loss: Option<LossCfg>,
+    /// Loss before the queue.
+    pub ingress_loss: Option<LossCfg>,
+    pub corrupt: Option<Ratio>,
+    /// mahimahi trace, relative to the scenario file's directory.
+    pub trace: Option<PathBuf>,
+    #[serde(default)]
+    pub schedule: Vec<ChangeCfg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JitterDist {
+    Uniform,
+    Normal,
+}
+
+/// "bdp", "unlimited", "25 packets", "64KB", or an integer number of packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueCfg {
+    Bdp,
+    Unlimited,
+    Packets(usize),
+    Bytes(u64),
+}
+
+impl<'de> Deserialize<'de> for QueueCfg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(i64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) if n > 0 => Ok(QueueCfg::Packets(n as usize)),
+            Raw::N(n) => Err(D::Error::custom(format!(
+                "must be a positive number of packets, got {n}"
+            ))),
+            Raw::S(s) => parse_queue(&s).map_err(D::Error::custom),
+        }
+    }
+}
+
+/// Parse a queue limit spelling.
+pub fn parse_queue(s: &str) -> Result<QueueCfg, String> {
+    let t = s.trim();
+    match t {
+        "bdp" | "BDP" => return Ok(QueueCfg::Bdp),
+        "unlimited" | "none" => return Ok(QueueCfg::Unlimited),
+        _ => {}
+    }
+    for suffix in ["packets", "packet", "pkts", "pkt", "p"] {
+        if let Some(n) = t.strip_suffix(suffix) {
+            return match n.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Ok(QueueCfg::Packets(n)),
+                _ => Err(format!(
+                    "expected a positive packet count like \"25 packets\", got {s:?}"
+                )),
+            };
+        }
+    }
+    crate::units::parse_size(t)
+        .map(QueueCfg::Bytes)
+        .map_err(|e| {
+            format!(
+                "{e}; a queue is \"bdp\", \"unlimited\", \"25 packets\" or a size like \"64KB\""
+            )
+        })
+}
+
+/// Loss model names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossModelName {
+    None,
+    Bernoulli,
+    GilbertElliott,
+    FourState,
+    DropList,
+    BurstCapped,
+    Blackhole,
+}
+
+/// A loss model: `model` selects it, the other fields are its parameters. A flat table (not a
+/// tagged enum) so that errors can name the exact parameter, e.g. `link.down.loss.p`.
+///
+/// - `bernoulli`: `p`
+/// - `gilbert_elliott`: `p`, `r`, `h` (default 0), `k` (default 1); papers' notation where k, h
+///   are delivery probabilities in the good, bad state (netem `loss gemodel p r 1-h 1-k`)
+/// - `four_state`: `p13`, `p31`, `p32`, `p23`, `p14` (netem `loss state`)
+/// - `drop_list`: `indices` (0-based packet ordinals on this direction)
+/// - `burst_capped`: `p`, `max_burst`
+/// - `blackhole`: `windows = [["1s", "2s"], ...]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossCfg {
+    pub model: LossModelName,
+    pub p: Option<Ratio>,
+    pub r: Option<Ratio>,
+    pub h: Option<Ratio>,
+    pub k: Option<Ratio>,
+    pub p13: Option<Ratio>,
+    pub p31: Option<Ratio>,
+    pub p32: Option<Ratio>,
+    pub p23: Option<Ratio>,
+    pub p14: Option<Ratio>,
+    pub indices: Option<Vec<u64>>,
+    pub max_burst: Option<u32>,
+    pub windows: Option<Vec<(Dur, Dur)>>,
+}
+
+/// A change at time `at`: set exactly one of `rate`, `blackhole`, `suspend`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeCfg {
+    pub at: Dur,
+    pub rate: Option<Rate>,
+    pub blackhole: Option<bool>,
+    pub suspend: Option<bool>,
+}
+
+/// Workload kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    Bulk,
+    Files,
+    Page,
+    Realtime,
+}
+
+/// The workload: `kind` selects it (flat table so errors name the exact field).
+///
+/// - `bulk`: `size` (default: the preset's bulk size, paper 000: 20 MB, 5 MB on satellite)
+/// - `files`: `sizes`
+/// - `page`: `page = "flickr"` (or a paper 001 site) or `objects = [{ size, level, kind }]`
+/// - `realtime`: `messages_per_sec`, `packets_per_message`, `packet_size`, `duration`,
+///   `playback_buffer` (defaults: paper 002's 30 x 8 x 1000 B for 25 s, 100 ms)
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadCfg {
+    pub kind: WorkloadKind,
+    pub size: Option<Size>,
+    pub sizes: Option<Vec<Size>>,
+    pub page: Option<String>,
+    pub objects: Option<Vec<ObjectCfg>>,
+    pub messages_per_sec: Option<u32>,
+    pub packets_per_message: Option<u32>,
+    pub packet_size: Option<Size>,
+    pub duration: Option<Dur>,
+    pub playback_buffer: Option<Dur>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectCfg {
+    pub size: Size,
+    #[serde(default)]
+    pub level: u32,
+    #[serde(default)]
+    pub kind: Option<crate::pages::ObjectKind>,
+}
+
+/// Congestion controllers the core provides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CongestionName {
+    NewReno,
+    Cubic,
+    Bbr,
+}
+
+/// How FEC recoveries reach congestion control (DESIGN.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FecCcMode {
+    Signal,
+    Mask,
+}
+
+/// Protocol knobs; unset fields keep the core's defaults. `extra` carries settings that have no
+/// typed field yet (the runner decides what they mean).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolSettings {
+    pub congestion: Option<CongestionName>,
+    pub pacing: Option<bool>,
+    pub ack_eliciting_threshold: Option<u32>,
+    pub max_ack_delay: Option<Dur>,
+    pub initial_rtt: Option<Dur>,
+    pub initial_window_packets: Option<u32>,
+    pub max_datagram_size: Option<u32>,
+    /// FEC scheme name ("none", "xor", "rs", "rlc", ...).
+    pub fec: Option<String>,
+    /// Redundancy controller ("fixed(20,10)", "rquic", "adaptive", ...).
+    pub redundancy: Option<String>,
+    pub fec_cc: Option<FecCcMode>,
+    #[serde(default)]
+    pub extra: BTreeMap<String, toml::Value>,
+}

@@ -1,0 +1,227 @@
+//! Per-run records, aggregation over seeds, and fairness.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// What one run measured. The QUIC runner fills it in; fields it cannot measure stay at their
+/// defaults (0 / None / empty).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub scenario: String,
+    /// Preset name, or "" for a hand-written link.
+    pub preset: String,
+    /// Protocol variant label (e.g. "quic", "rquic", "rs-20-10").
+    pub variant: String,
+    /// Loss parameter of this parameter point.
+    pub loss: f64,
+    pub seed: u64,
+    pub workload: String,
+    /// The transfer finished within the duration limit.
+    pub completed: bool,
+    /// Download completion time (page-load time for pages), seconds.
+    pub completion_time_s: Option<f64>,
+    /// Application bytes delivered / completion time, bits per second.
+    pub goodput_bps: Option<f64>,
+    /// Application bytes delivered to the client.
+    pub app_bytes: u64,
+    /// UDP payload bytes sent by both endpoints.
+    pub bytes_on_wire: u64,
+    pub packets_sent: u64,
+    pub retransmissions: u64,
+    pub spurious_retransmissions: u64,
+    /// FEC repair bytes sent (overhead = repair_bytes / bytes_on_wire).
+    pub repair_bytes: u64,
+    pub recovered_symbols: u64,
+    /// Paper 002's real-time metrics: fraction of application data received, re-buffering.
+    pub app_data_fraction: Option<f64>,
+    pub rebuffering_s: Option<f64>,
+    /// Simulator events and wall-clock time of the run (speed bookkeeping).
+    pub sim_events: u64,
+    pub wall_time_s: f64,
+    /// (time s, smoothed RTT s) samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rtt_trace: Vec<(f64, f64)>,
+    /// (time s, congestion window bytes) samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cwnd_trace: Vec<(f64, u64)>,
+    /// Why the run failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunRecord {
+    /// FEC overhead as a fraction of the bytes on the wire (paper 000's "overhead").
+    pub fn overhead(&self) -> f64 {
+        if self.bytes_on_wire == 0 {
+            0.0
+        } else {
+            self.repair_bytes as f64 / self.bytes_on_wire as f64
+        }
+    }
+}
+
+/// Order statistics of a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Stats {
+    pub n: usize,
+    pub mean: f64,
+    pub median: f64,
+    pub p5: f64,
+    pub p10: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    /// Statistics of `xs` (NaNs ignored); None if empty.
+    pub fn of(xs: &[f64]) -> Option<Stats> {
+        let mut v: Vec<f64> = xs.iter().copied().filter(|x| !x.is_nan()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        Some(Stats {
+            n: v.len(),
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+            median: quantile(&v, 0.5),
+            p5: quantile(&v, 0.05),
+            p10: quantile(&v, 0.10),
+            p90: quantile(&v, 0.90),
+            p95: quantile(&v, 0.95),
+            min: v[0],
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+/// Quantile of sorted data with linear interpolation between order statistics (R type 7).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let n = sorted.len();
+    if n == 1 {
+        return sorted[0];
+    }
+    let h = (n - 1) as f64 * q.clamp(0.0, 1.0);
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(n - 1);
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// Jain's fairness index (sum x)^2 / (n sum x^2): 1 = equal shares, 1/n = one flow takes all.
+pub fn jain_index(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if xs.is_empty() || sq == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (xs.len() as f64 * sq)
+}
+
+/// One parameter point aggregated over its seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub preset: String,
+    pub variant: String,
+    pub workload: String,
+    pub loss: f64,
+    pub runs: usize,
+    pub completed: usize,
+    /// Completion time of completed runs, seconds.
+    pub completion_time_s: Option<Stats>,
+    pub goodput_bps: Option<Stats>,
+    pub retransmissions: Option<Stats>,
+    pub overhead: Option<Stats>,
+}
+
+/// Group records by (scenario, preset, variant, workload, loss) and summarise each group.
+/// The output order is the sorted key order, so it does not depend on thread timing.
+pub fn aggregate(records: &[RunRecord]) -> Vec<Summary> {
+    type Key = (String, String, String, String, u64);
+    let mut groups: BTreeMap<Key, Vec<&RunRecord>> = BTreeMap::new();
+    for r in records {
+        let key = (
+            r.scenario.clone(),
+            r.preset.clone(),
+            r.variant.clone(),
+            r.workload.clone(),
+            // Loss as ordered bits: exact grouping, numeric order for non-negative values.
+            r.loss.to_bits(),
+        );
+        groups.entry(key).or_default().push(r);
+    }
+    groups
+        .into_iter()
+        .map(|((scenario, preset, variant, workload, loss), rs)| {
+            let done: Vec<&&RunRecord> = rs.iter().filter(|r| r.completed).collect();
+            let col = |f: &dyn Fn(&RunRecord) -> Option<f64>| {
+                Stats::of(&done.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+            };
+            Summary {
+                scenario,
+                preset,
+                variant,
+                workload,
+                loss: f64::from_bits(loss),
+                runs: rs.len(),
+                completed: done.len(),
+                completion_time_s: col(&|r| r.completion_time_s),
+                goodput_bps: col(&|r| r.goodput_bps),
+                retransmissions: col(&|r| Some(r.retransmissions as f64)),
+                overhead: col(&|r| Some(r.overhead())),
+            }
+        })
+        .collect()
+}
+
+/// Paper 000's xi: each run's completion time over the mean completion time of a baseline.
+pub fn completion_ratio(time_s: f64, baseline_times_s: &[f64]) -> Option<f64> {
+    let s = Stats::of(baseline_times_s)?;
+    (s.mean > 0.0).then(|| time_s / s.mean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_known_sample() {
+        let s = Stats::of(&[5.0, 1.0, 4.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.min, s.max, s.median, s.mean), (1.0, 5.0, 3.0, 3.0));
+        assert!((s.p10 - 1.4).abs() < 1e-12);
+        assert!((s.p90 - 4.6).abs() < 1e-12);
+        assert!(Stats::of(&[]).is_none());
+        assert_eq!(Stats::of(&[7.0]).unwrap().p95, 7.0);
+    }
+
+    #[test]
+    fn jain() {
+        assert_eq!(jain_index(&[1.0, 1.0, 1.0, 1.0]), 1.0);
+        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+        assert!((jain_index(&[3.0, 1.0]) - 0.8).abs() < 1e-12);
+    }
+
+    #[test]
+    fn aggregate_groups_by_point() {
+        let rec = |loss: f64, seed: u64, t: f64| RunRecord {
+            scenario: "s".into(),
+            preset: "wlan".into(),
+            variant: "quic".into(),
+            workload: "bulk-1MB".into(),
+            loss,
+            seed,
+            completed: true,
+            completion_time_s: Some(t),
+            ..RunRecord::default()
+        };
+        let rs = vec![rec(0.01, 1, 2.0), rec(0.0, 1, 1.0), rec(0.01, 2, 4.0)];
+        let s = aggregate(&rs);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].loss, 0.0);
+        assert_eq!(s[1].runs, 2);
+        assert_eq!(s[1].completion_time_s.unwrap().median, 3.0);
+        assert_eq!(completion_ratio(3.0, &[2.0, 4.0]), Some(1.0));
+    }
+}

@@ -1,0 +1,277 @@
+//! Result writers: CSV, JSON lines, and a fixed-width summary table.
+
+use std::io::{self, Write};
+
+use crate::metrics::{RunRecord, Stats, Summary};
+
+const RECORD_COLUMNS: &[&str] = &[
+    "scenario",
+    "preset",
+    "variant",
+    "loss",
+    "seed",
+    "workload",
+    "completed",
+    "completion_time_s",
+    "goodput_bps",
+    "app_bytes",
+    "bytes_on_wire",
+    "packets_sent",
+    "retransmissions",
+    "spurious_retransmissions",
+    "repair_bytes",
+    "recovered_symbols",
+    "app_data_fraction",
+    "rebuffering_s",
+    "sim_events",
+    "wall_time_s",
+    "error",
+];
+
+/// Quote a CSV field when needed (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+/// Write records as CSV with a header line (traces are left out; use JSON lines for them).
+pub fn write_csv<W: Write>(mut w: W, records: &[RunRecord]) -> io::Result<()> {
+    writeln!(w, "{}", RECORD_COLUMNS.join(","))?;
+    for r in records {
+        let row = [
+            csv_field(&r.scenario),
+            csv_field(&r.preset),
+            csv_field(&r.variant),
+            r.loss.to_string(),
+            r.seed.to_string(),
+            csv_field(&r.workload),
+            r.completed.to_string(),
+            opt(r.completion_time_s),
+            opt(r.goodput_bps),
+            r.app_bytes.to_string(),
+            r.bytes_on_wire.to_string(),
+            r.packets_sent.to_string(),
+            r.retransmissions.to_string(),
+            r.spurious_retransmissions.to_string(),
+            r.repair_bytes.to_string(),
+            r.recovered_symbols.to_string(),
+            opt(r.app_data_fraction),
+            opt(r.rebuffering_s),
+            r.sim_events.to_string(),
+            r.wall_time_s.to_string(),
+            csv_field(r.error.as_deref().unwrap_or("")),
+        ];
+        writeln!(w, "{}", row.join(","))?;
+    }
+    Ok(())
+}
+
+/// Write one JSON object per line (records keep their traces).
+pub fn write_jsonl<W: Write, T: serde::Serialize>(mut w: W, items: &[T]) -> io::Result<()> {
+    for it in items {
+        serde_json::to_writer(&mut w, it)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Read JSON lines back (e.g. to re-aggregate a finished campaign).
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(text: &str) -> Result<Vec<T>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).map_err(|e| format!("line {}: {e}", i + 1)))
+        .collect()
+}
+
+/// Write summaries as CSV (median, mean, p10, p90, min, max per metric).
+pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()> {
+    let metrics = [
+        "completion_time_s",
+        "goodput_bps",
+        "retransmissions",
+        "overhead",
+    ];
+    let mut head = vec![
+        "scenario",
+        "preset",
+        "variant",
+        "workload",
+        "loss",
+        "runs",
+        "completed",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    for m in metrics {
+        for s in ["median", "mean", "p10", "p90", "min", "max"] {
+            head.push(format!("{m}_{s}"));
+        }
+    }
+    writeln!(w, "{}", head.join(","))?;
+    for s in sums {
+        let mut row = vec![
+            csv_field(&s.scenario),
+            csv_field(&s.preset),
+            csv_field(&s.variant),
+            csv_field(&s.workload),
+            s.loss.to_string(),
+            s.runs.to_string(),
+            s.completed.to_string(),
+        ];
+        for st in [
+            &s.completion_time_s,
+            &s.goodput_bps,
+            &s.retransmissions,
+            &s.overhead,
+        ] {
+            match st {
+                Some(x) => row
+                    .extend([x.median, x.mean, x.p10, x.p90, x.min, x.max].map(|v| v.to_string())),
+                None => row.extend(std::iter::repeat_n(String::new(), 6)),
+            }
+        }
+        writeln!(w, "{}", row.join(","))?;
+    }
+    Ok(())
+}
+
+fn cell(st: &Option<Stats>, f: impl Fn(&Stats) -> f64, scale: f64, prec: usize) -> String {
+    st.as_ref()
+        .map(|s| format!("{:.*}", prec, f(s) * scale))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A readable fixed-width table, one row per parameter point.
+pub fn summary_table(sums: &[Summary]) -> String {
+    let header = [
+        "scenario",
+        "preset",
+        "variant",
+        "workload",
+        "loss%",
+        "runs",
+        "done",
+        "dct_med_s",
+        "dct_p10_s",
+        "dct_p90_s",
+        "dct_mean_s",
+        "goodput_Mbps",
+        "retx_mean",
+        "ovh%",
+    ];
+    let rows: Vec<Vec<String>> = sums
+        .iter()
+        .map(|s| {
+            vec![
+                s.scenario.clone(),
+                s.preset.clone(),
+                s.variant.clone(),
+                s.workload.clone(),
+                format!("{:.2}", s.loss * 100.0),
+                s.runs.to_string(),
+                s.completed.to_string(),
+                cell(&s.completion_time_s, |x| x.median, 1.0, 3),
+                cell(&s.completion_time_s, |x| x.p10, 1.0, 3),
+                cell(&s.completion_time_s, |x| x.p90, 1.0, 3),
+                cell(&s.completion_time_s, |x| x.mean, 1.0, 3),
+                cell(&s.goodput_bps, |x| x.median, 1e-6, 2),
+                cell(&s.retransmissions, |x| x.mean, 1.0, 1),
+                cell(&s.overhead, |x| x.mean, 100.0, 1),
+            ]
+        })
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: &[String], out: &mut String| {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            // Text columns left-aligned, numbers right-aligned.
+            .map(|(i, (c, w))| {
+                if i < 4 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(&header.map(String::from), &mut out);
+    line(
+        &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
+        &mut out,
+    );
+    for r in &rows {
+        line(r, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::aggregate;
+
+    fn recs() -> Vec<RunRecord> {
+        (0..3)
+            .map(|i| RunRecord {
+                scenario: "a,b".into(),
+                preset: "wlan".into(),
+                variant: "quic".into(),
+                workload: "bulk-20MB".into(),
+                loss: 0.02,
+                seed: i,
+                completed: true,
+                completion_time_s: Some(1.0 + i as f64),
+                goodput_bps: Some(20e6),
+                rtt_trace: vec![(0.0, 0.025)],
+                ..RunRecord::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn csv_quotes_and_counts_columns() {
+        let mut buf = Vec::new();
+        write_csv(&mut buf, &recs()).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4);
+        assert!(lines[1].starts_with("\"a,b\",wlan,quic,0.02,0,"));
+        let mut buf = Vec::new();
+        write_summary_csv(&mut buf, &aggregate(&recs())).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert_eq!(text.lines().count(), 2);
+        let cols = text.lines().next().unwrap().split(',').count();
+        assert_eq!(cols, 7 + 24);
+    }
+
+    #[test]
+    fn jsonl_roundtrip_and_table() {
+        let mut buf = Vec::new();
+        write_jsonl(&mut buf, &recs()).unwrap();
+        let back: Vec<RunRecord> = read_jsonl(std::str::from_utf8(&buf).unwrap()).unwrap();
+        assert_eq!(back, recs());
+        let t = summary_table(&aggregate(&recs()));
+        assert!(t.lines().next().unwrap().starts_with("scenario"));
+        assert!(t.contains("2.000"), "{t}");
+        assert_eq!(t.lines().count(), 3);
+    }
+}

@@ -1,0 +1,495 @@
+//! Loading a scenario file into a resolved [`Scenario`] with errors that name the field.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use qfec_sim::{
+    DeliveryTrace, Instant, Jitter, LinkChange, LinkSpec, LossSpec, QueueLimit, bdp_bytes,
+};
+
+use crate::config::{
+    ChangeCfg, DirectionCfg, JitterDist, LossCfg, LossModelName, ProtocolSettings, QueueCfg,
+    ScenarioFile, SeedsCfg, WorkloadCfg, WorkloadKind,
+};
+use crate::pages::{ObjectKind, PageModel, PageObject};
+use crate::presets::{LinkPair, Preset};
+use crate::units::Ratio;
+use crate::workload::{RealtimeSpec, Workload};
+
+/// A scenario error: the file, the field path and the problem, on one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub file: String,
+    /// Dotted path of the offending field ("link.down.loss.p"), or "" for the whole file.
+    pub path: String,
+    pub message: String,
+    pub line: Option<usize>,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.file)?;
+        if !self.path.is_empty() {
+            write!(f, "{}: ", self.path)?;
+        }
+        write!(f, "{}", self.message)?;
+        if let Some(l) = self.line {
+            write!(f, " (line {l})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A fully resolved scenario: concrete link directions, workload, settings and seeds.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub preset: Option<String>,
+    /// The preset's loss parameter, if one applies.
+    pub loss: Option<f64>,
+    /// Server -> client and client -> server.
+    pub links: LinkPair,
+    pub workload: Workload,
+    pub protocol: ProtocolSettings,
+    pub seeds: Vec<u64>,
+    pub duration_limit: Duration,
+}
+
+/// Default simulated-time limit of a run.
+pub const DEFAULT_DURATION_LIMIT: Duration = Duration::from_secs(600);
+
+impl Scenario {
+    /// Read and resolve a scenario file; relative trace paths are resolved from its directory.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            path: String::new(),
+            message: format!("cannot read: {e}"),
+            line: None,
+        })?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::from_toml(&text, &file, &dir)
+    }
+
+    /// Parse TOML text; `file` labels errors, `dir` anchors relative paths.
+    pub fn from_toml(text: &str, file: &str, dir: &Path) -> Result<Scenario, ScenarioError> {
+        let err = |path: &str, message: String, line: Option<usize>| ScenarioError {
+            file: file.to_string(),
+            path: path.to_string(),
+            message,
+            line,
+        };
+        let de = toml::Deserializer::parse(text)
+            .map_err(|e| err("", e.message().to_string(), line_of(text, e.span())))?;
+        let raw: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let path = if path == "." { String::new() } else { path };
+            err(
+                &path,
+                inner.message().to_string(),
+                line_of(text, inner.span()),
+            )
+        })?;
+        resolve(raw, dir).map_err(|(path, message)| err(&path, message, None))
+    }
+
+    /// The default name of a scenario loaded without one.
+    pub fn display_name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<usize> {
+    span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+}
+
+type Res<T> = Result<T, (String, String)>;
+
+fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
+    let preset = match &raw.preset {
+        Some(name) => Some(Preset::from_name(name).map_err(|e| ("preset".to_string(), e))?),
+        None => None,
+    };
+    let loss = raw.loss.map(|r| r.0);
+    if loss.is_some() && preset.is_none() {
+        return Err((
+            "loss".into(),
+            "a top-level loss needs a preset; set link.down.loss / link.up.loss instead".into(),
+        ));
+    }
+    let base = match preset {
+        Some(p) => p.links(loss),
+        None => LinkPair {
+            down: LinkSpec::new("down", 0, Duration::ZERO),
+            up: LinkSpec::new("up", 0, Duration::ZERO),
+        },
+    };
+    let down = direction(base.down, raw.link.down.as_ref(), "link.down", dir)?;
+    let up = direction(base.up, raw.link.up.as_ref(), "link.up", dir)?;
+    let seeds = match (raw.seeds, raw.repetitions) {
+        (Some(_), Some(_)) => {
+            return Err((
+                "repetitions".into(),
+                "give either seeds or repetitions, not both".into(),
+            ));
+        }
+        (Some(SeedsCfg::List(v)), None) => v,
+        (Some(SeedsCfg::Range(r)), None) => (0..u64::from(r.count)).map(|i| r.base + i).collect(),
+        (None, Some(n)) => (1..=u64::from(n)).collect(),
+        (None, None) => vec![1],
+    };
+    if seeds.is_empty() {
+        return Err(("seeds".into(), "at least one seed is needed".into()));
+    }
+    let duration_limit = raw
+        .duration_limit
+        .map(|d| d.0)
+        .unwrap_or(DEFAULT_DURATION_LIMIT);
+    if duration_limit.is_zero() {
+        return Err(("duration_limit".into(), "must be positive".into()));
+    }
+    let workload = workload(raw.workload, preset)?;
+    let name = raw.name.unwrap_or_else(|| match preset {
+        Some(p) => format!("{}-{}", p.name, workload.label()),
+        None => workload.label(),
+    });
+    Ok(Scenario {
+        name,
+        preset: preset.map(|p| p.name.to_string()),
+        loss: preset.map(|p| loss.unwrap_or_else(|| p.default_loss())),
+        links: LinkPair { down, up },
+        workload,
+        protocol: raw.protocol,
+        seeds,
+        duration_limit,
+    })
+}
+
+fn direction(mut l: LinkSpec, cfg: Option<&DirectionCfg>, at: &str, dir: &Path) -> Res<LinkSpec> {
+    let Some(c) = cfg else { return Ok(l) };
+    let field = |f: &str| format!("{at}.{f}");
+    if let Some(r) = c.rate {
+        if r.0 == 0 {
+            return Err((field("rate"), "must be positive".into()));
+        }
+        l.serializer = qfec_sim::Serializer::Rate(r.0);
+    }
+    if let Some(t) = &c.trace {
+        if c.rate.is_some() {
+            return Err((field("trace"), "give either rate or trace, not both".into()));
+        }
+        let path: PathBuf = if t.is_absolute() {
+            t.clone()
+        } else {
+            dir.join(t)
+        };
+        let trace = DeliveryTrace::from_file(&path).map_err(|e| (field("trace"), e))?;
+        l.serializer = qfec_sim::Serializer::Trace(Arc::new(trace));
+    }
+    if let Some(d) = c.delay {
+        l.delay = d.0;
+    }
+    if let Some(j) = c.jitter {
+        l.jitter = match c.jitter_dist.unwrap_or(JitterDist::Uniform) {
+            JitterDist::Uniform => Jitter::Uniform(j.0),
+            JitterDist::Normal => Jitter::Normal(j.0),
+        };
+    } else if c.jitter_dist.is_some() {
+        return Err((field("jitter_dist"), "needs jitter".into()));
+    }
+    if let Some(r) = c.reorder {
+        l.allow_reorder = r;
+    }
+    if let Some(q) = c.queue {
+        l.queue = match q {
+            QueueCfg::Unlimited => QueueLimit::Unlimited,
+            QueueCfg::Packets(n) => QueueLimit::Packets(n),
+            QueueCfg::Bytes(b) => QueueLimit::Bytes(b),
+            QueueCfg::Bdp => {
+                let rate = match &l.serializer {
+                    qfec_sim::Serializer::Rate(r) => *r as f64,
+                    qfec_sim::Serializer::Trace(t) => t.mean_rate_bps(),
+                    qfec_sim::Serializer::Unlimited => {
+                        return Err((field("queue"), "\"bdp\" needs a rate or a trace".into()));
+                    }
+                };
+                // One BDP over the round trip: twice this direction's one-way delay.
+                QueueLimit::Bytes(bdp_bytes(rate as u64, l.delay * 2).max(1500))
+            }
+        };
+    }
+    if let Some(loss) = &c.loss {
+        l.air_loss = vec![loss_spec(loss, &field("loss"))?];
+    }
+    if let Some(loss) = &c.ingress_loss {
+        l.ingress_loss = vec![loss_spec(loss, &field("ingress_loss"))?];
+    }
+    if let Some(p) = c.corrupt {
+        l.corrupt = p.0;
+    }
+    for (i, ch) in c.schedule.iter().enumerate() {
+        l.changes.push(change(ch, &format!("{at}.schedule[{i}]"))?);
+    }
+    Ok(l)
+}
+
+fn loss_spec(c: &LossCfg, at: &str) -> Res<LossSpec> {
+    use LossModelName as M;
+    let (model, allowed): (&str, &[&str]) = match c.model {
+        M::None => ("none", &[]),
+        M::Bernoulli => ("bernoulli", &["p"]),
+        M::GilbertElliott => ("gilbert_elliott", &["p", "r", "h", "k"]),
+        M::FourState => ("four_state", &["p13", "p31", "p32", "p23", "p14"]),
+        M::DropList => ("drop_list", &["indices"]),
+        M::BurstCapped => ("burst_capped", &["p", "max_burst"]),
+        M::Blackhole => ("blackhole", &["windows"]),
+    };
+    let present = [
+        ("p", c.p.is_some()),
+        ("r", c.r.is_some()),
+        ("h", c.h.is_some()),
+        ("k", c.k.is_some()),
+        ("p13", c.p13.is_some()),
+        ("p31", c.p31.is_some()),
+        ("p32", c.p32.is_some()),
+        ("p23", c.p23.is_some()),
+        ("p14", c.p14.is_some()),
+        ("indices", c.indices.is_some()),
+        ("max_burst", c.max_burst.is_some()),
+        ("windows", c.windows.is_some()),
+    ];
+    for (name, set) in present {
+        if set && !allowed.contains(&name) {
+            return Err((
+                format!("{at}.{name}"),
+                format!(
+                    "not a parameter of the {model} model (it takes: {})",
+                    allowed.join(", ")
+                ),
+            ));
+        }
+    }
+    let field = |name: &str| format!("{at}.{name}");
+    let req = |name: &str, v: Option<Ratio>| {
+        v.map(|x| x.0)
+            .ok_or_else(|| (field(name), format!("required by the {model} model")))
+    };
+    Ok(match c.model {
+        M::None => LossSpec::None,
+        M::Bernoulli => LossSpec::Bernoulli { p: req("p", c.p)? },
+        M::GilbertElliott => {
+            let (p, r) = (req("p", c.p)?, req("r", c.r)?);
+            if p > 0.0 && r == 0.0 {
+                return Err((
+                    field("r"),
+                    "must be > 0 when p > 0 (the bad state would never end)".into(),
+                ));
+            }
+            LossSpec::GilbertElliott {
+                p,
+                r,
+                h: c.h.map_or(0.0, |x| x.0),
+                k: c.k.map_or(1.0, |x| x.0),
+            }
+        }
+        M::FourState => {
+            let (p13, p31, p32, p23, p14) = (
+                req("p13", c.p13)?,
+                req("p31", c.p31)?,
+                req("p32", c.p32)?,
+                req("p23", c.p23)?,
+                req("p14", c.p14)?,
+            );
+            if p13 + p14 > 1.0 {
+                return Err((field("p14"), "p13 + p14 must not exceed 1".into()));
+            }
+            if p31 + p32 > 1.0 {
+                return Err((field("p32"), "p31 + p32 must not exceed 1".into()));
+            }
+            LossSpec::FourState {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            }
+        }
+        M::DropList => LossSpec::DropList {
+            indices: c.indices.clone().ok_or_else(|| {
+                (
+                    field("indices"),
+                    "required by the drop_list model".to_string(),
+                )
+            })?,
+        },
+        M::BurstCapped => {
+            let p = req("p", c.p)?;
+            match c.max_burst {
+                Some(0) => return Err((field("max_burst"), "must be at least 1".into())),
+                None => {
+                    return Err((
+                        field("max_burst"),
+                        "required by the burst_capped model".into(),
+                    ));
+                }
+                Some(n) => LossSpec::BurstCapped { p, max_burst: n },
+            }
+        }
+        M::Blackhole => {
+            let windows = c.windows.as_ref().ok_or_else(|| {
+                (
+                    field("windows"),
+                    "required by the blackhole model".to_string(),
+                )
+            })?;
+            let mut w = Vec::new();
+            for (i, (s, e)) in windows.iter().enumerate() {
+                if e.0 <= s.0 {
+                    return Err((
+                        format!("{at}.windows[{i}]"),
+                        "end must be after start".into(),
+                    ));
+                }
+                w.push((Instant::ZERO + s.0, Instant::ZERO + e.0));
+            }
+            LossSpec::Blackhole { windows: w }
+        }
+    })
+}
+
+fn change(c: &ChangeCfg, at: &str) -> Res<(Instant, LinkChange)> {
+    let t = Instant::ZERO + c.at.0;
+    match (c.rate, c.blackhole, c.suspend) {
+        (Some(r), None, None) => Ok((t, LinkChange::Rate(r.0))),
+        (None, Some(b), None) => Ok((t, LinkChange::Blackhole(b))),
+        (None, None, Some(s)) => Ok((t, LinkChange::Suspend(s))),
+        _ => Err((
+            at.into(),
+            "set exactly one of rate, blackhole, suspend".into(),
+        )),
+    }
+}
+
+fn workload(c: WorkloadCfg, preset: Option<&Preset>) -> Res<Workload> {
+    let at = |f: &str| format!("workload.{f}");
+    let (kind, allowed): (&str, &[&str]) = match c.kind {
+        WorkloadKind::Bulk => ("bulk", &["size"]),
+        WorkloadKind::Files => ("files", &["sizes"]),
+        WorkloadKind::Page => ("page", &["page", "objects"]),
+        WorkloadKind::Realtime => (
+            "realtime",
+            &[
+                "messages_per_sec",
+                "packets_per_message",
+                "packet_size",
+                "duration",
+                "playback_buffer",
+            ],
+        ),
+    };
+    let present = [
+        ("size", c.size.is_some()),
+        ("sizes", c.sizes.is_some()),
+        ("page", c.page.is_some()),
+        ("objects", c.objects.is_some()),
+        ("messages_per_sec", c.messages_per_sec.is_some()),
+        ("packets_per_message", c.packets_per_message.is_some()),
+        ("packet_size", c.packet_size.is_some()),
+        ("duration", c.duration.is_some()),
+        ("playback_buffer", c.playback_buffer.is_some()),
+    ];
+    for (name, set) in present {
+        if set && !allowed.contains(&name) {
+            return Err((
+                at(name),
+                format!(
+                    "not used by a {kind} workload (it takes: {})",
+                    allowed.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(match c.kind {
+        WorkloadKind::Bulk => {
+            let bytes = match (c.size, preset) {
+                (Some(s), _) => s.0,
+                (None, Some(p)) => p.bulk_bytes,
+                (None, None) => {
+                    return Err((
+                        at("size"),
+                        "missing (no preset to take the default from)".into(),
+                    ));
+                }
+            };
+            if bytes == 0 {
+                return Err((at("size"), "must be positive".into()));
+            }
+            Workload::Bulk { bytes }
+        }
+        WorkloadKind::Files => {
+            let sizes = c.sizes.unwrap_or_default();
+            if sizes.is_empty() || sizes.iter().any(|s| s.0 == 0) {
+                return Err((at("sizes"), "needs at least one size, all positive".into()));
+            }
+            Workload::Files {
+                sizes: sizes.iter().map(|s| s.0).collect(),
+            }
+        }
+        WorkloadKind::Page => match (c.page, c.objects) {
+            (Some(name), None) => {
+                Workload::Page(PageModel::by_name(&name).map_err(|e| (at("page"), e))?)
+            }
+            (None, Some(objs)) => {
+                if objs.is_empty() {
+                    return Err((at("objects"), "needs at least one object".into()));
+                }
+                let objects = objs
+                    .iter()
+                    .map(|o| PageObject {
+                        kind: o.kind.unwrap_or(ObjectKind::Other),
+                        bytes: o.size.0,
+                        level: o.level,
+                    })
+                    .collect();
+                Workload::Page(PageModel {
+                    name: "custom".into(),
+                    objects,
+                })
+            }
+            _ => {
+                return Err((
+                    at("page"),
+                    "give either page = \"name\" or objects = [...]".into(),
+                ));
+            }
+        },
+        WorkloadKind::Realtime => {
+            let d = RealtimeSpec::paper002();
+            let r = RealtimeSpec {
+                messages_per_sec: c.messages_per_sec.unwrap_or(d.messages_per_sec),
+                packets_per_message: c.packets_per_message.unwrap_or(d.packets_per_message),
+                packet_bytes: c
+                    .packet_size
+                    .map_or(d.packet_bytes, |s| s.0.min(u64::from(u32::MAX)) as u32),
+                duration: c.duration.map_or(d.duration, |x| x.0),
+                playback_buffer: c.playback_buffer.map_or(d.playback_buffer, |x| x.0),
+            };
+            for (name, v) in [
+                ("messages_per_sec", r.messages_per_sec),
+                ("packets_per_message", r.packets_per_message),
+                ("packet_size", r.packet_bytes),
+            ] {
+                if v == 0 {
+                    return Err((at(name), "must be positive".into()));
+                }
+            }
+            Workload::Realtime(r)
+        }
+    })
+}

@@ -1,0 +1,132 @@
+//! Workloads: what the application moves over the simulated path.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::pages::{ObjectKind, PageModel, PageObject};
+
+/// Paper 003's file sizes: 1 kB, 10 kB, 50 kB, 1 MB.
+pub const PAPER003_FILES: [u64; 4] = [1_000, 10_000, 50_000, 1_000_000];
+
+/// A real-time source (paper 002 §5.3): messages of several packets at a constant rate, read
+/// by the receiver after a fixed playback buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RealtimeSpec {
+    pub messages_per_sec: u32,
+    pub packets_per_message: u32,
+    pub packet_bytes: u32,
+    pub duration: Duration,
+    pub playback_buffer: Duration,
+}
+
+impl RealtimeSpec {
+    /// Paper 002: 30 messages/s x 8 packets x 1000 B for 25 s, 100 ms playback buffer.
+    pub fn paper002() -> Self {
+        RealtimeSpec {
+            messages_per_sec: 30,
+            packets_per_message: 8,
+            packet_bytes: 1000,
+            duration: Duration::from_secs(25),
+            playback_buffer: Duration::from_millis(100),
+        }
+    }
+
+    /// Application bit rate.
+    pub fn bitrate_bps(&self) -> u64 {
+        u64::from(self.messages_per_sec)
+            * u64::from(self.packets_per_message)
+            * u64::from(self.packet_bytes)
+            * 8
+    }
+
+    pub fn total_messages(&self) -> u64 {
+        (self.duration.as_secs_f64() * f64::from(self.messages_per_sec)).round() as u64
+    }
+}
+
+/// What to transfer in one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Workload {
+    /// One download of `bytes` (server -> client).
+    Bulk { bytes: u64 },
+    /// Downloads of these sizes, one after the other on one connection.
+    Files { sizes: Vec<u64> },
+    /// A web page: objects fetched level by level (level n+1 requested once level n is done).
+    Page(PageModel),
+    /// Paper 002's real-time message source.
+    Realtime(RealtimeSpec),
+}
+
+impl Workload {
+    /// Application bytes the server must deliver.
+    pub fn total_bytes(&self) -> u64 {
+        match self {
+            Workload::Bulk { bytes } => *bytes,
+            Workload::Files { sizes } => sizes.iter().sum(),
+            Workload::Page(p) => p.total_bytes(),
+            Workload::Realtime(r) => {
+                r.total_messages() * u64::from(r.packets_per_message) * u64::from(r.packet_bytes)
+            }
+        }
+    }
+
+    /// Short label for tables and CSV ("bulk-20MB", "page-flickr", ...).
+    pub fn label(&self) -> String {
+        match self {
+            Workload::Bulk { bytes } => format!("bulk-{}", short_size(*bytes)),
+            Workload::Files { sizes } => {
+                let s: Vec<String> = sizes.iter().map(|b| short_size(*b)).collect();
+                format!("files-{}", s.join("+"))
+            }
+            Workload::Page(p) => format!("page-{}", p.name),
+            Workload::Realtime(r) => format!(
+                "realtime-{}x{}x{}B",
+                r.messages_per_sec, r.packets_per_message, r.packet_bytes
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+/// "20MB", "1776KiB", "1500B": exact when possible.
+pub fn short_size(b: u64) -> String {
+    for (div, unit) in [
+        (1_000_000_000, "GB"),
+        (1_000_000, "MB"),
+        (1 << 20, "MiB"),
+        (1_000, "kB"),
+        (1 << 10, "KiB"),
+    ] {
+        if b >= div && b.is_multiple_of(div) {
+            return format!("{}{unit}", b / div);
+        }
+    }
+    format!("{b}B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_and_totals() {
+        assert_eq!(Workload::Bulk { bytes: 20_000_000 }.label(), "bulk-20MB");
+        let f = Workload::Files {
+            sizes: PAPER003_FILES.to_vec(),
+        };
+        assert_eq!(f.label(), "files-1kB+10kB+50kB+1MB");
+        assert_eq!(f.total_bytes(), 1_061_000);
+        let r = RealtimeSpec::paper002();
+        assert_eq!(r.bitrate_bps(), 1_920_000);
+        assert_eq!(Workload::Realtime(r).total_bytes(), 750 * 8 * 1000);
+        assert_eq!(short_size(1_818_624), "1776KiB");
+    }
+}
