@@ -378,6 +378,34 @@ fn rlc_decode_rows(t: &Timer, losses: usize, rows: &mut Vec<Row>) {
     });
 }
 
+/// Raw kernels (profiling aid): fused single output vs multi-output.
+fn kernel_rows(t: &Timer, rows: &mut Vec<Row>) {
+    use qfec_erasure::gf256::Kernel;
+    let mut rng = StdRng::seed_from_u64(5);
+    let srcs = random_blocks(&mut rng, 20).remove(0);
+    let refs: Vec<&[u8]> = srcs.iter().map(|s| s.as_slice()).collect();
+    let coefs: Vec<u8> = (0..200).map(|_| rng.gen_range(2..=255)).collect();
+    let mut outs = vec![vec![0u8; SIZE]; 10];
+    let k = Kernel::best();
+    let multi = t.measure(20 * SIZE, |_| {
+        for (r, o) in outs.iter_mut().enumerate() {
+            k.mul_multi(o, &refs, &coefs[r * 20..(r + 1) * 20], false);
+        }
+        black_box(&outs);
+    });
+    let matrix = t.measure(20 * SIZE, |_| {
+        let mut o: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+        k.mul_matrix(&mut o, &refs, &coefs);
+        black_box(&o);
+    });
+    rows.push(Row {
+        shape: "20x10 raw".into(),
+        op: "matrix",
+        ours: matrix,
+        refs: vec![("multi", multi)],
+    });
+}
+
 fn main() {
     let quick = std::env::var("QFEC_BENCH_QUICK").is_ok_and(|v| v != "0")
         || std::env::args().any(|a| a == "--quick");
@@ -401,6 +429,9 @@ fn main() {
     let filter = std::env::var("QFEC_BENCH_FILTER").unwrap_or_default();
     let want = |name: &str| filter.is_empty() || filter.split(',').any(|f| name.starts_with(f));
     let mut rows = Vec::new();
+    if want("kern") {
+        kernel_rows(&t, &mut rows);
+    }
     for (k, m) in [(5, 1), (10, 2), (20, 10), (32, 4)] {
         if want(&format!("rs{k},{m}")) {
             rs_rows(&t, k, m, &mut rows);

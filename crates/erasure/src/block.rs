@@ -396,12 +396,11 @@ impl BlockDecoder {
                 true
             }
             Code::Rs(rs) => {
-                let mut data: [Option<&[u8]>; MAX_SYMBOLS] = [None; MAX_SYMBOLS];
-                for (i, d) in data[..b.count].iter_mut().enumerate() {
-                    *d = self.store.get(b.first + i as u64);
-                }
-                let mut reps: [Option<&[u8]>; MAX_SYMBOLS] = [None; MAX_SYMBOLS];
-                for (i, r) in reps[..self.m].iter_mut().enumerate() {
+                let data: Vec<Option<&[u8]>> = (0..b.count)
+                    .map(|i| self.store.get(b.first + i as u64))
+                    .collect();
+                let mut reps: Vec<Option<&[u8]>> = vec![None; self.m];
+                for (i, r) in reps.iter_mut().enumerate() {
                     if b.has(i) {
                         let o = rbase + i * size;
                         *r = Some(&self.repairs[o..o + size]);

@@ -288,6 +288,65 @@ impl Kernel {
         multi_scalar(dst, srcs, coefs, accumulate);
     }
 
+    /// Multi-output product: `outs[r] = sum_j coefs[r * srcs.len() + j] * srcs[j]`
+    /// (outputs overwritten). Each source vector is loaded (and split) once for
+    /// a group of outputs: the Reed-Solomon encode/decode inner loop.
+    ///
+    /// Panics if `coefs.len() != outs.len() * srcs.len()` or lengths differ.
+    pub fn mul_matrix(self, outs: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+        assert_eq!(
+            coefs.len(),
+            outs.len() * srcs.len(),
+            "mul_matrix: coefficient count"
+        );
+        let Some(n) = outs.first().map(|o| o.len()) else {
+            return;
+        };
+        assert!(
+            outs.iter().all(|o| o.len() == n) && srcs.iter().all(|s| s.len() == n),
+            "mul_matrix: length mismatch"
+        );
+        let ns = srcs.len();
+        if outs.len() == 1 {
+            // One output: the fused kernel's four-vector blocks are faster.
+            return self.mul_multi(outs[0], srcs, coefs, false);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if ns > 0 && self.is_supported() {
+            use crate::simd_x86 as x;
+            let w = match self {
+                Kernel::Scalar => usize::MAX,
+                Kernel::Ssse3 => 16,
+                Kernel::Avx2 | Kernel::Gfni256 => 32,
+                Kernel::Avx512 | Kernel::Gfni512 => 64,
+            };
+            if n >= 2 * w {
+                // SAFETY: the CPU supports the kernel (checked above), every
+                // buffer has length `n >= 2W` and the coefficient count matches.
+                unsafe {
+                    match self {
+                        Kernel::Scalar => {}
+                        Kernel::Ssse3 => return x::matrix_ssse3(outs, srcs, coefs),
+                        Kernel::Avx2 => return x::matrix_avx2(outs, srcs, coefs),
+                        Kernel::Avx512 => return x::matrix_avx512(outs, srcs, coefs),
+                        Kernel::Gfni256 => return x::matrix_gfni256(outs, srcs, coefs),
+                        Kernel::Gfni512 => {
+                            let aligned = outs.iter().all(|o| (o.as_ptr() as usize) % 64 == 0)
+                                && srcs.iter().all(|s| (s.as_ptr() as usize) % 64 == 0);
+                            if aligned {
+                                return x::matrix_gfni512(outs, srcs, coefs);
+                            }
+                            return x::matrix_gfni256(outs, srcs, coefs);
+                        }
+                    }
+                }
+            }
+        }
+        for (r, o) in outs.iter_mut().enumerate() {
+            self.mul_multi(o, srcs, &coefs[r * ns..(r + 1) * ns], false);
+        }
+    }
+
     /// `dst ^= src` (plain XOR, used by the XOR code and GF(2) RLC).
     pub fn xor_into(self, dst: &mut [u8], src: &[u8]) {
         self.mul_acc(dst, src, 1);

@@ -151,11 +151,34 @@ impl ReedSolomon {
     /// Computes the first `parity.len() <= m` repair symbols of a block of
     /// `data.len() <= k` sources (a shortened block when fewer than k).
     pub fn encode(&self, data: &[&[u8]], parity: &mut [&mut [u8]]) -> Result<(), FecError> {
-        if parity.len() > self.m {
-            return Err(FecError::InvalidConfig("encode: too many repair buffers"));
+        let k = data.len();
+        if parity.len() > self.m || k == 0 || k > self.k {
+            return Err(FecError::InvalidConfig("encode: bad block shape"));
         }
-        for (i, out) in parity.iter_mut().enumerate() {
-            self.encode_one(data, i, out)?;
+        let Some(size) = parity.first().map(|p| p.len()) else {
+            return Ok(());
+        };
+        if data.iter().any(|d| d.len() != size) || parity.iter().any(|p| p.len() != size) {
+            return Err(FecError::SymbolSize);
+        }
+        // Balanced groups of at most 8 outputs share each source load.
+        let groups = parity.len().div_ceil(8);
+        let per = parity.len().div_ceil(groups);
+        let mut rows = [0u8; 8 * MAX_SYMBOLS];
+        for (g, chunk) in parity.chunks_mut(per).enumerate() {
+            let first = g * per;
+            let coefs = if k == self.k {
+                // Full block: the parity rows are already contiguous.
+                &self.parity[first * k..(first + chunk.len()) * k]
+            } else {
+                for r in 0..chunk.len() {
+                    let i = first + r;
+                    rows[r * k..(r + 1) * k]
+                        .copy_from_slice(&self.parity[i * self.k..i * self.k + k]);
+                }
+                &rows[..chunk.len() * k]
+            };
+            self.kernel.mul_matrix(chunk, data, coefs);
         }
         Ok(())
     }
@@ -228,7 +251,15 @@ impl ReedSolomon {
         }
         let rows_at = self.decode_rows(key, &lost_idx[..e], &used_idx[..e]);
         // Inputs: the used repairs, then the present sources.
-        let mut inputs: [&[u8]; MAX_SYMBOLS] = [&[]; MAX_SYMBOLS];
+        // Inputs on the stack for usual block sizes (no allocation).
+        let mut small: [&[u8]; 64] = [&[]; 64];
+        let mut big: Vec<&[u8]>;
+        let inputs: &mut [&[u8]] = if k <= 64 {
+            &mut small[..k]
+        } else {
+            big = vec![&[][..]; k];
+            &mut big
+        };
         for (t, &i) in used_idx[..e].iter().enumerate() {
             inputs[t] = repairs[i as usize].unwrap_or(&[]);
         }

@@ -454,3 +454,248 @@ fused_kernel!(
     step_gfni512,
     small_avx512
 );
+
+// ---------------------------------------------------------------- multi-output
+
+/// Multi-output kernels: `outs[r] = sum_j coefs[r * srcs.len() + j] * srcs[j]`
+/// for up to `R` outputs at once, two vectors per step. Each source vector is
+/// loaded and split once for all the outputs of the group (the Reed-Solomon
+/// encode and decode inner loop). Ragged ends use one overlapping step
+/// (outputs are overwritten, so recomputing bytes is harmless).
+macro_rules! matrix_kernel {
+    (
+        $name:ident, $group:ident, $feat:literal, $w:expr, $rmax:expr, $V:ty,
+        $load:ident, $store:ident, $zero:ident, $xor:ident, $prep:ident,
+        $split:ident, $apply:ident
+    ) => {
+        #[target_feature(enable = $feat)]
+        unsafe fn $group<const R: usize>(outs: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+            const W: usize = $w;
+            let n = outs[0].len();
+            let ns = srcs.len();
+            let mut optr = [std::ptr::null_mut::<u8>(); R];
+            for (p, o) in optr.iter_mut().zip(outs.iter_mut()) {
+                *p = o.as_mut_ptr();
+            }
+            let mut i = 0;
+            loop {
+                let off = if i + 2 * W <= n { i } else { n - 2 * W };
+                let mut acc = [[$zero(); 2]; R];
+                for (j, s) in srcs.iter().enumerate() {
+                    // SAFETY: `off + 2W <= n` = the length of every source.
+                    let (s0, s1) = unsafe {
+                        let sp = s.as_ptr().add(off);
+                        ($load(sp), $load(sp.add(W)))
+                    };
+                    let (l0, h0) = $split(s0);
+                    let (l1, h1) = $split(s1);
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        match coefs[r * ns + j] {
+                            0 => {}
+                            1 => {
+                                a[0] = $xor(a[0], s0);
+                                a[1] = $xor(a[1], s1);
+                            }
+                            c => {
+                                let t = $prep(c);
+                                a[0] = $apply(a[0], l0, h0, t);
+                                a[1] = $apply(a[1], l1, h1, t);
+                            }
+                        }
+                    }
+                }
+                for (p, a) in optr.iter().zip(acc) {
+                    // SAFETY: `off + 2W <= n` = the length of every output.
+                    unsafe {
+                        $store(p.add(off), a[0]);
+                        $store(p.add(off + W), a[1]);
+                    }
+                }
+                if off + 2 * W >= n {
+                    break;
+                }
+                i += 2 * W;
+            }
+        }
+
+        /// Multi-output kernel (see `matrix_kernel!`).
+        ///
+        /// # Safety
+        /// The CPU must support the target features; every output and source
+        /// has the same length `>= 2W`; `coefs.len() == outs.len() * srcs.len()`.
+        #[target_feature(enable = $feat)]
+        pub(crate) unsafe fn $name(outs: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+            let ns = srcs.len();
+            let groups = outs.len().div_ceil($rmax);
+            let per = outs.len().div_ceil(groups.max(1)).max(1);
+            for (g, chunk) in outs.chunks_mut(per).enumerate() {
+                let rows = &coefs[g * per * ns..(g * per + chunk.len()) * ns];
+                // SAFETY: same contract as this function.
+                unsafe {
+                    match chunk.len() {
+                        1 => $group::<1>(chunk, srcs, rows),
+                        2 => $group::<2>(chunk, srcs, rows),
+                        3 => $group::<3>(chunk, srcs, rows),
+                        4 => $group::<4>(chunk, srcs, rows),
+                        5 => $group::<5>(chunk, srcs, rows),
+                        6 => $group::<6>(chunk, srcs, rows),
+                        7 => $group::<7>(chunk, srcs, rows),
+                        _ => $group::<8>(chunk, srcs, rows),
+                    }
+                }
+            }
+        }
+    };
+}
+
+#[target_feature(enable = "ssse3")]
+#[inline]
+fn split128(s: __m128i) -> (__m128i, __m128i) {
+    let mask = _mm_set1_epi8(0x0f);
+    (
+        _mm_and_si128(s, mask),
+        _mm_and_si128(_mm_srli_epi64(s, 4), mask),
+    )
+}
+#[target_feature(enable = "ssse3")]
+#[inline]
+fn apply128(acc: __m128i, lo: __m128i, hi: __m128i, t: (__m128i, __m128i)) -> __m128i {
+    _mm_xor_si128(
+        acc,
+        _mm_xor_si128(_mm_shuffle_epi8(t.0, lo), _mm_shuffle_epi8(t.1, hi)),
+    )
+}
+matrix_kernel!(
+    matrix_ssse3,
+    matrix_ssse3_r,
+    "ssse3",
+    16,
+    2,
+    __m128i,
+    ld128,
+    st128,
+    zero128,
+    xor128,
+    prep128,
+    split128,
+    apply128
+);
+
+#[target_feature(enable = "avx2")]
+#[inline]
+fn split256(s: __m256i) -> (__m256i, __m256i) {
+    let mask = _mm256_set1_epi8(0x0f);
+    (
+        _mm256_and_si256(s, mask),
+        _mm256_and_si256(_mm256_srli_epi64(s, 4), mask),
+    )
+}
+#[target_feature(enable = "avx2")]
+#[inline]
+fn apply256(acc: __m256i, lo: __m256i, hi: __m256i, t: (__m256i, __m256i)) -> __m256i {
+    _mm256_xor_si256(
+        acc,
+        _mm256_xor_si256(_mm256_shuffle_epi8(t.0, lo), _mm256_shuffle_epi8(t.1, hi)),
+    )
+}
+matrix_kernel!(
+    matrix_avx2,
+    matrix_avx2_r,
+    "avx2",
+    32,
+    4,
+    __m256i,
+    ld256,
+    st256,
+    zero256,
+    xor256,
+    prep256,
+    split256,
+    apply256
+);
+
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn split512(s: __m512i) -> (__m512i, __m512i) {
+    let mask = _mm512_set1_epi8(0x0f);
+    (
+        _mm512_and_si512(s, mask),
+        _mm512_and_si512(_mm512_srli_epi64(s, 4), mask),
+    )
+}
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn apply512(acc: __m512i, lo: __m512i, hi: __m512i, t: (__m512i, __m512i)) -> __m512i {
+    _mm512_ternarylogic_epi64::<0x96>(
+        acc,
+        _mm512_shuffle_epi8(t.0, lo),
+        _mm512_shuffle_epi8(t.1, hi),
+    )
+}
+matrix_kernel!(
+    matrix_avx512,
+    matrix_avx512_r,
+    "avx512f,avx512bw",
+    64,
+    8,
+    __m512i,
+    ld512,
+    st512,
+    zero512,
+    xor512,
+    prep512,
+    split512,
+    apply512
+);
+
+#[target_feature(enable = "gfni,avx2")]
+#[inline]
+fn split_gfni256(s: __m256i) -> (__m256i, __m256i) {
+    (s, s)
+}
+#[target_feature(enable = "gfni,avx2")]
+#[inline]
+fn apply_gfni256(acc: __m256i, s: __m256i, _: __m256i, m: __m256i) -> __m256i {
+    step_gfni256(acc, s, m)
+}
+matrix_kernel!(
+    matrix_gfni256,
+    matrix_gfni256_r,
+    "gfni,avx2",
+    32,
+    6,
+    __m256i,
+    ld256,
+    st256,
+    zero256,
+    xor256,
+    prep_gfni256,
+    split_gfni256,
+    apply_gfni256
+);
+
+#[target_feature(enable = "gfni,avx512f,avx512bw")]
+#[inline]
+fn split_gfni512(s: __m512i) -> (__m512i, __m512i) {
+    (s, s)
+}
+#[target_feature(enable = "gfni,avx512f,avx512bw")]
+#[inline]
+fn apply_gfni512(acc: __m512i, s: __m512i, _: __m512i, m: __m512i) -> __m512i {
+    step_gfni512(acc, s, m)
+}
+matrix_kernel!(
+    matrix_gfni512,
+    matrix_gfni512_r,
+    "gfni,avx512f,avx512bw",
+    64,
+    8,
+    __m512i,
+    lda512,
+    st512,
+    zero512,
+    xor512,
+    prep_gfni512,
+    split_gfni512,
+    apply_gfni512
+);

@@ -134,3 +134,56 @@ fn best_kernel_is_supported() {
     );
     assert!(best.is_supported());
 }
+
+#[test]
+fn multi_output_matches_reference() {
+    let mut rng = StdRng::seed_from_u64(3);
+    for k in Kernel::ALL {
+        if !report(k) {
+            continue;
+        }
+        for &len in LENS {
+            for (nout, nsrc) in [
+                (1usize, 1usize),
+                (2, 5),
+                (3, 3),
+                (4, 20),
+                (5, 7),
+                (8, 2),
+                (9, 4),
+                (10, 20),
+                (13, 3),
+            ] {
+                let srcs_v: Vec<Vec<u8>> = (0..nsrc)
+                    .map(|_| (0..len + 1).map(|_| rng.r#gen()).collect())
+                    .collect();
+                // Unaligned views (offset 1).
+                let srcs: Vec<&[u8]> = srcs_v.iter().map(|s| &s[1..]).collect();
+                let mut coefs: Vec<u8> = (0..nout * nsrc).map(|_| rng.r#gen()).collect();
+                coefs[0] = 0;
+                if coefs.len() > 1 {
+                    coefs[1] = 1;
+                }
+                let mut outs_v: Vec<Vec<u8>> = (0..nout).map(|_| vec![0x5Au8; len + 2]).collect();
+                {
+                    let mut outs: Vec<&mut [u8]> =
+                        outs_v.iter_mut().map(|o| &mut o[1..len + 1]).collect();
+                    k.mul_matrix(&mut outs, &srcs, &coefs);
+                }
+                for r in 0..nout {
+                    let mut want = vec![0u8; len];
+                    for j in 0..nsrc {
+                        gf256::mul_acc_reference(&mut want, srcs[j], coefs[r * nsrc + j]);
+                    }
+                    assert_eq!(
+                        &outs_v[r][1..len + 1],
+                        &want[..],
+                        "{k:?} out={r} {nout}x{nsrc} len={len}"
+                    );
+                    assert_eq!(outs_v[r][0], 0x5A);
+                    assert_eq!(outs_v[r][len + 1], 0x5A);
+                }
+            }
+        }
+    }
+}
