@@ -1,1 +1,67 @@
-fn main() {}
+//! The `qfec` command-line program.
+
+mod hq;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "qfec",
+    version,
+    about = "QUIC with forward erasure correction, and a lab to measure it"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve files over QUIC with ALPN hq-interop (HTTP/0.9, as the QUIC interop runner).
+    Server(hq::ServerArgs),
+    /// Fetch URLs over QUIC (hq-interop), one stream each, and report goodput.
+    Client(hq::ClientArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("QFEC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Server(args) => hq::run_server(args),
+        Command::Client(args) => hq::run_client(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("qfec: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Parses `host:port` with a message that says how to fix it.
+pub fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("invalid address {s:?}: expected IP:PORT such as 127.0.0.1:4433 or [::1]:4433")
+    })
+}
+
+pub fn existing_dir(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_dir() {
+        Ok(p)
+    } else {
+        Err(format!("{s:?} is not a directory"))
+    }
+}

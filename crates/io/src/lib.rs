@@ -1,1 +1,150 @@
+//! qfec-io: drives a sans-IO [`qfec_proto::Endpoint`] over a real UDP socket with tokio.
+//!
+//! The driver owns the socket and the endpoint; the application is a state machine called
+//! after every batch of input ([`Application::poll`]) where it reads events and moves stream
+//! data. One task, no locks: the protocol core is cheap to call and the hot path stays short.
 
+mod clock;
+mod udp;
+
+pub use clock::Clock;
+pub use udp::UdpIo;
+
+use std::io;
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+
+use qfec_proto::{Endpoint, Instant};
+
+/// The application side of a driver loop.
+pub trait Application {
+    /// Called whenever input was processed or a timer fired. Return `Break` to stop the loop.
+    fn poll(&mut self, now: Instant, endpoint: &mut Endpoint) -> ControlFlow<()>;
+
+    /// The next time the application wants `poll` even without network input.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+}
+
+/// Largest batch of datagrams handed to the kernel at once (GSO segments).
+const MAX_GSO_SEGMENTS: usize = 16;
+
+/// A UDP socket plus a QUIC endpoint, driven by tokio.
+pub struct Driver {
+    io: UdpIo,
+    pub endpoint: Endpoint,
+    clock: Clock,
+    recv_buf: Vec<u8>,
+    send_buf: Vec<u8>,
+}
+
+impl Driver {
+    pub fn bind(addr: SocketAddr, endpoint: Endpoint) -> io::Result<Self> {
+        let io = UdpIo::bind(addr)?;
+        Ok(Driver {
+            io,
+            endpoint,
+            clock: Clock::new(),
+            recv_buf: vec![0u8; 65536],
+            send_buf: Vec::with_capacity(65536),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.io.local_addr()
+    }
+
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Runs until the application breaks out.
+    pub async fn run<A: Application>(&mut self, app: &mut A) -> io::Result<()> {
+        loop {
+            let now = self.clock.now();
+            // Input first: everything the socket holds now.
+            let mut received = 0;
+            while received < 256 {
+                match self.io.try_recv(&mut self.recv_buf) {
+                    Ok(Some((n, from, segment))) => {
+                        received += 1;
+                        let seg = segment.unwrap_or(n).max(1);
+                        for chunk in self.recv_buf[..n].chunks(seg) {
+                            self.endpoint.handle(now, from, chunk);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) if is_transient(&e) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            let now = self.clock.now();
+            if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+                self.endpoint.handle_timeout(now);
+            }
+            if app.poll(now, &mut self.endpoint).is_break() {
+                self.flush(now).await?;
+                return Ok(());
+            }
+            self.flush(now).await?;
+            // Wait for input or the next timer.
+            let timeout = [self.endpoint.poll_timeout(), app.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            if received > 0 {
+                continue;
+            }
+            let sleep = timeout.map(|t| self.clock.to_std(t));
+            tokio::select! {
+                r = self.io.readable() => r?,
+                _ = async {
+                    match sleep {
+                        Some(t) => tokio::time::sleep_until(t.into()).await,
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {}
+            }
+        }
+    }
+
+    /// Sends everything the endpoint has ready.
+    async fn flush(&mut self, now: Instant) -> io::Result<()> {
+        let segments = if self.io.gso_supported() {
+            MAX_GSO_SEGMENTS
+        } else {
+            1
+        };
+        loop {
+            self.send_buf.clear();
+            let Some(t) = self
+                .endpoint
+                .poll_transmit(now, segments, &mut self.send_buf)
+            else {
+                return Ok(());
+            };
+            let data = &self.send_buf[..t.size];
+            loop {
+                match self.io.send(t.destination, data, t.segment_size).await {
+                    Ok(()) => break,
+                    Err(e) if is_transient(&e) => continue,
+                    // A peer that went away (ICMP unreachable) must not stop the loop.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+}
+
+fn is_transient(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}

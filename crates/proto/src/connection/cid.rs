@@ -198,3 +198,59 @@ impl RemoteCids {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn peer_may_retire_the_initial_id_from_a_packet_using_a_newer_one() {
+        // Regression: the check must use the DCID of the packet carrying the frame, not our
+        // first ID (found against quinn, which switches IDs and retires sequence 0).
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut local = LocalCids::new(ConnectionId::new(&[1; 8]));
+        local.peer_limit = 4;
+        let issued = local.top_up(&mut rng);
+        assert_eq!(issued.len(), 3);
+        let carrier = issued[0];
+        assert_eq!(
+            local.retire(0, &carrier).unwrap(),
+            Some(ConnectionId::new(&[1; 8]))
+        );
+        assert!(
+            local.retire(1, &carrier).is_err(),
+            "retiring the carrier's own ID is a violation"
+        );
+        assert!(
+            local.retire(99, &carrier).is_err(),
+            "unissued sequence numbers are a violation"
+        );
+    }
+
+    #[test]
+    fn retire_prior_to_switches_the_active_id() {
+        let mut remote = RemoteCids::new(ConnectionId::new(&[9; 8]), 4);
+        remote
+            .on_new_cid(1, 0, ConnectionId::new(&[2; 8]), [2; 16])
+            .unwrap();
+        remote
+            .on_new_cid(2, 2, ConnectionId::new(&[3; 8]), [3; 16])
+            .unwrap();
+        assert_eq!(remote.active.1, ConnectionId::new(&[3; 8]));
+        assert!(remote.pending_retire.contains(&0) && remote.pending_retire.contains(&1));
+        assert!(remote.is_reset_token(&[3; 16]));
+    }
+
+    #[test]
+    fn too_many_ids_is_a_limit_error() {
+        let mut remote = RemoteCids::new(ConnectionId::new(&[9; 8]), 2);
+        remote
+            .on_new_cid(1, 0, ConnectionId::new(&[2; 8]), [2; 16])
+            .unwrap();
+        let e = remote
+            .on_new_cid(2, 0, ConnectionId::new(&[3; 8]), [3; 16])
+            .unwrap_err();
+        assert_eq!(e.code, error_code::CONNECTION_ID_LIMIT_ERROR);
+    }
+}

@@ -260,6 +260,8 @@ pub struct Connection {
     close_sent_at: Option<Instant>,
     stats: ConnectionStats,
     extensions: Vec<Box<dyn ConnectionExtension>>,
+    /// Destination connection ID of the packet being processed.
+    rx_dcid: ConnectionId,
     /// Reused buffers for building packets.
     scratch_frames: Vec<sent::SentFrame>,
 }
@@ -344,6 +346,7 @@ impl Connection {
             stats: ConnectionStats::default(),
             extensions: Vec::new(),
             scratch_frames: Vec::new(),
+            rx_dcid: p.local_cid,
             config: cfg,
         };
         if conn.idle_timeout > Duration::ZERO {

@@ -85,6 +85,10 @@ impl Connection {
                 return buf.len();
             }
         };
+        self.rx_dcid = match &header {
+            ParsedHeader::Long { dcid, .. } | ParsedHeader::Short { dcid, .. } => *dcid,
+            _ => self.rx_dcid,
+        };
         let (space, kind, pn_offset, packet_len, scid) = match header {
             ParsedHeader::VersionNegotiation { versions, .. } => {
                 self.on_version_negotiation(now, versions);
@@ -505,7 +509,7 @@ impl Connection {
                 .on_new_cid(seq, retire_prior_to, cid, reset_token)
                 .map_err(with_ty)?,
             Frame::RetireConnectionId { seq } => {
-                let dcid = self.local_cid();
+                let dcid = self.rx_dcid;
                 if let Some(cid) = self.local_cids.retire(seq, &dcid).map_err(with_ty)? {
                     self.endpoint_events
                         .push_back(super::EndpointEvent::RetiredLocalCid(cid));

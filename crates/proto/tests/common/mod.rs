@@ -178,7 +178,9 @@ impl Pair {
             return;
         }
         let ser = Duration::from_nanos(
-            (data.len() as u64 * 8 * 1_000_000_000).checked_div(spec.rate).unwrap_or(0),
+            (data.len() as u64 * 8 * 1_000_000_000)
+                .checked_div(spec.rate)
+                .unwrap_or(0),
         );
         let start = self.busy[dir].max(self.now);
         self.busy[dir] = start + ser;

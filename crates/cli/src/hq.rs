@@ -1,0 +1,659 @@
+//! `qfec server` and `qfec client`: HTTP/0.9 over QUIC with ALPN `hq-interop`, as the QUIC
+//! interop runner uses it. A request is `GET /path\r\n` on a bidirectional stream; the answer
+//! is the file's bytes, then FIN.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::ops::ControlFlow;
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use qfec_io::{Application, Driver};
+use qfec_proto::{
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, EndpointConfig, Event,
+    Instant, ReadError, ServerConfig, ServerCryptoConfig, StreamEvent, StreamId, TransportConfig,
+    WriteError, recovery::cc::CongestionControl,
+};
+use sha2::{Digest, Sha256};
+
+use crate::tls;
+
+pub const ALPN_HQ: &[u8] = b"hq-interop";
+/// Application error code for "file not found" (HTTP/0.9 has none; the interop runner uses
+/// stream resets for errors).
+const CODE_NOT_FOUND: u64 = 0x404;
+const CHUNK: usize = 256 * 1024;
+
+/// Transport options shared by client and server.
+#[derive(Args, Clone, Debug)]
+pub struct TransportArgs {
+    /// Congestion controller: newreno or cubic.
+    #[arg(long, default_value = "cubic")]
+    cc: CongestionControl,
+    /// Disable pacing (send whole congestion windows in bursts).
+    #[arg(long)]
+    no_pacing: bool,
+    /// Write TLS secrets to the file named by SSLKEYLOGFILE (for Wireshark).
+    #[arg(long)]
+    keylog: bool,
+    /// Idle timeout in seconds.
+    #[arg(long, default_value_t = 30)]
+    idle_timeout: u64,
+}
+
+impl TransportArgs {
+    fn transport(&self) -> TransportConfig {
+        TransportConfig {
+            congestion_controller: self.cc.factory(),
+            pacing: !self.no_pacing,
+            max_idle_timeout: Duration::from_secs(self.idle_timeout),
+            receive_window: 16 << 20,
+            stream_receive_window: 8 << 20,
+            ..TransportConfig::default()
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:4433", value_parser = crate::parse_socket_addr)]
+    listen: SocketAddr,
+    /// Directory whose files are served.
+    #[arg(long, value_parser = crate::existing_dir)]
+    root: PathBuf,
+    /// PEM certificate chain; a self-signed certificate is made when absent.
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// PEM private key for --cert.
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
+    /// Validate client addresses with a Retry before the handshake.
+    #[arg(long)]
+    retry: bool,
+    /// Seed for connection IDs and tokens.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// URLs to fetch, all from one server: https://HOST:PORT/PATH
+    #[arg(required = true)]
+    urls: Vec<String>,
+    /// Save the files in this directory (otherwise only their SHA-256 is printed).
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    /// Trust this PEM certificate (e.g. the server's self-signed one).
+    #[arg(long, conflicts_with = "insecure")]
+    ca: Option<PathBuf>,
+    /// Do not verify the server certificate (labs and tests only).
+    #[arg(long)]
+    insecure: bool,
+    /// Local address to bind.
+    #[arg(long, value_parser = crate::parse_socket_addr)]
+    bind: Option<SocketAddr>,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    #[arg(long, default_value_t = 2)]
+    seed: u64,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start tokio")
+}
+
+pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
+    let (chain, key) = match (&args.cert, &args.key) {
+        (Some(c), Some(k)) => (tls::load_certs(c)?, tls::load_key(k)?),
+        _ => {
+            let (chain, key) =
+                qfec_proto::self_signed_certificate(&["localhost", "127.0.0.1", "::1"])
+                    .map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "qfec server: self-signed certificate SHA-256 {} (clients need --insecure or --ca)",
+                tls::fingerprint(&chain[0])
+            );
+            (chain, key)
+        }
+    };
+    let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
+    if args.transport.keylog {
+        crypto = crypto.with_keylog();
+    }
+    let mut server = ServerConfig::new(crypto);
+    server.transport = Arc::new(args.transport.transport());
+    server.retry = args.retry;
+    let endpoint = Endpoint::new(
+        Arc::new(EndpointConfig::default()),
+        Some(Arc::new(server)),
+        args.seed,
+    );
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let mut driver = Driver::bind(args.listen, endpoint)
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        eprintln!(
+            "qfec server: listening on {} serving {}",
+            driver.local_addr()?,
+            args.root.display()
+        );
+        let mut app = HqServer::new(args.root.clone());
+        driver.run(&mut app).await.context("socket error")?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// One response being sent.
+struct Response {
+    file: Option<File>,
+    pending: Vec<u8>,
+    pending_pos: usize,
+}
+
+#[derive(Default)]
+struct ServerConn {
+    requests: BTreeMap<StreamId, Vec<u8>>,
+    responses: BTreeMap<StreamId, Response>,
+}
+
+pub struct HqServer {
+    root: PathBuf,
+    conns: BTreeMap<ConnectionHandle, ServerConn>,
+}
+
+impl HqServer {
+    pub fn new(root: PathBuf) -> Self {
+        HqServer {
+            root,
+            conns: BTreeMap::new(),
+        }
+    }
+}
+
+/// Maps a request path to a file under `root`, refusing anything that escapes it.
+pub fn resolve_path(root: &Path, request: &str) -> Option<PathBuf> {
+    let rel = request.trim_start_matches('/');
+    let rel = Path::new(rel);
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    let p = root.join(rel);
+    p.is_file().then_some(p)
+}
+
+/// Parses `GET /path` (with or without CRLF).
+pub fn parse_request(req: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(req).ok()?;
+    let line = text.lines().next()?.trim();
+    let path = line.strip_prefix("GET ")?.trim();
+    path.starts_with('/').then(|| path.to_string())
+}
+
+impl Application for HqServer {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        while let Some(h) = ep.accept() {
+            self.conns.insert(h, ServerConn::default());
+        }
+        let root = self.root.clone();
+        let mut gone = Vec::new();
+        for (&h, state) in self.conns.iter_mut() {
+            let Some(conn) = ep.connection_mut(h) else {
+                gone.push(h);
+                continue;
+            };
+            while let Some(ev) = conn.poll() {
+                if let Event::ConnectionLost(e) = ev {
+                    tracing::info!("connection {h:?} closed: {e}");
+                }
+            }
+            while let Some(id) = conn.accept_stream(Dir::Bi) {
+                state.requests.insert(id, Vec::new());
+            }
+            // Read requests.
+            let mut ready = Vec::new();
+            for (&id, buf) in state.requests.iter_mut() {
+                loop {
+                    match conn.read(now, id, 4096) {
+                        Ok(Some(chunk)) => {
+                            buf.extend_from_slice(&chunk);
+                            if buf.len() > 8192 {
+                                let _ = conn.stop_sending(id, 0x400);
+                                ready.push((id, None));
+                                break;
+                            }
+                        }
+                        Ok(None) => {
+                            ready.push((id, parse_request(buf)));
+                            break;
+                        }
+                        Err(ReadError::Blocked) => {
+                            if buf.ends_with(b"\n") {
+                                ready.push((id, parse_request(buf)));
+                            }
+                            break;
+                        }
+                        Err(_) => {
+                            ready.push((id, None));
+                            break;
+                        }
+                    }
+                }
+            }
+            for (id, path) in ready {
+                state.requests.remove(&id);
+                let file = path
+                    .and_then(|p| resolve_path(&root, &p))
+                    .and_then(|p| File::open(p).ok());
+                match file {
+                    Some(f) => {
+                        state.responses.insert(
+                            id,
+                            Response {
+                                file: Some(f),
+                                pending: Vec::new(),
+                                pending_pos: 0,
+                            },
+                        );
+                    }
+                    None => {
+                        let _ = conn.reset_stream(id, CODE_NOT_FOUND);
+                    }
+                }
+            }
+            // Send responses.
+            let mut done = Vec::new();
+            for (&id, r) in state.responses.iter_mut() {
+                loop {
+                    if r.pending_pos == r.pending.len() {
+                        let Some(f) = r.file.as_mut() else {
+                            let _ = conn.finish(id);
+                            done.push(id);
+                            break;
+                        };
+                        r.pending.resize(CHUNK, 0);
+                        let n = f.read(&mut r.pending).unwrap_or(0);
+                        r.pending.truncate(n);
+                        r.pending_pos = 0;
+                        if n == 0 {
+                            r.file = None;
+                            continue;
+                        }
+                    }
+                    match conn.write(id, &r.pending[r.pending_pos..]) {
+                        Ok(n) => r.pending_pos += n,
+                        Err(WriteError::Blocked) => break,
+                        Err(_) => {
+                            done.push(id);
+                            break;
+                        }
+                    }
+                }
+            }
+            for id in done {
+                state.responses.remove(&id);
+            }
+            if conn.is_drained() {
+                gone.push(h);
+            }
+        }
+        for h in gone {
+            self.conns.remove(&h);
+            ep.release(h);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// A URL split into what the client needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+pub fn parse_url(s: &str) -> Result<Url> {
+    let rest = s
+        .strip_prefix("https://")
+        .with_context(|| format!("invalid URL {s:?}: expected https://HOST:PORT/PATH"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let end = v6
+            .find(']')
+            .with_context(|| format!("invalid URL {s:?}: unclosed '['"))?;
+        let port = v6[end + 1..].strip_prefix(':').unwrap_or("443");
+        (v6[..end].to_string(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), p),
+            None => (authority.to_string(), "443"),
+        }
+    };
+    if host.is_empty() {
+        bail!("invalid URL {s:?}: no host");
+    }
+    let port = port
+        .parse()
+        .with_context(|| format!("invalid URL {s:?}: bad port {port:?}"))?;
+    Ok(Url {
+        host,
+        port,
+        path: path.to_string(),
+    })
+}
+
+pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
+    let urls: Vec<Url> = args
+        .urls
+        .iter()
+        .map(|u| parse_url(u))
+        .collect::<Result<_>>()?;
+    let first = urls[0].clone();
+    if urls
+        .iter()
+        .any(|u| u.host != first.host || u.port != first.port)
+    {
+        bail!("all URLs must name the same server (one connection); got several hosts");
+    }
+    let remote = (first.host.as_str(), first.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {}", first.host))?
+        .next()
+        .with_context(|| format!("no address for {}", first.host))?;
+    if let Some(dir) = &args.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut crypto = if args.insecure {
+        ClientCryptoConfig::insecure(&[ALPN_HQ])
+    } else if let Some(ca) = &args.ca {
+        ClientCryptoConfig::trusting(&tls::load_certs(ca)?, &[ALPN_HQ])
+            .map_err(anyhow::Error::msg)?
+    } else {
+        bail!(
+            "cannot verify the server certificate: pass --ca FILE (its certificate) or --insecure"
+        );
+    };
+    if args.transport.keylog {
+        crypto = crypto.with_keylog();
+    }
+    let mut client = ClientConfig::new(crypto);
+    client.transport = Arc::new(args.transport.transport());
+    let bind = args.bind.unwrap_or_else(|| {
+        if remote.is_ipv4() {
+            "0.0.0.0:0".parse().unwrap()
+        } else {
+            "[::]:0".parse().unwrap()
+        }
+    });
+    let server_name = if first.host.parse::<std::net::IpAddr>().is_ok() {
+        "localhost"
+    } else {
+        &first.host
+    };
+    let rt = runtime()?;
+    rt.block_on(async move {
+        let endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, args.seed);
+        let mut driver =
+            Driver::bind(bind, endpoint).with_context(|| format!("cannot bind {bind}"))?;
+        let now = driver.now();
+        let h = driver
+            .endpoint
+            .connect(now, client, remote, server_name)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let deadline = now + Duration::from_secs(args.timeout);
+        let mut app = HqClient::new(h, urls, args.output.clone(), deadline, now);
+        driver.run(&mut app).await.context("socket error")?;
+        app.report()
+    })
+}
+
+struct Download {
+    url: Url,
+    stream: Option<StreamId>,
+    bytes: u64,
+    hash: Sha256,
+    file: Option<File>,
+    done: Option<Result<Instant, String>>,
+}
+
+pub struct HqClient {
+    conn: ConnectionHandle,
+    downloads: Vec<Download>,
+    start: Instant,
+    connected_at: Option<Instant>,
+    deadline: Instant,
+    error: Option<String>,
+    finished: Option<Instant>,
+}
+
+impl HqClient {
+    fn new(
+        conn: ConnectionHandle,
+        urls: Vec<Url>,
+        out: Option<PathBuf>,
+        deadline: Instant,
+        start: Instant,
+    ) -> Self {
+        let downloads = urls
+            .into_iter()
+            .map(|url| {
+                let file = out.as_ref().and_then(|d| {
+                    let name = url
+                        .path
+                        .rsplit('/')
+                        .next()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or("index.html");
+                    File::create(d.join(name)).ok()
+                });
+                Download {
+                    url,
+                    stream: None,
+                    bytes: 0,
+                    hash: Sha256::new(),
+                    file,
+                    done: None,
+                }
+            })
+            .collect();
+        HqClient {
+            conn,
+            downloads,
+            start,
+            connected_at: None,
+            deadline,
+            error: None,
+            finished: None,
+        }
+    }
+
+    fn report(&self) -> Result<ExitCode> {
+        if let Some(e) = &self.error {
+            bail!("{e}");
+        }
+        let end = self.finished.unwrap_or(self.start);
+        let mut total = 0;
+        let mut failed = 0;
+        for d in &self.downloads {
+            match &d.done {
+                Some(Ok(t)) => {
+                    let secs = (*t - self.start).as_secs_f64();
+                    println!(
+                        "{}  {} bytes  {:.3} s  {:.1} Mb/s  sha256 {}",
+                        d.url.path,
+                        d.bytes,
+                        secs,
+                        d.bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
+                        hex(&d.hash.clone().finalize())
+                    );
+                    total += d.bytes;
+                }
+                Some(Err(e)) => {
+                    failed += 1;
+                    println!("{}  failed: {e}", d.url.path);
+                }
+                None => {
+                    failed += 1;
+                    println!("{}  incomplete", d.url.path);
+                }
+            }
+        }
+        let secs = (end - self.start).as_secs_f64();
+        let hs = self
+            .connected_at
+            .map(|t| (t - self.start).as_secs_f64() * 1000.0)
+            .unwrap_or(0.0);
+        println!(
+            "total {} bytes in {:.3} s ({:.1} Mb/s goodput), handshake {:.1} ms, {} of {} files",
+            total,
+            secs,
+            total as f64 * 8.0 / secs.max(1e-9) / 1e6,
+            hs,
+            self.downloads.len() - failed,
+            self.downloads.len()
+        );
+        Ok(if failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Application for HqClient {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        let Some(conn) = ep.connection_mut(self.conn) else {
+            return ControlFlow::Break(());
+        };
+        while let Some(ev) = conn.poll() {
+            match ev {
+                Event::Connected => self.connected_at = Some(now),
+                Event::ConnectionLost(e) => {
+                    if self.downloads.iter().any(|d| d.done.is_none()) {
+                        self.error = Some(format!("connection failed: {e}"));
+                    }
+                }
+                Event::Stream(StreamEvent::Readable(_))
+                | Event::Stream(_)
+                | Event::DatagramReceived => {}
+            }
+        }
+        if self.error.is_some() {
+            return ControlFlow::Break(());
+        }
+        if now >= self.deadline {
+            self.error = Some("timed out".into());
+            conn.close(now, 0, b"timeout");
+            return ControlFlow::Break(());
+        }
+        if conn.is_established() {
+            for d in self.downloads.iter_mut().filter(|d| d.stream.is_none()) {
+                let Some(id) = conn.open_stream(Dir::Bi) else {
+                    break;
+                };
+                let req = format!("GET {}\r\n", d.url.path);
+                let _ = conn.write(id, req.as_bytes());
+                let _ = conn.finish(id);
+                d.stream = Some(id);
+            }
+        }
+        for d in self.downloads.iter_mut().filter(|d| d.done.is_none()) {
+            let Some(id) = d.stream else { continue };
+            loop {
+                match conn.read(now, id, usize::MAX) {
+                    Ok(Some(chunk)) => {
+                        d.bytes += chunk.len() as u64;
+                        d.hash.update(&chunk);
+                        if let Some(f) = d.file.as_mut()
+                            && let Err(e) = f.write_all(&chunk)
+                        {
+                            d.done = Some(Err(format!("write failed: {e}")));
+                            break;
+                        }
+                    }
+                    Ok(None) => {
+                        d.done = Some(Ok(now));
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(ReadError::Reset(code)) => {
+                        let msg = if code == CODE_NOT_FOUND {
+                            "not found".to_string()
+                        } else {
+                            format!("reset with code {code}")
+                        };
+                        d.done = Some(Err(msg));
+                        break;
+                    }
+                    Err(ReadError::ClosedStream) => {
+                        d.done = Some(Err("stream closed".into()));
+                        break;
+                    }
+                }
+            }
+        }
+        if self.downloads.iter().all(|d| d.done.is_some()) {
+            if self.finished.is_none() {
+                self.finished = Some(now);
+                conn.close(now, 0, b"done");
+            }
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = parse_url("https://127.0.0.1:4433/a/b.bin").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 4433, "/a/b.bin")
+        );
+        let u = parse_url("https://[::1]:443/x").unwrap();
+        assert_eq!(u.host, "::1");
+        assert!(parse_url("http://x/").is_err());
+        assert!(parse_url("https://h:notaport/").is_err());
+    }
+
+    #[test]
+    fn requests_and_paths() {
+        assert_eq!(
+            parse_request(b"GET /file.bin\r\n").as_deref(),
+            Some("/file.bin")
+        );
+        assert_eq!(parse_request(b"POST /x\r\n"), None);
+        let dir = std::env::temp_dir();
+        assert!(resolve_path(&dir, "/../etc/passwd").is_none());
+    }
+}

@@ -1,0 +1,43 @@
+//! Certificates and keys for the CLI: PEM files, or a fresh self-signed certificate.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use sha2::{Digest, Sha256};
+
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
+    let data = std::fs::read(path)
+        .with_context(|| format!("cannot read certificate file {}", path.display()))?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut data.as_slice())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{} is not a PEM certificate file", path.display()))?;
+    if certs.is_empty() {
+        bail!(
+            "{} holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)",
+            path.display()
+        );
+    }
+    Ok(certs)
+}
+
+pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
+    let data =
+        std::fs::read(path).with_context(|| format!("cannot read key file {}", path.display()))?;
+    rustls_pemfile::private_key(&mut data.as_slice())
+        .with_context(|| format!("{} is not a PEM key file", path.display()))?
+        .with_context(|| {
+            format!(
+                "{} holds no private key (expected PKCS#8, PKCS#1 or SEC1 PEM)",
+                path.display()
+            )
+        })
+}
+
+pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    let d = Sha256::digest(cert.as_ref());
+    d.iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}

@@ -1,0 +1,291 @@
+//! Bulk goodput over real loopback UDP: qfec client <- qfec server, and quinn <- quinn, in
+//! the same run, printed side by side with the ratio qfec/quinn.
+//!
+//! `cargo bench -p qfec-io --bench loopback` (QFEC_BENCH_MB=200 QFEC_BENCH_RUNS=3 to change).
+
+use std::net::SocketAddr;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant as StdInstant};
+
+use qfec_io::{Application, Driver};
+use qfec_proto::{
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, EndpointConfig, Event,
+    Instant, ReadError, ServerConfig, ServerCryptoConfig, StreamId, TransportConfig, WriteError,
+};
+
+const ALPN: &[u8] = b"bench";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn transport() -> TransportConfig {
+    TransportConfig {
+        receive_window: 32 << 20,
+        max_receive_window: 64 << 20,
+        stream_receive_window: 16 << 20,
+        max_stream_receive_window: 32 << 20,
+        send_buffer: 8 << 20,
+        ..TransportConfig::default()
+    }
+}
+
+/// Server: on each stream, reads an 8-byte length and sends that many bytes.
+struct Sender {
+    done: bool,
+    conns: Vec<ConnectionHandle>,
+    streams: Vec<(ConnectionHandle, StreamId, u64, Option<u64>)>,
+    chunk: Vec<u8>,
+}
+
+impl Application for Sender {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        while let Some(h) = ep.accept() {
+            self.conns.push(h);
+        }
+        for &h in &self.conns {
+            if let Some(c) = ep.connection_mut(h) {
+                while let Some(ev) = c.poll() {
+                    if let Event::ConnectionLost(_) = ev {
+                        self.done = true;
+                    }
+                }
+                while let Some(id) = c.accept_stream(Dir::Bi) {
+                    self.streams.push((h, id, 0, None));
+                }
+            }
+        }
+        for (h, id, sent, total) in self.streams.iter_mut() {
+            let Some(c) = ep.connection_mut(*h) else {
+                continue;
+            };
+            if total.is_none()
+                && let Ok(Some(b)) = c.read(now, *id, 8)
+                && b.len() == 8
+            {
+                *total = Some(u64::from_be_bytes(b[..8].try_into().unwrap()));
+            }
+            let Some(t) = *total else { continue };
+            while *sent < t {
+                let n = ((t - *sent) as usize).min(self.chunk.len());
+                match c.write(*id, &self.chunk[..n]) {
+                    Ok(w) => *sent += w as u64,
+                    Err(WriteError::Blocked) => break,
+                    Err(_) => {
+                        *sent = t;
+                    }
+                }
+            }
+            if *sent == t {
+                let _ = c.finish(*id);
+            }
+        }
+        if self.done {
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+struct Receiver {
+    conn: ConnectionHandle,
+    stream: Option<StreamId>,
+    want: u64,
+    got: u64,
+    done: bool,
+}
+
+impl Application for Receiver {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        let Some(c) = ep.connection_mut(self.conn) else {
+            return ControlFlow::Break(());
+        };
+        while let Some(ev) = c.poll() {
+            if let Event::ConnectionLost(e) = ev {
+                panic!("bench connection lost: {e}");
+            }
+        }
+        if c.is_established() && self.stream.is_none() {
+            let id = c.open_stream(Dir::Bi).unwrap();
+            c.write(id, &self.want.to_be_bytes()).unwrap();
+            c.finish(id).unwrap();
+            self.stream = Some(id);
+        }
+        if let Some(id) = self.stream {
+            loop {
+                match c.read(now, id, usize::MAX) {
+                    Ok(Some(b)) => self.got += b.len() as u64,
+                    Ok(None) => {
+                        self.done = true;
+                        c.close(now, 0, b"");
+                        return ControlFlow::Break(());
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(e) => panic!("bench read failed: {e:?}"),
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn qfec_run(bytes: u64) -> Duration {
+    let (chain, key) = qfec_proto::self_signed_certificate(&["localhost"]).unwrap();
+    let mut sc = ServerConfig::new(ServerCryptoConfig::new(chain, key, &[ALPN]).unwrap());
+    sc.transport = Arc::new(transport());
+    let server_ep = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 1);
+    let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The server runs on its own thread (the other core), as a real server would.
+    let server = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut d = Driver::bind(loopback, server_ep).unwrap();
+            tx.send(d.local_addr().unwrap()).unwrap();
+            let mut app = Sender {
+                conns: Vec::new(),
+                streams: Vec::new(),
+                chunk: vec![0x5a; 1 << 20],
+                done: false,
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(120), d.run(&mut app)).await;
+        })
+    });
+    let addr = rx.recv().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let elapsed = rt.block_on(async move {
+        let ep = Endpoint::new(Arc::new(EndpointConfig::default()), None, 2);
+        let mut d = Driver::bind(loopback, ep).unwrap();
+        let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+        cc.transport = Arc::new(transport());
+        let start = StdInstant::now();
+        let h = d.endpoint.connect(d.now(), cc, addr, "localhost").unwrap();
+        let mut app = Receiver {
+            conn: h,
+            stream: None,
+            want: bytes,
+            got: 0,
+            done: false,
+        };
+        d.run(&mut app).await.unwrap();
+        assert!(app.done && app.got == bytes, "qfec transfer incomplete");
+        start.elapsed()
+    });
+    server.join().unwrap();
+    elapsed
+}
+
+fn quinn_run(bytes: u64) -> Duration {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let (chain, key) = qfec_proto::self_signed_certificate(&["localhost"]).unwrap();
+        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+        let server = quinn::Endpoint::server(
+            quinn::ServerConfig::with_crypto(Arc::new(crypto)),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .unwrap();
+        let addr = server.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Some(inc) = server.accept().await {
+                tokio::spawn(async move {
+                    let conn = inc.await.unwrap();
+                    while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                        tokio::spawn(async move {
+                            let req = recv.read_to_end(8).await.unwrap();
+                            let mut left = u64::from_be_bytes(req[..8].try_into().unwrap());
+                            let chunk = bytes::Bytes::from(vec![0x5au8; 1 << 20]);
+                            while left > 0 {
+                                let n = left.min(chunk.len() as u64) as usize;
+                                send.write_chunk(chunk.slice(..n)).await.unwrap();
+                                left -= n as u64;
+                            }
+                            send.finish().unwrap();
+                            let _ = send.stopped().await;
+                        });
+                    }
+                });
+            }
+        });
+        let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(qfec_proto::crypto::SkipServerVerification))
+        .with_no_client_auth();
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        client.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        let start = StdInstant::now();
+        let conn = client.connect(addr, "localhost").unwrap().await.unwrap();
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(&bytes.to_be_bytes()).await.unwrap();
+        send.finish().unwrap();
+        let mut got = 0u64;
+        while let Some(chunk) = recv.read_chunk(usize::MAX, true).await.unwrap() {
+            got += chunk.bytes.len() as u64;
+        }
+        assert_eq!(got, bytes);
+        let e = start.elapsed();
+        conn.close(0u32.into(), b"");
+        e
+    })
+}
+
+fn gbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 * 8.0 / d.as_secs_f64() / 1e9
+}
+
+fn main() {
+    let mb = env_usize("QFEC_BENCH_MB", 200) as u64;
+    let runs = env_usize("QFEC_BENCH_RUNS", 3);
+    let bytes = mb * 1_000_000;
+    println!("bulk download over loopback UDP, {mb} MB, best of {runs} runs each");
+    let mut best_q = 0f64;
+    let mut best_n = 0f64;
+    for i in 0..runs {
+        let q = gbps(bytes, qfec_run(bytes));
+        let n = gbps(bytes, quinn_run(bytes));
+        println!(
+            "run {}: qfec {:.2} Gb/s   quinn {:.2} Gb/s   ratio {:.2}",
+            i + 1,
+            q,
+            n,
+            q / n
+        );
+        best_q = best_q.max(q);
+        best_n = best_n.max(n);
+    }
+    println!(
+        "best: qfec {:.2} Gb/s   quinn {:.2} Gb/s   ratio qfec/quinn {:.2}",
+        best_q,
+        best_n,
+        best_q / best_n
+    );
+}

@@ -1,0 +1,283 @@
+//! UDP with Linux segmentation offload: one `sendmsg` carries a batch of equal-size
+//! datagrams (UDP_SEGMENT), and GRO lets one `recvmsg` return several (UDP_GRO). Elsewhere,
+//! or when the kernel refuses, plain datagrams are used.
+
+use std::io;
+use std::net::SocketAddr;
+
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+
+pub struct UdpIo {
+    socket: UdpSocket,
+    gso: bool,
+    gro: bool,
+}
+
+impl UdpIo {
+    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        let std_sock = std::net::UdpSocket::bind(addr)?;
+        std_sock.set_nonblocking(true)?;
+        #[cfg(not(target_os = "linux"))]
+        let (gso, gro) = (false, false);
+        #[cfg(target_os = "linux")]
+        let (gso, gro) = {
+            use std::os::fd::AsRawFd;
+            let fd = std_sock.as_raw_fd();
+            // Larger buffers absorb bursts at multi-gigabit rates; failures are harmless.
+            let _ = set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+            let _ = set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20);
+            let gso = std::env::var_os("QFEC_NO_GSO").is_none()
+                && set_int_opt(fd, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
+            let gro = std::env::var_os("QFEC_NO_GSO").is_none()
+                && set_int_opt(fd, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+            (gso, gro)
+        };
+        Ok(UdpIo {
+            socket: UdpSocket::from_std(std_sock)?,
+            gso,
+            gro,
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    pub fn gso_supported(&self) -> bool {
+        self.gso
+    }
+
+    pub async fn readable(&self) -> io::Result<()> {
+        self.socket.readable().await
+    }
+
+    /// Sends `data`, split by the kernel into `segment_size` datagrams when given.
+    pub async fn send(
+        &mut self,
+        dest: SocketAddr,
+        data: &[u8],
+        segment_size: Option<usize>,
+    ) -> io::Result<()> {
+        loop {
+            let r = self.socket.try_io(Interest::WRITABLE, || {
+                self.send_now(dest, data, segment_size)
+            });
+            match r {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.socket.writable().await?,
+                Err(e) if segment_size.is_some() && e.raw_os_error() == Some(libc::EIO) => {
+                    // The device refused offload: fall back to single datagrams for good.
+                    self.gso = false;
+                    let seg = segment_size.unwrap_or(data.len());
+                    for chunk in data.chunks(seg) {
+                        self.send_one(dest, chunk).await?;
+                    }
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn send_one(&self, dest: SocketAddr, data: &[u8]) -> io::Result<()> {
+        self.socket.send_to(data, dest).await.map(|_| ())
+    }
+
+    #[cfg(target_os = "linux")]
+    fn send_now(
+        &self,
+        dest: SocketAddr,
+        data: &[u8],
+        segment_size: Option<usize>,
+    ) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let Some(seg) = segment_size.filter(|_| self.gso) else {
+            return std::net::UdpSocket::send_to(&as_std(&self.socket), data, dest).map(|_| ());
+        };
+        let (addr, addr_len) = sockaddr(dest);
+        let mut iov = libc::iovec {
+            iov_base: data.as_ptr() as *mut _,
+            iov_len: data.len(),
+        };
+        let mut control = [0u8; 64];
+        // SAFETY: all pointers reference live locals of the right sizes for sendmsg.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = &addr as *const _ as *mut _;
+            msg.msg_namelen = addr_len;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr() as *mut _;
+            msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<u16>() as u32) as _;
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_UDP;
+            (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut u16, seg as u16);
+            let n = libc::sendmsg(self.socket.as_raw_fd(), &msg, 0);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn send_now(
+        &self,
+        dest: SocketAddr,
+        data: &[u8],
+        _segment_size: Option<usize>,
+    ) -> io::Result<()> {
+        std::net::UdpSocket::send_to(&as_std(&self.socket), data, dest).map(|_| ())
+    }
+
+    /// Receives one datagram (or a GRO batch) if one is waiting: (bytes, from, segment size).
+    pub fn try_recv(
+        &self,
+        buf: &mut [u8],
+    ) -> io::Result<Option<(usize, SocketAddr, Option<usize>)>> {
+        match self
+            .socket
+            .try_io(Interest::READABLE, || self.recv_now(buf))
+        {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn recv_now(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, Option<usize>)> {
+        use std::os::fd::AsRawFd;
+        if !self.gro {
+            let (n, from) = std::net::UdpSocket::recv_from(&as_std(&self.socket), buf)?;
+            return Ok((n, from, None));
+        }
+        // SAFETY: msghdr points at live locals; the kernel fills at most the given sizes.
+        unsafe {
+            let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr() as *mut _,
+                iov_len: buf.len(),
+            };
+            let mut control = [0u8; 64];
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = &mut addr as *mut _ as *mut _;
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr() as *mut _;
+            msg.msg_controllen = control.len() as _;
+            let n = libc::recvmsg(self.socket.as_raw_fd(), &mut msg, 0);
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut segment = None;
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_UDP && (*cmsg).cmsg_type == libc::UDP_GRO {
+                    let v = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
+                    segment = Some(v as usize);
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+            let from = from_sockaddr(&addr).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "unknown address family")
+            })?;
+            Ok((n as usize, from, segment))
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn recv_now(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, Option<usize>)> {
+        let (n, from) = std::net::UdpSocket::recv_from(&as_std(&self.socket), buf)?;
+        Ok((n, from, None))
+    }
+}
+
+/// A borrowed std view of the tokio socket for non-async calls inside `try_io`.
+fn as_std(s: &UdpSocket) -> std::mem::ManuallyDrop<std::net::UdpSocket> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        // SAFETY: the fd stays owned by the tokio socket; ManuallyDrop prevents closing it.
+        std::mem::ManuallyDrop::new(unsafe { std::net::UdpSocket::from_raw_fd(s.as_raw_fd()) })
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn set_int_opt(fd: i32, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live c_int of the declared size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &value as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is large enough for both address families.
+    unsafe {
+        let mut storage: libc::sockaddr_storage = std::mem::zeroed();
+        let len = match addr {
+            SocketAddr::V4(a) => {
+                let sin = &mut storage as *mut _ as *mut libc::sockaddr_in;
+                (*sin).sin_family = libc::AF_INET as _;
+                (*sin).sin_port = a.port().to_be();
+                (*sin).sin_addr = libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                };
+                std::mem::size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(a) => {
+                let sin6 = &mut storage as *mut _ as *mut libc::sockaddr_in6;
+                (*sin6).sin6_family = libc::AF_INET6 as _;
+                (*sin6).sin6_port = a.port().to_be();
+                (*sin6).sin6_addr = libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                };
+                (*sin6).sin6_flowinfo = a.flowinfo();
+                (*sin6).sin6_scope_id = a.scope_id();
+                std::mem::size_of::<libc::sockaddr_in6>()
+            }
+        };
+        (storage, len as libc::socklen_t)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn from_sockaddr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    // SAFETY: the family field tells which layout the kernel wrote.
+    unsafe {
+        match i32::from(s.ss_family) {
+            libc::AF_INET => {
+                let sin = &*(s as *const _ as *const libc::sockaddr_in);
+                let ip = std::net::Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
+                Some(SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*(s as *const _ as *const libc::sockaddr_in6);
+                let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+                Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                    ip,
+                    u16::from_be(sin6.sin6_port),
+                    sin6.sin6_flowinfo,
+                    sin6.sin6_scope_id,
+                )))
+            }
+            _ => None,
+        }
+    }
+}
