@@ -207,10 +207,13 @@ impl Application for FetchApp {
     }
 }
 
+/// Per stream: request bytes so far, and the response with how much of it was written.
+type Pending = BTreeMap<(ConnectionHandle, StreamId), (Vec<u8>, Option<(Vec<u8>, usize)>)>;
+
 /// qfec server app: answers every request with N bytes.
 struct ServeApp {
     conns: Vec<ConnectionHandle>,
-    pending: BTreeMap<(ConnectionHandle, StreamId), (Vec<u8>, Option<(Vec<u8>, usize)>)>,
+    pending: Pending,
     closed: Vec<ConnectionError>,
     stop_after_closed: usize,
 }
