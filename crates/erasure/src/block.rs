@@ -174,23 +174,25 @@ impl BlockEncoder {
 
     fn emit_rs(&mut self, count: usize) {
         let Code::Rs(rs) = &self.code else { return };
-        let mut srcs: [&[u8]; MAX_SYMBOLS] = [&[]; MAX_SYMBOLS];
-        for (s, b) in srcs.iter_mut().zip(&self.bufs[..count]) {
-            *s = b;
-        }
-        for index in 0..self.m {
-            let mut payload = take_buf(&mut self.pool, self.size);
+        let mut payloads: Vec<Vec<u8>> = (0..self.m)
+            .map(|_| take_buf(&mut self.pool, self.size))
+            .collect();
+        {
+            let mut outs: Vec<&mut [u8]> = payloads.iter_mut().map(|p| p.as_mut_slice()).collect();
             // Shapes are valid by construction; an error cannot happen.
-            if rs.encode_one(&srcs[..count], index, &mut payload).is_ok() {
-                let meta = BlockMeta::Rs {
-                    first: self.group_first,
-                    k: count as u8,
-                    m: self.m as u8,
-                    index: index as u8,
-                };
-                self.pending
-                    .push(RepairSymbol::new(&meta.to_bytes(), payload));
+            if rs.encode(&self.bufs[..count], &mut outs).is_err() {
+                return;
             }
+        }
+        for (index, payload) in payloads.into_iter().enumerate() {
+            let meta = BlockMeta::Rs {
+                first: self.group_first,
+                k: count as u8,
+                m: self.m as u8,
+                index: index as u8,
+            };
+            self.pending
+                .push(RepairSymbol::new(&meta.to_bytes(), payload));
         }
     }
 }

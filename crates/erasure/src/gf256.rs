@@ -253,10 +253,16 @@ impl Kernel {
     /// the previous content of `dst` is ignored (overwritten).
     ///
     /// Panics if `srcs.len() != coefs.len()` or a source length differs from `dst`.
-    pub fn mul_multi(self, dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate: bool) {
+    pub fn mul_multi<S: AsRef<[u8]>>(
+        self,
+        dst: &mut [u8],
+        srcs: &[S],
+        coefs: &[u8],
+        accumulate: bool,
+    ) {
         assert_eq!(srcs.len(), coefs.len(), "mul_multi: srcs/coefs mismatch");
         for s in srcs {
-            assert_eq!(s.len(), dst.len(), "mul_multi: length mismatch");
+            assert_eq!(s.as_ref().len(), dst.len(), "mul_multi: length mismatch");
         }
         if !self.is_supported() {
             // Never run an instruction the CPU lacks, even on caller error.
@@ -276,7 +282,9 @@ impl Kernel {
                     Kernel::Gfni256 => return x::multi_gfni256(dst, srcs, coefs, accumulate),
                     Kernel::Gfni512 => {
                         let aligned = (dst.as_ptr() as usize) % 64 == 0
-                            && srcs.iter().all(|s| (s.as_ptr() as usize) % 64 == 0);
+                            && srcs
+                                .iter()
+                                .all(|s| (s.as_ref().as_ptr() as usize) % 64 == 0);
                         if aligned {
                             return x::multi_gfni512(dst, srcs, coefs, accumulate);
                         }
@@ -293,7 +301,7 @@ impl Kernel {
     /// a group of outputs: the Reed-Solomon encode/decode inner loop.
     ///
     /// Panics if `coefs.len() != outs.len() * srcs.len()` or lengths differ.
-    pub fn mul_matrix(self, outs: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+    pub fn mul_matrix<S: AsRef<[u8]>>(self, outs: &mut [&mut [u8]], srcs: &[S], coefs: &[u8]) {
         assert_eq!(
             coefs.len(),
             outs.len() * srcs.len(),
@@ -303,7 +311,7 @@ impl Kernel {
             return;
         };
         assert!(
-            outs.iter().all(|o| o.len() == n) && srcs.iter().all(|s| s.len() == n),
+            outs.iter().all(|o| o.len() == n) && srcs.iter().all(|s| s.as_ref().len() == n),
             "mul_matrix: length mismatch"
         );
         let ns = srcs.len();
@@ -332,7 +340,9 @@ impl Kernel {
                         Kernel::Gfni256 => return x::matrix_gfni256(outs, srcs, coefs),
                         Kernel::Gfni512 => {
                             let aligned = outs.iter().all(|o| (o.as_ptr() as usize) % 64 == 0)
-                                && srcs.iter().all(|s| (s.as_ptr() as usize) % 64 == 0);
+                                && srcs
+                                    .iter()
+                                    .all(|s| (s.as_ref().as_ptr() as usize) % 64 == 0);
                             if aligned {
                                 return x::matrix_gfni512(outs, srcs, coefs);
                             }
@@ -367,7 +377,7 @@ pub fn mul_set(dst: &mut [u8], src: &[u8], c: u8) {
 
 /// Fused `dst (^)= sum coefs[i] * srcs[i]` with the best kernel.
 #[inline]
-pub fn mul_multi(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate: bool) {
+pub fn mul_multi<S: AsRef<[u8]>>(dst: &mut [u8], srcs: &[S], coefs: &[u8], accumulate: bool) {
     Kernel::best().mul_multi(dst, srcs, coefs, accumulate)
 }
 
@@ -389,11 +399,17 @@ pub fn mul_acc_reference(dst: &mut [u8], src: &[u8], c: u8) {
 
 /// Portable fused kernel, processing 8 bytes at a time for XOR and the
 /// product table for other coefficients.
-pub(crate) fn multi_scalar(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate: bool) {
+pub(crate) fn multi_scalar<S: AsRef<[u8]>>(
+    dst: &mut [u8],
+    srcs: &[S],
+    coefs: &[u8],
+    accumulate: bool,
+) {
     if !accumulate {
         dst.fill(0);
     }
     for (s, &c) in srcs.iter().zip(coefs) {
+        let s = s.as_ref();
         match c {
             0 => {}
             1 => {

@@ -151,6 +151,7 @@ pub struct RlcEncoder {
     since: usize,
     key: u16,
     coefs: Vec<u8>,
+    slot_coefs: Vec<u8>,
     pending: Vec<RepairSymbol>,
     pool: Vec<Vec<u8>>,
 }
@@ -173,6 +174,7 @@ impl RlcEncoder {
             since: 0,
             key: 0,
             coefs: vec![0u8; window],
+            slot_coefs: vec![0u8; window],
             pending: Vec::new(),
             pool: Vec::new(),
         })
@@ -204,20 +206,18 @@ impl RlcEncoder {
             }
             None => vec![0u8; self.size],
         };
-        let w = self.window as u64;
-        let mut srcs: [&[u8]; 64] = [&[]; 64];
-        let mut accumulate = false;
-        let mut done = 0;
-        while done < self.len {
-            let n = (self.len - done).min(64);
-            for (t, s) in srcs[..n].iter_mut().enumerate() {
-                *s = &self.ring[((first + (done + t) as u64) % w) as usize];
-            }
-            self.kernel
-                .mul_multi(&mut payload, &srcs[..n], &cc[done..done + n], accumulate);
-            accumulate = true;
-            done += n;
+        // Coefficients in ring-slot order (slots outside the window get 0), so
+        // the kernel reads the ring directly.
+        let w = self.window;
+        let start = (first % w as u64) as usize;
+        let slot_cc = &mut self.slot_coefs;
+        slot_cc.fill(0);
+        for (t, &c) in cc.iter().enumerate() {
+            let s = start + t;
+            slot_cc[if s >= w { s - w } else { s }] = c;
         }
+        self.kernel
+            .mul_multi(&mut payload, &self.ring, slot_cc, false);
         let meta = RlcMeta {
             repair_key: key,
             dt: self.dt,

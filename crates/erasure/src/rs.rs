@@ -135,12 +135,17 @@ impl ReedSolomon {
     }
 
     /// Computes repair symbol `index` of a block of `data.len() <= k` sources.
-    pub fn encode_one(&self, data: &[&[u8]], index: usize, out: &mut [u8]) -> Result<(), FecError> {
+    pub fn encode_one<S: AsRef<[u8]>>(
+        &self,
+        data: &[S],
+        index: usize,
+        out: &mut [u8],
+    ) -> Result<(), FecError> {
         let k = data.len();
         if k == 0 || k > self.k || index >= self.m {
             return Err(FecError::InvalidConfig("encode_one: bad block shape"));
         }
-        if data.iter().any(|d| d.len() != out.len()) {
+        if data.iter().any(|d| d.as_ref().len() != out.len()) {
             return Err(FecError::SymbolSize);
         }
         let row = &self.parity[index * self.k..index * self.k + k];
@@ -150,7 +155,11 @@ impl ReedSolomon {
 
     /// Computes the first `parity.len() <= m` repair symbols of a block of
     /// `data.len() <= k` sources (a shortened block when fewer than k).
-    pub fn encode(&self, data: &[&[u8]], parity: &mut [&mut [u8]]) -> Result<(), FecError> {
+    pub fn encode<S: AsRef<[u8]>>(
+        &self,
+        data: &[S],
+        parity: &mut [&mut [u8]],
+    ) -> Result<(), FecError> {
         let k = data.len();
         if parity.len() > self.m || k == 0 || k > self.k {
             return Err(FecError::InvalidConfig("encode: bad block shape"));
@@ -158,7 +167,7 @@ impl ReedSolomon {
         let Some(size) = parity.first().map(|p| p.len()) else {
             return Ok(());
         };
-        if data.iter().any(|d| d.len() != size) || parity.iter().any(|p| p.len() != size) {
+        if data.iter().any(|d| d.as_ref().len() != size) || parity.iter().any(|p| p.len() != size) {
             return Err(FecError::SymbolSize);
         }
         // Balanced groups of at most 8 outputs share each source load.

@@ -27,15 +27,20 @@ macro_rules! fused_kernel {
         /// The CPU must support the target features of this function and every
         /// `srcs[i]` must have the length of `dst`, with `srcs.len() == coefs.len()`.
         #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn $name(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate: bool) {
+        pub(crate) unsafe fn $name<S: AsRef<[u8]>>(
+            dst: &mut [u8],
+            srcs: &[S],
+            coefs: &[u8],
+            accumulate: bool,
+        ) {
             const W: usize = $w;
             /// Four vectors at `i..i + 4W`, accumulated over every source.
             #[target_feature(enable = $feat)]
             #[inline]
-            unsafe fn block4(
+            unsafe fn block4<S: AsRef<[u8]>>(
                 dp: *const u8,
                 i: usize,
-                srcs: &[&[u8]],
+                srcs: &[S],
                 coefs: &[u8],
                 accumulate: bool,
             ) -> [$V; 4] {
@@ -52,7 +57,7 @@ macro_rules! fused_kernel {
                         ($zero(), $zero(), $zero(), $zero())
                     };
                     for (s, &c) in srcs.iter().zip(coefs) {
-                        let sp = s.as_ptr().add(i);
+                        let sp = s.as_ref().as_ptr().add(i);
                         match c {
                             0 => {}
                             1 => {
@@ -128,7 +133,7 @@ macro_rules! fused_kernel {
                         continue;
                     }
                     // SAFETY: as above.
-                    let v = unsafe { $load(s.as_ptr().add(last)) };
+                    let v = unsafe { $load(s.as_ref().as_ptr().add(last)) };
                     a = if c == 1 {
                         $xor(a, v)
                     } else {
@@ -150,7 +155,7 @@ macro_rules! fused_kernel {
                         $zero()
                     };
                     for (s, &c) in srcs.iter().zip(coefs) {
-                        let sp = s.as_ptr().add(i);
+                        let sp = s.as_ref().as_ptr().add(i);
                         match c {
                             0 => {}
                             1 => a = $xor(a, $load(sp)),
@@ -173,7 +178,7 @@ macro_rules! fused_kernel {
 ///
 /// # Safety
 /// Always safe; `unsafe` only to share the kernels' signature.
-unsafe fn small_scalar(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate: bool) {
+unsafe fn small_scalar<S: AsRef<[u8]>>(dst: &mut [u8], srcs: &[S], coefs: &[u8], accumulate: bool) {
     multi_scalar(dst, srcs, coefs, accumulate)
 }
 
@@ -349,7 +354,7 @@ fn step512(acc: __m512i, s: __m512i, t: (__m512i, __m512i)) -> __m512i {
 /// # Safety
 /// The CPU must support AVX-512F/BW; lengths as for the kernels.
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn small_avx512(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate: bool) {
+unsafe fn small_avx512<S: AsRef<[u8]>>(dst: &mut [u8], srcs: &[S], coefs: &[u8], accumulate: bool) {
     let n = dst.len();
     debug_assert!(n < 64);
     let k: __mmask64 = (1u64 << n) - 1;
@@ -365,7 +370,7 @@ unsafe fn small_avx512(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8], accumulate:
             if c == 0 {
                 continue;
             }
-            let v = _mm512_maskz_loadu_epi8(k, s.as_ptr() as *const i8);
+            let v = _mm512_maskz_loadu_epi8(k, s.as_ref().as_ptr() as *const i8);
             a = if c == 1 {
                 xor512(a, v)
             } else {
@@ -469,7 +474,11 @@ macro_rules! matrix_kernel {
         $split:ident, $apply:ident
     ) => {
         #[target_feature(enable = $feat)]
-        unsafe fn $group<const R: usize>(outs: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+        unsafe fn $group<const R: usize, S: AsRef<[u8]>>(
+            outs: &mut [&mut [u8]],
+            srcs: &[S],
+            coefs: &[u8],
+        ) {
             const W: usize = $w;
             let n = outs[0].len();
             let ns = srcs.len();
@@ -484,7 +493,7 @@ macro_rules! matrix_kernel {
                 for (j, s) in srcs.iter().enumerate() {
                     // SAFETY: `off + 2W <= n` = the length of every source.
                     let (s0, s1) = unsafe {
-                        let sp = s.as_ptr().add(off);
+                        let sp = s.as_ref().as_ptr().add(off);
                         ($load(sp), $load(sp.add(W)))
                     };
                     let (l0, h0) = $split(s0);
@@ -524,7 +533,11 @@ macro_rules! matrix_kernel {
         /// The CPU must support the target features; every output and source
         /// has the same length `>= 2W`; `coefs.len() == outs.len() * srcs.len()`.
         #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn $name(outs: &mut [&mut [u8]], srcs: &[&[u8]], coefs: &[u8]) {
+        pub(crate) unsafe fn $name<S: AsRef<[u8]>>(
+            outs: &mut [&mut [u8]],
+            srcs: &[S],
+            coefs: &[u8],
+        ) {
             let ns = srcs.len();
             let groups = outs.len().div_ceil($rmax);
             let per = outs.len().div_ceil(groups.max(1)).max(1);
@@ -533,14 +546,14 @@ macro_rules! matrix_kernel {
                 // SAFETY: same contract as this function.
                 unsafe {
                     match chunk.len() {
-                        1 => $group::<1>(chunk, srcs, rows),
-                        2 => $group::<2>(chunk, srcs, rows),
-                        3 => $group::<3>(chunk, srcs, rows),
-                        4 => $group::<4>(chunk, srcs, rows),
-                        5 => $group::<5>(chunk, srcs, rows),
-                        6 => $group::<6>(chunk, srcs, rows),
-                        7 => $group::<7>(chunk, srcs, rows),
-                        _ => $group::<8>(chunk, srcs, rows),
+                        1 => $group::<1, S>(chunk, srcs, rows),
+                        2 => $group::<2, S>(chunk, srcs, rows),
+                        3 => $group::<3, S>(chunk, srcs, rows),
+                        4 => $group::<4, S>(chunk, srcs, rows),
+                        5 => $group::<5, S>(chunk, srcs, rows),
+                        6 => $group::<6, S>(chunk, srcs, rows),
+                        7 => $group::<7, S>(chunk, srcs, rows),
+                        _ => $group::<8, S>(chunk, srcs, rows),
                     }
                 }
             }
