@@ -8,6 +8,7 @@
 
 pub mod campaign;
 pub mod config;
+pub mod design;
 pub mod metrics;
 pub mod output;
 pub mod pages;

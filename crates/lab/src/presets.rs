@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use qfec_sim::{LinkSpec, LossSpec, QueueLimit, bdp_bytes};
+use std::net::SocketAddr;
+
+use qfec_sim::{LinkId, LinkSpec, LossSpec, Node, QueueLimit, Simulator, bdp_bytes};
 
 /// Queue sizing rule of a preset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +162,29 @@ pub struct GeDesign {
 pub struct LinkPair {
     pub down: LinkSpec,
     pub up: LinkSpec,
+}
+
+/// Default addresses for the two endpoints of a lab run.
+pub fn server_addr() -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 1], 443))
+}
+
+/// See [`server_addr`].
+pub fn client_addr() -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, 2], 50_000))
+}
+
+impl LinkPair {
+    /// Add both directions to `sim`: `down` for server -> client, `up` for client -> server.
+    /// Returns (down, up) for reading the per-direction counters afterwards.
+    pub fn install<N: Node>(
+        &self,
+        sim: &mut Simulator<N>,
+        server: SocketAddr,
+        client: SocketAddr,
+    ) -> (LinkId, LinkId) {
+        sim.connect(server, client, &self.down, &self.up)
+    }
 }
 
 impl Preset {

@@ -22,7 +22,7 @@ fn stub_runner(spec: &RunSpec) -> RunRecord {
         Box::new(CbrSender::new(b, 1200, Duration::from_millis(2), n)) as Box<dyn Node>,
     );
     sim.add_node(b, Box::new(Sink::default()));
-    let (down, _) = sim.connect(a, b, &spec.links.down, &spec.links.up);
+    let (down, _) = spec.links.install(&mut sim, a, b);
     let out = sim.run_until_done(Instant::ZERO + spec.duration_limit);
     let st = sim.link_stats(down).clone();
     let t = sim.now().as_nanos() as f64 / 1e9;

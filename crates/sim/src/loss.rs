@@ -324,6 +324,16 @@ mod tests {
     }
 
     #[test]
+    fn gilbert_elliott_uses_the_state_the_packet_found() {
+        // p = 1: the first packet moves the chain to Bad but is judged in Good (k = 1, kept);
+        // r = 0, h = 0: every later packet is lost.
+        let mut m = LossSpec::gemodel(1.0, 0.0, 1.0, 0.0).build();
+        let mut rng = SimRng::new(1);
+        let lost: Vec<bool> = (0..4).map(|_| m.lose(Instant::ZERO, &mut rng)).collect();
+        assert_eq!(lost, vec![false, true, true, true]);
+    }
+
+    #[test]
     fn four_state_rate() {
         // Chain 1<->4 only (p13 = 0): stationary loss = p14 / (1 + p14).
         let spec = LossSpec::FourState {

@@ -30,6 +30,9 @@ pub enum RunOutcome {
     Idle,
     /// The time limit was reached.
     Limit,
+    /// The event budget set by [`Simulator::set_event_limit`] ran out (a node that re-arms
+    /// a timer in the past forever would otherwise spin at one instant).
+    EventLimit,
 }
 
 /// Engine-wide counters.
@@ -62,6 +65,7 @@ pub struct Simulator<N: Node = Box<dyn Node>> {
     links: Vec<LinkRt>,
     world: World,
     stats: SimStats,
+    event_limit: u64,
 }
 
 impl<N: Node> Simulator<N> {
@@ -77,6 +81,7 @@ impl<N: Node> Simulator<N> {
             links: Vec::new(),
             world: World::default(),
             stats: SimStats::default(),
+            event_limit: u64::MAX,
         }
     }
 
@@ -110,7 +115,7 @@ impl<N: Node> Simulator<N> {
         let rt = LinkRt::new(id, spec, self.seed);
         for (i, (at, _)) in rt.changes.iter().enumerate() {
             self.world.schedule(
-                at.as_nanos(),
+                at.as_nanos().max(self.now),
                 Ev::Change {
                     link: id,
                     idx: i as u32,
@@ -156,6 +161,11 @@ impl<N: Node> Simulator<N> {
             w.flush()?;
         }
         self.world.log.flush()
+    }
+
+    /// Stop `run_until_done` with [`RunOutcome::EventLimit`] after `n` events in total.
+    pub fn set_event_limit(&mut self, n: u64) {
+        self.event_limit = n;
     }
 
     /// Also write a text line per event.
@@ -337,6 +347,9 @@ impl<N: Node> Simulator<N> {
         loop {
             if self.all_done() {
                 return RunOutcome::AllDone;
+            }
+            if self.stats.events >= self.event_limit {
+                return RunOutcome::EventLimit;
             }
             match self.world.peek_time() {
                 None => return RunOutcome::Idle,

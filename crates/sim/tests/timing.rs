@@ -152,3 +152,25 @@ fn timers_fire_at_their_time() {
     );
     assert_eq!(sim.stats().timeouts, 2);
 }
+
+#[test]
+fn event_limit_stops_a_spinning_node() {
+    /// Re-arms a timer at time zero forever.
+    struct Spinner;
+    impl qfec_sim::Node for Spinner {
+        fn handle_datagram(&mut self, _: Instant, _: std::net::SocketAddr, _: &[u8]) {}
+        fn poll_transmit(&mut self, _: Instant) -> Option<(std::net::SocketAddr, Vec<u8>)> {
+            None
+        }
+        fn poll_timeout(&mut self) -> Option<Instant> {
+            Some(Instant::ZERO)
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+    let mut sim: Simulator<Spinner> = Simulator::new(1);
+    sim.add_node(a(), Spinner);
+    sim.set_event_limit(1000);
+    let out = sim.run_until_done(Instant::from_nanos(1_000_000_000));
+    assert_eq!(out, qfec_sim::RunOutcome::EventLimit);
+    assert_eq!(sim.stats().events, 1000);
+}
