@@ -20,7 +20,6 @@ use qfec_proto::{
     Instant, ReadError, ServerConfig, ServerCryptoConfig, StreamEvent, StreamId, TransportConfig,
     WriteError, recovery::cc::CongestionControl,
 };
-use sha2::{Digest, Sha256};
 
 use crate::tls;
 
@@ -429,7 +428,7 @@ struct Download {
     url: Url,
     stream: Option<StreamId>,
     bytes: u64,
-    hash: Sha256,
+    hash: ring::digest::Context,
     file: Option<File>,
     done: Option<Result<Instant, String>>,
 }
@@ -468,7 +467,7 @@ impl HqClient {
                     url,
                     stream: None,
                     bytes: 0,
-                    hash: Sha256::new(),
+                    hash: ring::digest::Context::new(&ring::digest::SHA256),
                     file,
                     done: None,
                 }
@@ -502,7 +501,7 @@ impl HqClient {
                         d.bytes,
                         secs,
                         d.bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
-                        hex(&d.hash.clone().finalize())
+                        hex(d.hash.clone().finish().as_ref())
                     );
                     total += d.bytes;
                 }

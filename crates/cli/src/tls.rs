@@ -4,7 +4,6 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use sha2::{Digest, Sha256};
 
 pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>> {
     let data = std::fs::read(path)
@@ -35,8 +34,9 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>> {
 }
 
 pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
-    let d = Sha256::digest(cert.as_ref());
-    d.iter()
+    let d = ring::digest::digest(&ring::digest::SHA256, cert.as_ref());
+    d.as_ref()
+        .iter()
         .map(|b| format!("{b:02X}"))
         .collect::<Vec<_>>()
         .join(":")

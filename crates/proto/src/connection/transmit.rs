@@ -290,6 +290,11 @@ impl Connection {
         if let Some(p) = pad_to {
             target = target.max(p.saturating_sub(TAG_LEN).min(max_payload_end));
         }
+        // A nearly full 1-RTT packet is padded to full size so that datagrams in a batch
+        // all have the same size (segmentation offload needs that).
+        if space == SpaceId::Data && max_payload_end - buf.len() < MIN_PACKET_ROOM / 2 {
+            target = target.max(max_payload_end);
+        }
         let padded = buf.len() < target;
         if padded {
             frame::encode_padding(buf, target - buf.len());
