@@ -36,6 +36,11 @@ pub struct RunRecord {
     /// Paper 002's real-time metrics: fraction of application data received, re-buffering.
     pub app_data_fraction: Option<f64>,
     pub rebuffering_s: Option<f64>,
+    /// Goodput of each competing flow, bits per second (paper 004); fairness is Jain's index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flow_goodput_bps: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<f64>,
     /// Simulator events and wall-clock time of the run (speed bookkeeping).
     pub sim_events: u64,
     pub wall_time_s: f64,

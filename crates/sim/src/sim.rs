@@ -194,6 +194,14 @@ impl<N: Node> Simulator<N> {
         &self.links[id.0 as usize].stats
     }
 
+    /// Every link direction with its name and counters, in creation order.
+    pub fn links(&self) -> impl Iterator<Item = (LinkId, &str, &LinkStats)> {
+        self.links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (LinkId(i as u32), l.name.as_str(), &l.stats))
+    }
+
     pub fn link_name(&self, id: LinkId) -> &str {
         &self.links[id.0 as usize].name
     }

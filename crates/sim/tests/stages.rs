@@ -182,3 +182,23 @@ fn engine_speed() {
         sim.now().as_nanos() as f64 / 1e9 / wall
     );
 }
+
+#[test]
+fn text_log_and_link_listing() {
+    let link =
+        LinkSpec::new("a->b", 10_000_000, Duration::from_millis(1)).queue(QueueLimit::Packets(1));
+    let (mut sim, _) = cbr(1, &link, 1500, Duration::ZERO, 3);
+    let buf = Shared::default();
+    sim.set_text_log(Box::new(buf.clone()));
+    run(&mut sim);
+    sim.flush().unwrap();
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(text.lines().filter(|l| l.contains(" deliver ")).count(), 2);
+    assert_eq!(
+        text.lines().filter(|l| l.contains(" drop-queue ")).count(),
+        1
+    );
+    assert_eq!(text.lines().count() as u64, sim.event_log().count());
+    let names: Vec<&str> = sim.links().map(|(_, n, _)| n).collect();
+    assert_eq!(names, vec!["a->b", "b->a"]);
+}
