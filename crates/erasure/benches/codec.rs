@@ -340,11 +340,11 @@ fn rlc_decode_rows(t: &Timer, losses: usize, rows: &mut Vec<Row>) {
             let _ = cu.discard_before(EncodingSymbolId::new(base - W as u32));
         }
         for j in 0..W {
-            if !lost[j] {
-                if let Ok(r) = cu.receive_source(EncodingSymbolId::new(base + j as u32), &src[b][j])
-                {
-                    n += r.recovered();
-                }
+            if lost[j] {
+                continue;
+            }
+            if let Ok(r) = cu.receive_source(EncodingSymbolId::new(base + j as u32), &src[b][j]) {
+                n += r.recovered();
             }
         }
         for r in &reps[b] {

@@ -275,6 +275,8 @@ pub(crate) fn copy_padded(dst: &mut [u8], data: &[u8]) -> Result<(), FecError> {
 pub(crate) struct SourceStore {
     size: usize,
     span: usize,
+    /// Slots: a power of two >= span (slot = id & mask).
+    mask: u64,
     tags: Vec<u64>,
     data: Vec<u8>,
     /// One past the highest id announced (ids < `end` - span are gone).
@@ -283,16 +285,19 @@ pub(crate) struct SourceStore {
 
 impl SourceStore {
     pub(crate) fn new(size: usize, span: usize) -> Self {
+        let slots = span.next_power_of_two();
         SourceStore {
             size,
             span,
-            tags: vec![u64::MAX; span],
-            data: vec![0u8; span * size],
+            mask: slots as u64 - 1,
+            tags: vec![u64::MAX; slots],
+            data: vec![0u8; slots * size],
             end: 0,
         }
     }
 
     /// Lowest id the store can hold.
+    #[inline]
     pub(crate) fn low(&self) -> u64 {
         self.end.saturating_sub(self.span as u64)
     }
@@ -303,19 +308,22 @@ impl SourceStore {
     }
 
     /// Slides so that `id` is inside the store.
+    #[inline]
     pub(crate) fn advance_to(&mut self, id: u64) {
         if id >= self.end {
             self.end = id.saturating_add(1);
         }
     }
 
+    #[inline]
     pub(crate) fn contains(&self, id: u64) -> bool {
-        id >= self.low() && id < self.end && self.tags[(id % self.span as u64) as usize] == id
+        id >= self.low() && id < self.end && self.tags[(id & self.mask) as usize] == id
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: u64) -> Option<&[u8]> {
         if self.contains(id) {
-            let s = (id % self.span as u64) as usize;
+            let s = (id & self.mask) as usize;
             Some(&self.data[s * self.size..(s + 1) * self.size])
         } else {
             None
@@ -335,7 +343,7 @@ impl SourceStore {
         if self.contains(id) {
             return Err(FecError::Duplicate);
         }
-        let s = (id % self.span as u64) as usize;
+        let s = (id & self.mask) as usize;
         self.tags[s] = id;
         copy_padded(&mut self.data[s * self.size..(s + 1) * self.size], data)
     }

@@ -206,10 +206,8 @@ impl FecEncoder for BlockEncoder {
         if data.len() > self.size {
             return Err(FecError::SymbolSize);
         }
-        if let Some(n) = self.next_id {
-            if id != n {
-                return Err(FecError::NonContiguous);
-            }
+        if self.next_id.is_some_and(|n| id != n) {
+            return Err(FecError::NonContiguous);
         }
         self.next_id = Some(id.checked_add(1).ok_or(FecError::NonContiguous)?);
         if self.in_group == 0 {
@@ -285,7 +283,7 @@ struct Block {
 impl Block {
     fn contains(&self, id: u64) -> bool {
         id >= self.first
-            && (id - self.first) % self.stride == 0
+            && (id - self.first).is_multiple_of(self.stride)
             && (id - self.first) / self.stride < self.count as u64
     }
     fn has(&self, i: usize) -> bool {

@@ -281,10 +281,10 @@ impl Kernel {
                     Kernel::Avx512 => return x::multi_avx512(dst, srcs, coefs, accumulate),
                     Kernel::Gfni256 => return x::multi_gfni256(dst, srcs, coefs, accumulate),
                     Kernel::Gfni512 => {
-                        let aligned = (dst.as_ptr() as usize) % 64 == 0
+                        let aligned = (dst.as_ptr() as usize).is_multiple_of(64)
                             && srcs
                                 .iter()
-                                .all(|s| (s.as_ref().as_ptr() as usize) % 64 == 0);
+                                .all(|s| (s.as_ref().as_ptr() as usize).is_multiple_of(64));
                         if aligned {
                             return x::multi_gfni512(dst, srcs, coefs, accumulate);
                         }
@@ -339,10 +339,12 @@ impl Kernel {
                         Kernel::Avx512 => return x::matrix_avx512(outs, srcs, coefs),
                         Kernel::Gfni256 => return x::matrix_gfni256(outs, srcs, coefs),
                         Kernel::Gfni512 => {
-                            let aligned = outs.iter().all(|o| (o.as_ptr() as usize) % 64 == 0)
+                            let aligned = outs
+                                .iter()
+                                .all(|o| (o.as_ptr() as usize).is_multiple_of(64))
                                 && srcs
                                     .iter()
-                                    .all(|s| (s.as_ref().as_ptr() as usize) % 64 == 0);
+                                    .all(|s| (s.as_ref().as_ptr() as usize).is_multiple_of(64));
                             if aligned {
                                 return x::matrix_gfni512(outs, srcs, coefs);
                             }

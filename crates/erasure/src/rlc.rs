@@ -12,8 +12,6 @@
 //! the received symbols determine it. Received sources are substituted as
 //! they arrive; ids that leave the window drop with their equations.
 
-use std::collections::VecDeque;
-
 use crate::api::{
     DecoderLimits, FecDecoder, FecEncoder, FecError, Field, Recovered, RepairSymbol, Scheme,
     SourceStore, copy_padded,
@@ -238,10 +236,8 @@ impl FecEncoder for RlcEncoder {
         if data.len() > self.size {
             return Err(FecError::SymbolSize);
         }
-        if let Some(n) = self.next_id {
-            if id != n {
-                return Err(FecError::NonContiguous);
-            }
+        if self.next_id.is_some_and(|n| id != n) {
+            return Err(FecError::NonContiguous);
         }
         if id == u64::MAX {
             return Err(FecError::NonContiguous);
@@ -277,7 +273,7 @@ impl FecEncoder for RlcEncoder {
 }
 
 const NONE: u32 = u32::MAX;
-/// Repair metadata remembered to reject duplicates.
+/// Slots of the table of repair metadata remembered to reject duplicates.
 const RECENT: usize = 256;
 
 struct Equation {
@@ -305,7 +301,8 @@ pub struct RlcDecoder {
     free: Vec<usize>,
     /// Equation whose pivot is the id at `id & mask`, or NONE.
     pivot_of: Vec<u32>,
-    recent: VecDeque<[u8; RLC_META_LEN]>,
+    /// Recently seen repair metadata, hashed into a fixed table (duplicate check).
+    recent: Vec<u64>,
     cc: Vec<u8>,
     tmp: Vec<u8>,
 }
@@ -333,7 +330,7 @@ impl RlcDecoder {
             eqs: Vec::new(),
             free: Vec::new(),
             pivot_of: vec![NONE; ring],
-            recent: VecDeque::with_capacity(RECENT),
+            recent: vec![u64::MAX; RECENT],
             cc: vec![0u8; window],
             tmp: vec![0u8; size],
         })
@@ -521,14 +518,12 @@ impl RlcDecoder {
         if first < self.store.low() {
             return Err(FecError::OutOfWindow);
         }
-        let key = m.to_bytes();
-        if self.recent.contains(&key) {
+        let key = u64::from_be_bytes(m.to_bytes());
+        let h = (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % RECENT;
+        if self.recent[h] == key {
             return Err(FecError::Duplicate);
         }
-        if self.recent.len() >= RECENT {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(key);
+        self.recent[h] = key;
         self.store.advance_to(last);
         self.slide();
         generate_coding_coefficients(m.repair_key, &mut self.cc[..nss], m.dt, self.field)?;

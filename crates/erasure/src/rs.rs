@@ -272,10 +272,8 @@ impl ReedSolomon {
         for (t, &i) in used_idx[..e].iter().enumerate() {
             inputs[t] = repairs[i as usize].unwrap_or(&[]);
         }
-        let mut n = e;
-        for d in data.iter().flatten() {
-            inputs[n] = d;
-            n += 1;
+        for (slot, d) in inputs[e..].iter_mut().zip(data.iter().flatten()) {
+            *slot = d;
         }
         let rows = &self.cache[rows_at].rows;
         for (r, o) in out.iter_mut().enumerate() {
