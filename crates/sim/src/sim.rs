@@ -98,6 +98,10 @@ impl<N: Node> Simulator<N> {
             timer: None,
             generation: 0,
         });
+        if self.started {
+            // Joined a running simulation: let it send and arm its timer now.
+            self.drive(id.0);
+        }
         id
     }
 

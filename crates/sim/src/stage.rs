@@ -150,10 +150,12 @@ impl LinkRt {
         }
         self.queue.push_back((slot, len as u32));
         self.queue_bytes += len as u64;
-        self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.len());
-        self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
         w.log.record(now, EventKind::Enqueue, self.id, len, hash);
         self.kick(now, w);
+        // Occupancy after service started: a packet that went straight onto the wire never
+        // occupied the queue.
+        self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.len());
+        self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
     }
 
     fn pop_head(&mut self) -> u32 {
