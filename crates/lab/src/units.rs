@@ -157,6 +157,39 @@ pub fn check_ratio(v: f64) -> Result<f64, String> {
     }
 }
 
+/// A comma-separated list parsed item by item ("0,1%,2%" with [`parse_ratio`]); the error
+/// names the failing item.
+pub fn parse_list<T>(s: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .enumerate()
+        .map(|(i, x)| item(x).map_err(|e| format!("item {}: {e}", i + 1)))
+        .collect()
+}
+
+/// Seeds: "7", "1,5,9", or an inclusive range "1..10" / "1-10".
+pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
+    let num = |x: &str| {
+        x.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("expected a seed (non-negative integer), got {x:?}"))
+    };
+    let t = s.trim();
+    if let Some((a, b)) = t.split_once("..").or_else(|| t.split_once('-')) {
+        let (a, b) = (num(a)?, num(b.trim_start_matches('='))?);
+        if b < a {
+            return Err(format!("empty seed range {s:?}"));
+        }
+        return Ok((a..=b).collect());
+    }
+    let v = parse_list(t, num)?;
+    if v.is_empty() {
+        return Err("no seeds given".into());
+    }
+    Ok(v)
+}
+
 macro_rules! unit_type {
     ($(#[$m:meta])* $name:ident($inner:ty), $expecting:literal, $parse:expr, $from_u64:expr, $from_f64:expr, $show:expr) => {
         $(#[$m])*
@@ -304,6 +337,24 @@ mod tests {
         assert_eq!(parse_size("1500"), Ok(1500));
         assert!(parse_size("10Mb").unwrap_err().contains("bytes"));
         assert!(parse_size("1.5B").is_err());
+    }
+
+    #[test]
+    fn lists_and_seeds() {
+        assert_eq!(
+            parse_list("0, 1%,2%", parse_ratio),
+            Ok(vec![0.0, 0.01, 0.02])
+        );
+        assert!(
+            parse_list("1%,x", parse_ratio)
+                .unwrap_err()
+                .starts_with("item 2:")
+        );
+        assert_eq!(parse_seeds("1..3"), Ok(vec![1, 2, 3]));
+        assert_eq!(parse_seeds("4-5"), Ok(vec![4, 5]));
+        assert_eq!(parse_seeds("7, 9"), Ok(vec![7, 9]));
+        assert!(parse_seeds("5..1").is_err());
+        assert!(parse_seeds("a").is_err());
     }
 
     #[test]
