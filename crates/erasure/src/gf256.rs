@@ -323,7 +323,7 @@ impl Kernel {
         if ns > 0 && self.is_supported() {
             use crate::simd_x86 as x;
             let w = match self {
-                Kernel::Scalar => usize::MAX,
+                Kernel::Scalar => usize::MAX / 4,
                 Kernel::Ssse3 => 16,
                 Kernel::Avx2 | Kernel::Gfni256 => 32,
                 Kernel::Avx512 | Kernel::Gfni512 => 64,
