@@ -421,3 +421,41 @@ fn rlc_late_source_completes_recovery() {
     assert_eq!(rec[0].id, 4);
     assert_eq!(rec[0].data, data[4]);
 }
+
+#[test]
+fn decode_matrix_cache_is_bounded() {
+    let size = 64;
+    let mut rs = ReedSolomon::with_cache(20, 10, 8).unwrap();
+    let data = symbols(20, size, 1);
+    let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+    let mut parity = vec![vec![0u8; size]; 10];
+    {
+        let mut p: Vec<&mut [u8]> = parity.iter_mut().map(|p| p.as_mut_slice()).collect();
+        rs.encode(&refs, &mut p).unwrap();
+    }
+    for pat in 0..100usize {
+        let lost: Vec<usize> = (0..3).map(|i| (pat * 7 + i * 5) % 20).collect();
+        let dopt: Vec<Option<&[u8]>> = (0..20)
+            .map(|j| {
+                if lost.contains(&j) {
+                    None
+                } else {
+                    Some(refs[j])
+                }
+            })
+            .collect();
+        let ropt: Vec<Option<&[u8]>> = parity.iter().map(|p| Some(p.as_slice())).collect();
+        let nl = dopt.iter().filter(|d| d.is_none()).count();
+        let mut outs = vec![vec![0u8; size]; nl];
+        let mut o: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+        rs.reconstruct(&dopt, &ropt, &mut o).unwrap();
+        let mut t = 0;
+        for j in 0..20 {
+            if dopt[j].is_none() {
+                assert_eq!(outs[t], data[j]);
+                t += 1;
+            }
+        }
+        assert!(rs.cached_patterns() <= 8);
+    }
+}
