@@ -45,19 +45,53 @@ impl fmt::Display for EventKind {
     }
 }
 
-/// Hash of packet bytes, eight at a time (fast; not cryptographic).
+/// Hash of packet bytes (fast, not cryptographic): four independent 64-bit lanes over 32-byte
+/// blocks so the multiplies overlap, then the tail, then a final mix.
 pub fn bytes_hash(data: &[u8]) -> u64 {
-    let mut h = 0x6a09_e667_f3bc_c908u64 ^ data.len() as u64;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let word = |c: &[u8]| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+    let mut lanes = [
+        0x6a09_e667_f3bc_c908u64 ^ data.len() as u64,
+        0xbb67_ae85_84ca_a73b,
+        0x3c6e_f372_fe94_f82b,
+        0xa54f_f53a_5f1d_36f1,
+    ];
+    let mut blocks = data.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, lane) in lanes.iter_mut().enumerate() {
+            *lane = (*lane ^ word(&b[i * 8..])).wrapping_mul(K).rotate_left(29);
+        }
+    }
+    let mut h = mix64(
+        lanes[0] ^ lanes[1].rotate_left(16) ^ lanes[2].rotate_left(32) ^ lanes[3].rotate_left(48),
+    );
+    let mut words = blocks.remainder().chunks_exact(8);
+    for c in &mut words {
+        h = (h ^ word(c)).wrapping_mul(K).rotate_left(29);
     }
     let mut tail = [0u8; 8];
-    let rest = chunks.remainder();
+    let rest = words.remainder();
     tail[..rest.len()].copy_from_slice(rest);
-    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K);
     mix64(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_hash_sees_every_byte_and_the_length() {
+        let base = vec![0u8; 1500];
+        let h0 = bytes_hash(&base);
+        for i in [0, 7, 31, 32, 1000, 1495, 1499] {
+            let mut v = base.clone();
+            v[i] ^= 1;
+            assert_ne!(bytes_hash(&v), h0, "byte {i}");
+        }
+        assert_ne!(bytes_hash(&base[..1499]), h0);
+        assert_ne!(bytes_hash(&[]), bytes_hash(&[0]));
+    }
 }
 
 /// The running record of a simulation.

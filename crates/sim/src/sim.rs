@@ -49,8 +49,12 @@ pub struct SimStats {
 struct NodeSlot<N> {
     node: N,
     addr: SocketAddr,
+    /// The time the node wants `handle_timeout`.
     timer: Option<u64>,
-    generation: u64,
+    /// Time of the heap entry that guards `timer` (always <= `timer` when both are set). A
+    /// timer that moves later does not push a new entry: the guard fires early and re-arms,
+    /// so nodes that push their timers back on every packet (QUIC) keep the heap small.
+    armed: Option<u64>,
 }
 
 /// A deterministic network of nodes in virtual time. Generic over the node type so drivers
@@ -96,7 +100,7 @@ impl<N: Node> Simulator<N> {
             node,
             addr,
             timer: None,
-            generation: 0,
+            armed: None,
         });
         if self.started {
             // Joined a running simulation: let it send and arm its timer now.
@@ -251,19 +255,12 @@ impl<N: Node> Simulator<N> {
         }
         let slot = &mut self.nodes[idx as usize];
         let timer = slot.node.poll_timeout().map(|t| t.as_nanos().max(now));
-        if timer != slot.timer {
-            slot.timer = timer;
-            slot.generation += 1;
-            if let Some(at) = timer {
-                let generation = slot.generation;
-                self.world.schedule(
-                    at,
-                    Ev::Timer {
-                        node: idx,
-                        generation,
-                    },
-                );
-            }
+        slot.timer = timer;
+        if let Some(at) = timer
+            && slot.armed.is_none_or(|a| a > at)
+        {
+            slot.armed = Some(at);
+            self.world.schedule(at, Ev::Timer(idx));
         }
     }
 
@@ -309,14 +306,27 @@ impl<N: Node> Simulator<N> {
             Ev::Change { link, idx } => {
                 self.links[link as usize].apply_change(t, idx as usize, &mut self.world)
             }
-            Ev::Timer { node, generation } => {
+            Ev::Timer(node) => {
                 let slot = &mut self.nodes[node as usize];
-                if slot.generation == generation && slot.timer == Some(t) {
-                    slot.timer = None;
-                    self.stats.timeouts += 1;
-                    self.world.log.record(t, EventKind::Timeout, node, 0, 0);
-                    slot.node.handle_timeout(Instant::from_nanos(t));
-                    self.drive(node);
+                if slot.armed != Some(t) {
+                    // A superseded guard (the timer moved earlier and fired already).
+                    return true;
+                }
+                slot.armed = None;
+                match slot.timer {
+                    Some(at) if at == t => {
+                        slot.timer = None;
+                        self.stats.timeouts += 1;
+                        self.world.log.record(t, EventKind::Timeout, node, 0, 0);
+                        slot.node.handle_timeout(Instant::from_nanos(t));
+                        self.drive(node);
+                    }
+                    Some(later) => {
+                        // The timer moved later since this guard was set: re-arm.
+                        slot.armed = Some(later);
+                        self.world.schedule(later, Ev::Timer(node));
+                    }
+                    None => {}
                 }
             }
         }

@@ -30,8 +30,8 @@ pub(crate) enum Ev {
     ServiceDone(u32),
     /// A trace link's delivery opportunity.
     Opportunity(u32),
-    /// A node's timer (valid only if `gen` is still the node's current timer generation).
-    Timer { node: u32, generation: u64 },
+    /// A node's timer guard (see `NodeSlot::armed`).
+    Timer(u32),
     /// Apply change `idx` of a link's schedule.
     Change { link: u32, idx: u32 },
 }
