@@ -244,6 +244,14 @@ impl Endpoint {
             return self.accept_initial(now, remote, dcid, scid, &token, data);
         }
         if matches!(header, ParsedHeader::Short { .. }) {
+            // A stateless reset looks like a short-header packet for an unknown ID (§10.3.1).
+            if let Some(h) = self.reset_target(remote, data) {
+                if let Some(conn) = self.connection_mut(h) {
+                    conn.on_stateless_reset();
+                }
+                self.process_events(h);
+                return Some(h);
+            }
             self.maybe_stateless_reset(remote, &dcid, data.len());
         }
         None
@@ -381,6 +389,15 @@ impl Endpoint {
         }
         let len = r.u8().ok()? as usize;
         ConnectionId::try_new(r.bytes(len).ok()?)
+    }
+
+    /// The connection to `remote` whose peer's reset token ends `data`, if any.
+    fn reset_target(&self, remote: SocketAddr, data: &[u8]) -> Option<ConnectionHandle> {
+        self.connections.iter().enumerate().find_map(|(i, c)| {
+            let c = c.as_ref()?;
+            (c.remote_address() == remote && c.is_stateless_reset(data))
+                .then_some(ConnectionHandle(i))
+        })
     }
 
     fn maybe_stateless_reset(&mut self, remote: SocketAddr, dcid: &ConnectionId, len: usize) {

@@ -21,6 +21,7 @@ pub mod crypto;
 pub mod endpoint;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
+pub use connection::extension::RecoveredLossMode;
 pub use connection::{
     Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event, PathStats, ReadError,
     StreamEvent, Transmit, WriteError,

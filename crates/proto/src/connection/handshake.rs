@@ -54,7 +54,16 @@ impl Connection {
             ));
         }
         self.tls.read_handshake(&buf)?;
+        // The client's parameters come in the ClientHello (Initial); the server's in
+        // EncryptedExtensions (Handshake). Before that, a resuming rustls client reports the
+        // parameters remembered from the previous session, which must not be used.
+        let params_space = if self.side.is_server() {
+            SpaceId::Initial
+        } else {
+            SpaceId::Handshake
+        };
         if self.peer_params.is_none()
+            && space == params_space
             && let Some(raw) = self.tls.peer_transport_parameters()
         {
             let raw = raw.to_vec();

@@ -86,7 +86,13 @@ impl Connection {
         Ok(())
     }
 
-    fn on_packet_acked(&mut self, now: Instant, space: SpaceId, pn: u64, info: SentInfo) {
+    pub(super) fn on_packet_acked(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        pn: u64,
+        info: SentInfo,
+    ) {
         if let Some(l) = info.largest_acked_in_ack {
             self.spaces[space.idx()].on_ack_of_ack(l);
         }

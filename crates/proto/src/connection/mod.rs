@@ -6,6 +6,7 @@
 //! - `streams`, `spaces`, `cid`, `keys`, `sent`: the state each of those works on.
 
 mod cid;
+pub mod extension;
 mod handshake;
 mod keys;
 mod loss;
@@ -16,6 +17,7 @@ pub mod streams;
 mod transmit;
 
 pub use cid::ResetKey;
+pub use extension::ConnectionExtension;
 pub use spaces::SpaceId;
 pub use streams::{ReadError, StreamEvent, WriteError};
 
@@ -146,30 +148,6 @@ pub struct PathStats {
     pub cwnd: u64,
     pub bytes_in_flight: u64,
     pub ssthresh: u64,
-}
-
-/// Extension hooks: the seams through which FEC (and other extensions) plug into the
-/// connection without changing its core loops.
-pub trait ConnectionExtension: Send {
-    /// The peer's transport parameters arrived (look for extension parameters).
-    fn on_peer_params(&mut self, _params: &TransportParameters) {}
-    /// An extension frame registered in the frame registry arrived in a 1-RTT packet.
-    fn on_frame(&mut self, _now: Instant, _ty: u64, _body: &[u8]) -> Result<(), TransportError> {
-        Ok(())
-    }
-    /// Room for extension frames in a 1-RTT packet being built; returns true if it wrote an
-    /// ack-eliciting frame.
-    fn write_frames(&mut self, _now: Instant, _buf: &mut Vec<u8>, _max: usize) -> bool {
-        false
-    }
-    /// The plaintext payload of a 1-RTT packet is final, just before encryption.
-    fn on_packet_sealed(&mut self, _now: Instant, _pn: u64, _payload: &[u8]) {}
-    fn on_packet_acked(&mut self, _now: Instant, _pn: u64) {}
-    fn on_packet_lost(&mut self, _now: Instant, _pn: u64) {}
-    /// Whether `write_frames` has something to send.
-    fn wants_to_send(&self) -> bool {
-        false
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -514,6 +492,11 @@ impl Connection {
         self.datagrams_in.pop_front()
     }
 
+    /// Sends a PING (an ack-eliciting packet) soon.
+    pub fn ping(&mut self) {
+        self.ping_pending = true;
+    }
+
     /// Starts a key update (RFC 9001 §6.1). Allowed once the handshake is confirmed and a
     /// packet of the current key phase was acknowledged.
     pub fn force_key_update(&mut self) -> bool {
@@ -594,12 +577,12 @@ impl Connection {
     }
 
     /// A stateless reset from the peer: the connection is gone at once.
-    pub(crate) fn on_stateless_reset(&mut self) {
+    pub fn on_stateless_reset(&mut self) {
         self.set_error(ConnectionError::Reset);
         self.drain_now();
     }
 
-    pub(crate) fn is_stateless_reset(&self, datagram: &[u8]) -> bool {
+    pub fn is_stateless_reset(&self, datagram: &[u8]) -> bool {
         datagram.len() >= 21
             && datagram[0] & 0x80 == 0
             && self

@@ -406,27 +406,7 @@ impl Connection {
         pn: u64,
         payload: Bytes,
     ) -> Result<(), TransportError> {
-        let mut ack_eliciting = false;
-        let mut any = false;
-        let registry = self.config.frames.clone();
-        for frame in parse_frames(&payload, &registry) {
-            let frame = frame.map_err(TransportError::from)?;
-            any = true;
-            if !registry.allowed_in(&frame, kind) {
-                return Err(TransportError::protocol_violation(
-                    "frame not allowed in this packet type",
-                )
-                .with_frame(frame.ty()));
-            }
-            ack_eliciting |= registry.is_ack_eliciting(&frame);
-            self.on_frame(now, space, frame, &payload)?;
-            if self.is_closed() {
-                break;
-            }
-        }
-        if !any {
-            return Err(TransportError::protocol_violation("packet without frames"));
-        }
+        let ack_eliciting = self.process_frames(now, space, kind, &payload)?;
         let threshold = self.config.ack_eliciting_threshold.max(1);
         let sp = &mut self.spaces[space.idx()];
         let out_of_order = sp.on_packet_received(now, pn);
@@ -439,10 +419,40 @@ impl Connection {
             if space != SpaceId::Data || out_of_order || sp.ack_eliciting_since_ack >= threshold {
                 sp.ack_immediate = true;
             }
-        } else if out_of_order {
-            // Not acked on its own, but reported in the next ACK.
         }
         Ok(())
+    }
+
+    /// The frame loop of one packet payload; returns whether it was ack-eliciting.
+    pub(super) fn process_frames(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        kind: PacketKind,
+        payload: &Bytes,
+    ) -> Result<bool, TransportError> {
+        let mut ack_eliciting = false;
+        let mut any = false;
+        let registry = self.config.frames.clone();
+        for frame in parse_frames(payload, &registry) {
+            let frame = frame.map_err(TransportError::from)?;
+            any = true;
+            if !registry.allowed_in(&frame, kind) {
+                return Err(TransportError::protocol_violation(
+                    "frame not allowed in this packet type",
+                )
+                .with_frame(frame.ty()));
+            }
+            ack_eliciting |= registry.is_ack_eliciting(&frame);
+            self.on_frame(now, space, frame, payload)?;
+            if self.is_closed() {
+                break;
+            }
+        }
+        if !any {
+            return Err(TransportError::protocol_violation("packet without frames"));
+        }
+        Ok(ack_eliciting)
     }
 
     fn on_frame(

@@ -201,6 +201,11 @@ impl Pair {
 
     /// Advances to the next event; false when nothing is left to happen.
     pub fn step(&mut self) -> bool {
+        self.step_until(Instant::from_nanos(u64::MAX))
+    }
+
+    /// Like `step`, but never moves time past `limit` (it stops there instead).
+    pub fn step_until(&mut self, limit: Instant) -> bool {
         self.flush();
         let next_packet = self.queue.peek().map(|p| p.at);
         let next_timer = [self.client.poll_timeout(), self.server.poll_timeout()]
@@ -210,6 +215,10 @@ impl Pair {
         let Some(next) = [next_packet, next_timer].into_iter().flatten().min() else {
             return false;
         };
+        if next > limit {
+            self.now = self.now.max(limit);
+            return true;
+        }
         self.now = self.now.max(next);
         while self.queue.peek().is_some_and(|p| p.at <= self.now) {
             let p = self.queue.pop().unwrap();
@@ -237,7 +246,7 @@ impl Pair {
             if done(self) {
                 return true;
             }
-            if !self.step() {
+            if !self.step_until(end) {
                 return done(self);
             }
         }

@@ -1,0 +1,434 @@
+//! Connection behaviours in virtual time: protocol violations close with the right code,
+//! key updates, stateless reset, version negotiation, idle timeout, NAT rebinding, session
+//! resumption, many connections per endpoint, hostile datagrams.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{ALPN, LinkSpec, Pair, payload};
+use proptest::prelude::*;
+use qfec_proto::{
+    ClientConfig, ClientCryptoConfig, ConnectionError, ConnectionHandle, Dir, Endpoint,
+    EndpointConfig, Event, ReadError, TransportConfig, error_code,
+};
+
+fn established(seed: u64) -> (Pair, ConnectionHandle, ConnectionHandle) {
+    let mut pair = Pair::new(
+        seed,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let ch = pair.connect(TransportConfig::default());
+    let mut sh = None;
+    let ok = pair.run_until(Duration::from_secs(5), |p| {
+        while let Some(h) = p.server.accept() {
+            sh = Some(h);
+        }
+        p.client.connection(ch).unwrap().handshake_confirmed()
+            && sh.is_some_and(|h| p.server.connection(h).unwrap().handshake_confirmed())
+    });
+    assert!(ok, "handshake failed");
+    (pair, ch, sh.unwrap())
+}
+
+/// Feeds `frames` to the server as if a client packet carried them and returns the error the
+/// server closed with and what the client saw.
+fn server_rejects(frames: &[u8]) -> (u64, Option<ConnectionError>) {
+    let (mut pair, ch, sh) = established(1);
+    let now = pair.now;
+    pair.server
+        .connection_mut(sh)
+        .unwrap()
+        .handle_recovered_payload(now, Bytes::copy_from_slice(frames));
+    let err = pair.server.connection(sh).unwrap().error().cloned();
+    let code = match err {
+        Some(ConnectionError::TransportError(e)) => e.code,
+        other => panic!("server did not close with a transport error: {other:?}"),
+    };
+    pair.run_until(Duration::from_secs(2), |p| {
+        p.client.connection(ch).is_some_and(|c| c.is_closed())
+    });
+    let client_err = pair.client.connection(ch).and_then(|c| c.error().cloned());
+    (code, client_err)
+}
+
+#[test]
+fn malformed_and_forbidden_frames_close_with_the_right_code() {
+    // Truncated STREAM frame.
+    assert_eq!(
+        server_rejects(&[0x0a, 0x00, 0x05, 0x01]).0,
+        error_code::FRAME_ENCODING_ERROR
+    );
+    // Unknown frame type.
+    assert_eq!(
+        server_rejects(&[0x40, 0x99]).0,
+        error_code::FRAME_ENCODING_ERROR
+    );
+    // HANDSHAKE_DONE from a client.
+    assert_eq!(server_rejects(&[0x1e]).0, error_code::PROTOCOL_VIOLATION);
+    // STREAM on a server-initiated unidirectional stream the server never opened (id 3).
+    assert_eq!(
+        server_rejects(&[0x08, 0x03, b'x']).0,
+        error_code::STREAM_STATE_ERROR
+    );
+    // Client bidi stream index 1000, beyond MAX_STREAMS (100).
+    assert_eq!(
+        server_rejects(&[0x08, 0x4f, 0xa0, b'x']).0,
+        error_code::STREAM_LIMIT_ERROR
+    );
+    // Data beyond the stream's flow-control limit (offset 2^30).
+    let (code, client) = server_rejects(&[0x0c, 0x00, 0xc0, 0, 0, 0, 0x40, 0, 0, 0, b'x']);
+    assert_eq!(code, error_code::FLOW_CONTROL_ERROR);
+    // The peer learns the code from CONNECTION_CLOSE.
+    match client {
+        Some(ConnectionError::ConnectionClosed { code, .. }) => {
+            assert_eq!(code, error_code::FLOW_CONTROL_ERROR)
+        }
+        other => panic!("client saw {other:?}"),
+    }
+    // FIN changing the final size.
+    let (mut pair, _, sh) = established(2);
+    let now = pair.now;
+    let c = pair.server.connection_mut(sh).unwrap();
+    c.handle_recovered_payload(now, Bytes::from_static(&[0x09, 0x00, b'a', b'b']));
+    assert!(c.error().is_none());
+    c.handle_recovered_payload(now, Bytes::from_static(&[0x09, 0x00, b'a']));
+    assert!(
+        matches!(c.error(), Some(ConnectionError::TransportError(e)) if e.code == error_code::FINAL_SIZE_ERROR)
+    );
+    let _ = pair.step();
+}
+
+#[test]
+fn recovered_payload_delivers_stream_data() {
+    let (mut pair, _, sh) = established(3);
+    let now = pair.now;
+    let c = pair.server.connection_mut(sh).unwrap();
+    c.handle_recovered_payload(now, Bytes::from_static(&[0x09, 0x00, b'h', b'i']));
+    let id = c
+        .accept_stream(Dir::Bi)
+        .expect("stream opened by recovered frame");
+    assert_eq!(&c.read(now, id, 100).unwrap().unwrap()[..], b"hi");
+    assert_eq!(c.read(now, id, 100), Ok(None));
+}
+
+/// Client sends `len` bytes on a new stream; returns what the server read.
+fn send_and_read(
+    pair: &mut Pair,
+    ch: ConnectionHandle,
+    sh: ConnectionHandle,
+    len: usize,
+    seed: u64,
+) -> Vec<u8> {
+    let data = payload(len, seed);
+    let c = pair.client.connection_mut(ch).unwrap();
+    let id = c
+        .open_stream(Dir::Uni)
+        .unwrap_or_else(|| panic!("cannot open a stream: {:?}", c.error()));
+    let mut written = 0;
+    let mut got = Vec::new();
+    let mut sid = None;
+    let ok = pair.run_until(Duration::from_secs(30), |p| {
+        let c = p.client.connection_mut(ch).unwrap();
+        while written < data.len() {
+            match c.write(id, &data[written..]) {
+                Ok(n) => written += n,
+                Err(_) => break,
+            }
+        }
+        if written == data.len() {
+            let _ = c.finish(id);
+        }
+        let now = p.now;
+        let s = p.server.connection_mut(sh).unwrap();
+        if sid.is_none() {
+            sid = s.accept_stream(Dir::Uni);
+        }
+        if let Some(sid) = sid {
+            loop {
+                match s.read(now, sid, usize::MAX) {
+                    Ok(Some(b)) => got.extend_from_slice(&b),
+                    Ok(None) => return true,
+                    Err(ReadError::Blocked) => return false,
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        }
+        false
+    });
+    assert!(ok, "transfer incomplete");
+    got
+}
+
+#[test]
+fn key_updates_initiated_and_followed() {
+    let (mut pair, ch, sh) = established(4);
+    assert_eq!(
+        send_and_read(&mut pair, ch, sh, 50_000, 1),
+        payload(50_000, 1)
+    );
+    for round in 0..3u64 {
+        let before = pair.client.connection(ch).unwrap().key_phase();
+        assert!(
+            pair.client.connection_mut(ch).unwrap().force_key_update(),
+            "round {round}: update refused"
+        );
+        assert_eq!(
+            send_and_read(&mut pair, ch, sh, 200_000, 10 + round),
+            payload(200_000, 10 + round)
+        );
+        pair.run_until(Duration::from_millis(100), |_| false);
+        let c = pair.client.connection(ch).unwrap().key_phase();
+        let s = pair.server.connection(sh).unwrap().key_phase();
+        assert_ne!(c, before, "client phase must flip");
+        assert_eq!(c, s, "server must follow the client's key update");
+    }
+    // A second update before any packet of the new phase is acknowledged is refused.
+    let c = pair.client.connection_mut(ch).unwrap();
+    assert!(c.force_key_update());
+    assert!(!c.force_key_update());
+    // The server can initiate too, once one of its packets in this phase was acknowledged.
+    assert_eq!(
+        send_and_read(&mut pair, ch, sh, 10_000, 20),
+        payload(10_000, 20)
+    );
+    assert!(
+        !pair.server.connection_mut(sh).unwrap().force_key_update(),
+        "no ack-eliciting packet was acknowledged yet"
+    );
+    pair.server.connection_mut(sh).unwrap().ping();
+    pair.run_until(Duration::from_millis(200), |_| false);
+    assert!(pair.server.connection_mut(sh).unwrap().force_key_update());
+    assert_eq!(
+        send_and_read(&mut pair, ch, sh, 10_000, 21),
+        payload(10_000, 21)
+    );
+    // Let the server's acknowledgements (the first packets of its new phase) arrive.
+    pair.run_until(Duration::from_millis(100), |_| false);
+    assert_eq!(
+        pair.client.connection(ch).unwrap().key_phase(),
+        pair.server.connection(sh).unwrap().key_phase()
+    );
+}
+
+#[test]
+fn restarted_server_resets_the_connection() {
+    let (mut pair, ch, _) = established(5);
+    // A server restart with the same reset key has lost the connection's state.
+    let sc = qfec_proto::ServerConfig::new(common::server_crypto());
+    pair.server = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 5);
+    let id = pair
+        .client
+        .connection_mut(ch)
+        .unwrap()
+        .open_stream(Dir::Bi)
+        .unwrap();
+    pair.client
+        .connection_mut(ch)
+        .unwrap()
+        .write(id, &[0u8; 100])
+        .unwrap();
+    let ok = pair.run_until(Duration::from_secs(5), |p| {
+        p.client
+            .connection(ch)
+            .is_some_and(|c| c.error() == Some(&ConnectionError::Reset))
+    });
+    assert!(ok, "client did not recognise the stateless reset");
+}
+
+#[test]
+fn unknown_version_gets_version_negotiation() {
+    let mut pair = Pair::new(
+        6,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let mut pkt = vec![
+        0xc0, 0x1a, 0x2a, 0x3a, 0x4a, 8, 1, 2, 3, 4, 5, 6, 7, 8, 4, 9, 9, 9, 9,
+    ];
+    pkt.resize(1200, 0);
+    pair.server.handle(pair.now, pair.client_addr, &pkt);
+    let mut buf = Vec::new();
+    let t = pair
+        .server
+        .poll_transmit(pair.now, 1, &mut buf)
+        .expect("a Version Negotiation packet");
+    assert_eq!(t.destination, pair.client_addr);
+    assert_eq!(
+        &buf[1..5],
+        &[0, 0, 0, 0],
+        "version 0 marks Version Negotiation"
+    );
+    assert_eq!(&buf[6..10], &[9, 9, 9, 9], "DCID echoes the client's SCID");
+    assert!(buf[buf.len() - 4..] == [0, 0, 0, 1], "lists QUIC v1");
+    // A short datagram of an unknown version gets no answer (amplification).
+    pair.server.handle(pair.now, pair.client_addr, &pkt[..100]);
+    assert!(pair.server.poll_transmit(pair.now, 1, &mut buf).is_none());
+}
+
+#[test]
+fn idle_timeout_closes_both_sides() {
+    let transport = TransportConfig {
+        max_idle_timeout: Duration::from_secs(3),
+        ..TransportConfig::default()
+    };
+    let mut pair = Pair::new(
+        7,
+        transport.clone(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let ch = pair.connect(transport);
+    let mut sh = None;
+    pair.run_until(Duration::from_secs(2), |p| {
+        sh = sh.or(p.server.accept());
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    });
+    let start = pair.now;
+    let sh = sh.unwrap();
+    let ok = pair.run_until(Duration::from_secs(30), |p| {
+        p.client.connection(ch).unwrap().error() == Some(&ConnectionError::TimedOut)
+            && p.server.connection(sh).unwrap().error() == Some(&ConnectionError::TimedOut)
+    });
+    assert!(ok);
+    let idle = pair.now - start;
+    assert!(
+        idle >= Duration::from_secs(2) && idle <= Duration::from_secs(4),
+        "idle {idle:?}"
+    );
+}
+
+#[test]
+fn nat_rebinding_is_followed_after_path_validation() {
+    let (mut pair, ch, sh) = established(8);
+    pair.client_addr = "10.0.0.9:6000".parse().unwrap();
+    assert_eq!(
+        send_and_read(&mut pair, ch, sh, 100_000, 3),
+        payload(100_000, 3)
+    );
+    assert_eq!(
+        pair.server.connection(sh).unwrap().remote_address(),
+        pair.client_addr
+    );
+}
+
+#[test]
+fn second_connection_resumes_the_tls_session() {
+    let mut pair = Pair::new(
+        9,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+    let first = pair
+        .client
+        .connect(pair.now, cc.clone(), pair.server_addr, "localhost")
+        .unwrap();
+    pair.run_until(Duration::from_secs(2), |p| {
+        while p.server.accept().is_some() {}
+        false
+    });
+    assert!(pair.client.connection(first).unwrap().handshake_confirmed());
+    assert!(!pair.client.connection(first).unwrap().is_resumed());
+    let second = pair
+        .client
+        .connect(pair.now, cc, pair.server_addr, "localhost")
+        .unwrap();
+    let ok = pair.run_until(Duration::from_secs(2), |p| {
+        p.client.connection(second).unwrap().handshake_confirmed()
+    });
+    assert!(
+        ok,
+        "second handshake: {:?}",
+        pair.client.connection(second).unwrap().error()
+    );
+    assert!(
+        pair.client.connection(second).unwrap().is_resumed(),
+        "session ticket not used"
+    );
+}
+
+#[test]
+fn many_connections_on_one_endpoint() {
+    let mut pair = Pair::new(
+        10,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let clients: Vec<_> = (0..20)
+        .map(|_| pair.connect(TransportConfig::default()))
+        .collect();
+    let mut accepted = Vec::new();
+    let ok = pair.run_until(Duration::from_secs(10), |p| {
+        while let Some(h) = p.server.accept() {
+            accepted.push(h);
+        }
+        clients
+            .iter()
+            .all(|&c| p.client.connection(c).unwrap().handshake_confirmed())
+    });
+    assert!(ok);
+    assert_eq!(accepted.len(), 20);
+    for (i, (&c, &s)) in clients.iter().zip(&accepted).enumerate() {
+        assert_eq!(
+            send_and_read(&mut pair, c, s, 20_000, i as u64),
+            payload(20_000, i as u64)
+        );
+    }
+}
+
+#[test]
+fn application_close_reaches_the_peer() {
+    let (mut pair, ch, sh) = established(11);
+    let now = pair.now;
+    pair.client
+        .connection_mut(ch)
+        .unwrap()
+        .close(now, 77, b"bye");
+    let ok = pair.run_until(Duration::from_secs(2), |p| {
+        p.server.connection(sh).unwrap().is_closed()
+    });
+    assert!(ok);
+    assert_eq!(
+        pair.server.connection(sh).unwrap().error(),
+        Some(&ConnectionError::ApplicationClosed {
+            code: 77,
+            reason: "bye".into()
+        })
+    );
+    // Both sides drain and go quiet.
+    pair.run_until(Duration::from_secs(10), |_| false);
+    assert!(pair.client.connection(ch).unwrap().is_drained());
+    assert!(pair.server.connection(sh).unwrap().is_drained());
+    let events: Vec<_> =
+        std::iter::from_fn(|| pair.client.connection_mut(ch).unwrap().poll()).collect();
+    assert!(events.contains(&Event::ConnectionLost(ConnectionError::LocallyClosed)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Arbitrary datagrams, including ones that start like our packets, never panic an
+    /// endpoint and never break an established connection.
+    #[test]
+    fn hostile_datagrams_do_not_panic(datagrams in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..1500), 1..20), seed in 0u64..4) {
+        let (mut pair, ch, sh) = established(100 + seed);
+        let server_cid = pair.server.connection(sh).unwrap().local_cid();
+        for (i, mut d) in datagrams.into_iter().enumerate() {
+            if i % 2 == 0 && d.len() > 10 {
+                // Aim at the real connection: short header with its connection ID.
+                d[0] = 0x40 | (d[0] & 0x3f);
+                d[1..1 + server_cid.len()].copy_from_slice(&server_cid);
+            }
+            pair.server.handle(pair.now, pair.client_addr, &d);
+            pair.client.handle(pair.now, pair.server_addr, &d);
+        }
+        prop_assert_eq!(send_and_read(&mut pair, ch, sh, 5000, 1), payload(5000, 1));
+    }
+}
