@@ -174,3 +174,85 @@ fn event_limit_stops_a_spinning_node() {
     assert_eq!(out, qfec_sim::RunOutcome::EventLimit);
     assert_eq!(sim.stats().events, 1000);
 }
+
+/// A node whose timer is moved later, earlier and cleared by arriving datagrams.
+struct Mover {
+    timer: Option<Instant>,
+    fired: Vec<Instant>,
+}
+
+impl qfec_sim::Node for Mover {
+    fn handle_datagram(&mut self, now: Instant, _: std::net::SocketAddr, _: &[u8]) {
+        match now.as_nanos() / 1_000_000 {
+            5 => self.timer = Some(ms(20.0)),
+            25 => self.timer = Some(ms(27.0)),
+            40 => self.timer = Some(ms(50.0)),
+            45 => self.timer = None,
+            _ => {}
+        }
+    }
+    fn poll_transmit(&mut self, _: Instant) -> Option<(std::net::SocketAddr, Vec<u8>)> {
+        None
+    }
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        self.timer
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.fired.push(now);
+        self.timer = (now == ms(20.0)).then(|| ms(30.0));
+    }
+}
+
+#[test]
+fn timers_follow_later_earlier_and_cleared_deadlines() {
+    enum N {
+        Cbr(CbrSender),
+        Mover(Mover),
+    }
+    impl qfec_sim::Node for N {
+        fn handle_datagram(&mut self, now: Instant, f: std::net::SocketAddr, d: &[u8]) {
+            match self {
+                N::Cbr(n) => n.handle_datagram(now, f, d),
+                N::Mover(n) => n.handle_datagram(now, f, d),
+            }
+        }
+        fn poll_transmit(&mut self, now: Instant) -> Option<(std::net::SocketAddr, Vec<u8>)> {
+            match self {
+                N::Cbr(n) => n.poll_transmit(now),
+                N::Mover(n) => n.poll_transmit(now),
+            }
+        }
+        fn poll_timeout(&mut self) -> Option<Instant> {
+            match self {
+                N::Cbr(n) => n.poll_timeout(),
+                N::Mover(n) => n.poll_timeout(),
+            }
+        }
+        fn handle_timeout(&mut self, now: Instant) {
+            match self {
+                N::Cbr(n) => n.handle_timeout(now),
+                N::Mover(n) => n.handle_timeout(now),
+            }
+        }
+    }
+    let mut sim: Simulator<N> = Simulator::new(1);
+    let cbr = CbrSender::new(b(), 100, Duration::from_millis(5), 9).starting_at(ms(5.0));
+    sim.add_node(a(), N::Cbr(cbr));
+    let m = sim.add_node(
+        b(),
+        N::Mover(Mover {
+            timer: Some(ms(10.0)),
+            fired: Vec::new(),
+        }),
+    );
+    let l = LinkSpec::new("ab", 0, Duration::ZERO);
+    sim.connect(a(), b(), &l, &l.clone());
+    sim.run_until(ms(100.0));
+    let N::Mover(m) = sim.node(m) else { panic!() };
+    assert_eq!(m.fired, vec![ms(20.0), ms(27.0)]);
+    assert_eq!(
+        sim.stats().timeouts,
+        2 + 9,
+        "two for the mover, nine CBR sends"
+    );
+}
