@@ -269,9 +269,19 @@ fn main() {
     println!("bulk download over loopback UDP, {mb} MB, best of {runs} runs each");
     let mut best_q = 0f64;
     let mut best_n = 0f64;
+    // QFEC_BENCH_ONLY=qfec (or quinn) runs one side, for profiling.
+    let only = std::env::var("QFEC_BENCH_ONLY").unwrap_or_default();
     for i in 0..runs {
-        let q = gbps(bytes, qfec_run(bytes));
-        let n = gbps(bytes, quinn_run(bytes));
+        let q = if only == "quinn" {
+            f64::NAN
+        } else {
+            gbps(bytes, qfec_run(bytes))
+        };
+        let n = if only == "qfec" {
+            f64::NAN
+        } else {
+            gbps(bytes, quinn_run(bytes))
+        };
         println!(
             "run {}: qfec {:.2} Gb/s   quinn {:.2} Gb/s   ratio {:.2}",
             i + 1,

@@ -287,7 +287,7 @@ impl Connection {
         // Send one or two probes carrying data still unacknowledged, else PINGs.
         let sp = &mut self.spaces[space.idx()];
         sp.probes = 2;
-        let unacked: Vec<Vec<SentFrame>> = sp
+        let unacked: Vec<super::sent::SentFrames> = sp
             .sent
             .iter()
             .filter(|(_, p)| p.ack_eliciting)

@@ -240,8 +240,6 @@ pub struct Connection {
     extensions: Vec<Box<dyn ConnectionExtension>>,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
-    /// Reused buffers for building packets.
-    scratch_frames: Vec<sent::SentFrame>,
 }
 
 /// How a connection starts; built by the endpoint.
@@ -323,7 +321,6 @@ impl Connection {
             close_sent_at: None,
             stats: ConnectionStats::default(),
             extensions: Vec::new(),
-            scratch_frames: Vec::new(),
             rx_dcid: p.local_cid,
             config: cfg,
         };

@@ -32,10 +32,14 @@ pub enum SentFrame {
     AckFrequency(u64),
 }
 
+/// The items of one packet; inline for the common one- or two-frame packet, so sending does
+/// not allocate per packet.
+pub type SentFrames = smallvec::SmallVec<[SentFrame; 2]>;
+
 /// Per-packet bookkeeping kept by loss detection.
 #[derive(Debug, Clone, Default)]
 pub struct SentInfo {
-    pub frames: Vec<SentFrame>,
+    pub frames: SentFrames,
     /// Largest packet number acknowledged by an ACK frame in this packet: once this packet is
     /// acknowledged, the peer knows our ACK state up to there (RFC 9000 §13.2.4).
     pub largest_acked_in_ack: Option<u64>,

@@ -2,7 +2,7 @@
 //! padding rules, congestion and pacing limits, the anti-amplification limit, and sealing
 //! (packet protection then header protection).
 
-use super::sent::{SentFrame, SentInfo};
+use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{CloseInfo, Connection, SpaceId, State, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::frame::{self, ConnectionClose, Frame};
@@ -218,8 +218,7 @@ impl Connection {
             buf.truncate(packet_start);
             return false;
         }
-        let mut frames = std::mem::take(&mut self.scratch_frames);
-        frames.clear();
+        let mut frames = SentFrames::new();
         let mut info = SentInfo::default();
         let mut ack_eliciting = false;
 
@@ -281,7 +280,6 @@ impl Connection {
 
         if buf.len() == payload_start {
             buf.truncate(packet_start);
-            self.scratch_frames = frames;
             return false;
         }
         // Header protection samples 16 bytes starting 4 bytes after the packet number.
@@ -307,9 +305,7 @@ impl Connection {
         }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
         let size = buf.len() - packet_start;
-        info.frames = frames.clone();
-        frames.clear();
-        self.scratch_frames = frames;
+        info.frames = frames;
         let in_flight = ack_eliciting || padded;
         let sp = &mut self.spaces[space.idx()];
         sp.next_pn += 1;
@@ -356,7 +352,7 @@ impl Connection {
         now: Instant,
         buf: &mut Vec<u8>,
         end: usize,
-        frames: &mut Vec<SentFrame>,
+        frames: &mut SentFrames,
     ) -> bool {
         let start = buf.len();
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());

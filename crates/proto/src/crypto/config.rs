@@ -44,7 +44,12 @@ impl ClientCryptoConfig {
 
     /// Accepts any server certificate: for labs, tests and interop runs only.
     pub fn insecure(alpn: &[&[u8]]) -> Self {
-        let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+        Self::insecure_with(provider(), alpn)
+    }
+
+    /// Like `insecure`, with a chosen crypto provider (e.g. the simulator's deterministic one).
+    pub fn insecure_with(provider: Arc<rustls::crypto::CryptoProvider>, alpn: &[&[u8]]) -> Self {
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
             .expect("ring supports TLS 1.3")
             .dangerous()
@@ -81,7 +86,18 @@ impl ServerCryptoConfig {
         key: PrivateKeyDer<'static>,
         alpn: &[&[u8]],
     ) -> Result<Self, String> {
-        let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+        Self::with_provider(provider(), chain, key, alpn, true)
+    }
+
+    /// With a chosen crypto provider; `tickets` enables session tickets for resumption.
+    pub fn with_provider(
+        provider: Arc<rustls::crypto::CryptoProvider>,
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        alpn: &[&[u8]],
+        tickets: bool,
+    ) -> Result<Self, String> {
+        let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|e| e.to_string())?
             .with_no_client_auth()
@@ -90,7 +106,9 @@ impl ServerCryptoConfig {
         cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         cfg.max_early_data_size = 0;
         // Session tickets let clients resume (no 0-RTT yet).
-        if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
+        if !tickets {
+            cfg.send_tls13_tickets = 0;
+        } else if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
             cfg.ticketer = t;
             cfg.send_tls13_tickets = 1;
         }

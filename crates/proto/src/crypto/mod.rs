@@ -5,6 +5,7 @@
 //! are ours and live in `packet` and `endpoint`.
 
 mod config;
+pub mod deterministic;
 
 pub use config::{
     ClientCryptoConfig, ServerCryptoConfig, SkipServerVerification, self_signed_certificate,

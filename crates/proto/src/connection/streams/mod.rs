@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use crate::coding::varint_len;
 use crate::config::TransportConfig;
-use crate::connection::sent::SentFrame;
+use crate::connection::sent::{SentFrame, SentFrames};
 use crate::frame::{self, StreamFrame};
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
@@ -563,7 +563,7 @@ impl Streams {
     }
 
     /// Writes pending stream control frames while they fit in `max` bytes of `buf`.
-    pub fn write_control(&mut self, buf: &mut Vec<u8>, max: usize, sent: &mut Vec<SentFrame>) {
+    pub fn write_control(&mut self, buf: &mut Vec<u8>, max: usize, sent: &mut SentFrames) {
         let start = buf.len();
         let room = |buf: &Vec<u8>| max.saturating_sub(buf.len() - start);
         if self.pending.max_data {
@@ -693,12 +693,7 @@ impl Streams {
     }
 
     /// Fills up to `max` bytes of `buf` with STREAM frames, round-robin over streams.
-    pub fn write_stream_frames(
-        &mut self,
-        buf: &mut Vec<u8>,
-        max: usize,
-        sent: &mut Vec<SentFrame>,
-    ) {
+    pub fn write_stream_frames(&mut self, buf: &mut Vec<u8>, max: usize, sent: &mut SentFrames) {
         let start = buf.len();
         let mut visited = 0;
         let queue_len = self.send_queue.len();
