@@ -5,6 +5,41 @@
 //! seeds. A [`Sweep`] expands scenarios x presets x losses x variants x seeds into
 //! [`RunSpec`]s; [`run_all`] executes them with any `Fn(&RunSpec) -> RunRecord` on worker
 //! threads; [`aggregate`] and the writers in [`output`] turn the records into tables.
+//!
+//! A runner builds a simulator from the spec, installs the links, runs, and fills in the
+//! record (here with a constant-bit-rate stand-in where QUIC endpoints will go):
+//!
+//! ```
+//! use std::time::Duration;
+//! use qfec_lab::{RunRecord, RunSpec, Scenario, Sweep, aggregate, run_all};
+//! use qfec_lab::presets::{client_addr, server_addr};
+//! use qfec_sim::{Instant, Simulator, nodes::{CbrSender, Sink}};
+//!
+//! fn runner(spec: &RunSpec) -> RunRecord {
+//!     let mut sim: Simulator = Simulator::new(spec.seed);
+//!     let n = spec.workload.total_bytes().div_ceil(1000);
+//!     sim.add_node(server_addr(), Box::new(CbrSender::new(client_addr(), 1000, Duration::from_millis(1), n)));
+//!     sim.add_node(client_addr(), Box::new(Sink::default()));
+//!     let (down, _up) = spec.links.install(&mut sim, server_addr(), client_addr());
+//!     sim.run_until_done(Instant::ZERO + spec.duration_limit);
+//!     let t = sim.now().as_nanos() as f64 / 1e9;
+//!     RunRecord {
+//!         completed: true,
+//!         completion_time_s: Some(t),
+//!         bytes_on_wire: sim.link_stats(down).offered_bytes,
+//!         ..spec.record()
+//!     }
+//! }
+//!
+//! let text = "preset = \"interop\"\nrepetitions = 2\n[workload]\nkind = \"bulk\"\nsize = \"100kB\"\n";
+//! let scenario = Scenario::from_toml(text, "doc.toml", std::path::Path::new(".")).unwrap();
+//! let mut sweep = Sweep::new(scenario);
+//! sweep.losses = vec![0.0, 0.01];
+//! let specs = sweep.runs().unwrap();
+//! let records = run_all(&specs, 2, runner, |done, total, _| eprintln!("{done}/{total}"));
+//! let table = qfec_lab::output::summary_table(&aggregate(&records));
+//! assert_eq!(table.lines().count(), 2 + 2);
+//! ```
 
 pub mod campaign;
 pub mod config;
