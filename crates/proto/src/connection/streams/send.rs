@@ -194,6 +194,9 @@ impl SendStream {
         if end > self.buf_offset {
             self.acked.insert(offset.max(self.buf_offset)..end);
         }
+        // Data queued again after a (spurious) loss needs no resending once acknowledged;
+        // its bytes may be freed below.
+        self.retransmit.remove(offset..end);
         // Free the acknowledged prefix.
         while let Some(r) = self.acked.first_range() {
             if r.start > self.buf_offset {
@@ -233,5 +236,41 @@ impl SendStream {
         if fin && !self.fin_acked {
             self.fin_pending_retransmit = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a range declared lost, then acknowledged (a spurious loss) and freed, was
+    /// still queued for retransmission and `copy_range` underflowed (found by the lab at
+    /// 7.5 % loss on the satellite preset).
+    #[test]
+    fn acked_data_leaves_the_retransmission_queue() {
+        let mut s = SendStream::new(1 << 20);
+        s.write(&[1u8; 3000]);
+        let (o1, l1, _) = s.next_chunk(1000, u64::MAX).unwrap();
+        let (o2, l2, _) = s.next_chunk(1000, u64::MAX).unwrap();
+        s.on_lost(o1, l1, false);
+        s.on_ack(o1, l1, false);
+        s.on_ack(o2, l2, false);
+        let (o, l, _) = s.next_chunk(1000, u64::MAX).unwrap();
+        assert_eq!((o, l), (2000, 1000), "only new data remains to send");
+        let mut out = Vec::new();
+        s.copy_range(o, l, &mut out);
+        assert_eq!(out.len(), 1000);
+    }
+
+    #[test]
+    fn lost_fin_is_sent_again_alone() {
+        let mut s = SendStream::new(1 << 20);
+        s.write(b"abc");
+        s.finish();
+        assert_eq!(s.next_chunk(100, u64::MAX), Some((0, 3, true)));
+        s.on_ack(0, 3, false);
+        s.on_lost(3, 0, true);
+        assert_eq!(s.next_chunk(100, u64::MAX), Some((3, 0, true)));
+        assert!(s.on_ack(3, 0, true), "everything acknowledged");
     }
 }
