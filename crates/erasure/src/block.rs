@@ -304,6 +304,10 @@ pub struct BlockDecoder {
     blocks: Vec<Option<Block>>,
     /// `max_blocks * m` repair payload buffers.
     repairs: Vec<u8>,
+    /// Blocks holding repairs and still missing sources.
+    pending: usize,
+    /// `store.low()` when old blocks were last dropped.
+    last_low: u64,
 }
 
 impl BlockDecoder {
@@ -338,14 +342,29 @@ impl BlockDecoder {
             store: SourceStore::new(size, span),
             blocks: vec![None; max_blocks],
             repairs: vec![0u8; max_blocks * m * size],
+            pending: 0,
+            last_low: 0,
         })
+    }
+
+    /// Applies `f` to block slot `s`, keeping the count of pending blocks.
+    fn update(&mut self, s: usize, f: impl FnOnce(&mut Option<Block>)) {
+        let pending = |b: &Option<Block>| b.as_ref().is_some_and(|b| !b.done && b.nrep > 0);
+        let before = pending(&self.blocks[s]);
+        f(&mut self.blocks[s]);
+        let after = pending(&self.blocks[s]);
+        self.pending = self.pending + usize::from(after) - usize::from(before);
     }
 
     fn drop_old_blocks(&mut self) {
         let low = self.store.low();
-        for b in self.blocks.iter_mut() {
-            if b.as_ref().is_some_and(|b| b.first < low) {
-                *b = None;
+        if low == self.last_low {
+            return;
+        }
+        self.last_low = low;
+        for s in 0..self.blocks.len() {
+            if self.blocks[s].as_ref().is_some_and(|b| b.first < low) {
+                self.update(s, |b| *b = None);
             }
         }
     }
@@ -368,9 +387,11 @@ impl BlockDecoder {
             }
         }
         if nlost == 0 {
-            if let Some(b) = self.blocks[slot].as_mut() {
-                b.done = true;
-            }
+            self.update(slot, |b| {
+                if let Some(b) = b.as_mut() {
+                    b.done = true;
+                }
+            });
             return;
         }
         if nlost > b.nrep {
@@ -411,9 +432,11 @@ impl BlockDecoder {
                     .is_ok()
             }
         };
-        if let Some(b) = self.blocks[slot].as_mut() {
-            b.done = true;
-        }
+        self.update(slot, |b| {
+            if let Some(b) = b.as_mut() {
+                b.done = true;
+            }
+        });
         if !ok {
             return;
         }
@@ -444,6 +467,9 @@ impl FecDecoder for BlockDecoder {
         }
         self.store.insert(id, data)?;
         self.drop_old_blocks();
+        if self.pending == 0 {
+            return Ok(());
+        }
         for slot in 0..self.blocks.len() {
             let hit = self.blocks[slot]
                 .as_ref()
@@ -534,23 +560,27 @@ impl FecDecoder for BlockDecoder {
                         s
                     }
                 };
-                self.blocks[s] = Some(Block {
-                    first,
-                    stride,
-                    count,
-                    have: [0; 4],
-                    nrep: 0,
-                    done: false,
+                self.update(s, |b| {
+                    *b = Some(Block {
+                        first,
+                        stride,
+                        count,
+                        have: [0; 4],
+                        nrep: 0,
+                        done: false,
+                    })
                 });
                 s
             }
         };
         let o = (slot * self.m + index) * self.size;
         self.repairs[o..o + self.size].copy_from_slice(payload);
-        if let Some(b) = self.blocks[slot].as_mut() {
-            b.have[index / 64] |= 1 << (index % 64);
-            b.nrep += 1;
-        }
+        self.update(slot, |b| {
+            if let Some(b) = b.as_mut() {
+                b.have[index / 64] |= 1 << (index % 64);
+                b.nrep += 1;
+            }
+        });
         self.store.advance_to(last);
         self.drop_old_blocks();
         self.try_decode(slot, recovered);
