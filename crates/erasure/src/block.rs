@@ -306,8 +306,8 @@ pub struct BlockDecoder {
     repairs: Vec<u8>,
     /// Blocks holding repairs and still missing sources.
     pending: usize,
-    /// `store.low()` when old blocks were last dropped.
-    last_low: u64,
+    /// Lowest first id of the blocks held (`u64::MAX` if none).
+    oldest: u64,
 }
 
 impl BlockDecoder {
@@ -343,7 +343,7 @@ impl BlockDecoder {
             blocks: vec![None; max_blocks],
             repairs: vec![0u8; max_blocks * m * size],
             pending: 0,
-            last_low: 0,
+            oldest: u64::MAX,
         })
     }
 
@@ -356,17 +356,28 @@ impl BlockDecoder {
         self.pending = self.pending + usize::from(after) - usize::from(before);
     }
 
+    /// Drops the blocks that start below the source store's window.
     fn drop_old_blocks(&mut self) {
         let low = self.store.low();
-        if low == self.last_low {
+        if low <= self.oldest {
             return;
         }
-        self.last_low = low;
         for s in 0..self.blocks.len() {
             if self.blocks[s].as_ref().is_some_and(|b| b.first < low) {
                 self.update(s, |b| *b = None);
             }
         }
+        self.recompute_oldest();
+    }
+
+    fn recompute_oldest(&mut self) {
+        self.oldest = self
+            .blocks
+            .iter()
+            .flatten()
+            .map(|b| b.first)
+            .min()
+            .unwrap_or(u64::MAX);
     }
 
     /// Tries to complete block `slot`.
@@ -570,6 +581,7 @@ impl FecDecoder for BlockDecoder {
                         done: false,
                     })
                 });
+                self.recompute_oldest();
                 s
             }
         };
