@@ -253,6 +253,7 @@ impl Kernel {
     /// the previous content of `dst` is ignored (overwritten).
     ///
     /// Panics if `srcs.len() != coefs.len()` or a source length differs from `dst`.
+    #[allow(unsafe_code)]
     pub fn mul_multi<S: AsRef<[u8]>>(
         self,
         dst: &mut [u8],
@@ -301,6 +302,7 @@ impl Kernel {
     /// a group of outputs: the Reed-Solomon encode/decode inner loop.
     ///
     /// Panics if `coefs.len() != outs.len() * srcs.len()` or lengths differ.
+    #[allow(unsafe_code)]
     pub fn mul_matrix<S: AsRef<[u8]>>(self, outs: &mut [&mut [u8]], srcs: &[S], coefs: &[u8]) {
         assert_eq!(
             coefs.len(),

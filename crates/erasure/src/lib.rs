@@ -50,6 +50,8 @@
 //! [`rlc::generate_coding_coefficients`] and [`tinymt::TinyMt32`].
 
 #![warn(missing_docs)]
+// Unsafe code is confined to the SIMD kernels and their dispatch.
+#![deny(unsafe_code)]
 
 pub mod api;
 pub mod block;
@@ -57,6 +59,7 @@ pub mod gf256;
 pub mod rlc;
 pub mod rs;
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
 mod simd_x86;
 pub mod tinymt;
 

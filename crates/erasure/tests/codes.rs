@@ -607,3 +607,38 @@ fn rlc_decoder_memory_stays_bounded_under_heavy_loss() {
     }
     assert!(max_eqs <= 40, "{max_eqs} equations held");
 }
+
+#[test]
+fn rlc_ids_across_the_32_bit_esi_wrap() {
+    let size = 24;
+    let scheme = Scheme::Rlc {
+        window: 6,
+        density: 15,
+        field: Field::Gf256,
+        interval: 3,
+        repairs: 2,
+    };
+    let mut enc = scheme.encoder(size).unwrap();
+    let mut dec = scheme.decoder(size, DecoderLimits::default()).unwrap();
+    let start = (1u64 << 32) - 20;
+    let data = symbols(60, size, 21);
+    let mut rec = Vec::new();
+    let mut reps = Vec::new();
+    let mut got = 0;
+    for (i, d) in data.iter().enumerate() {
+        let id = start + i as u64;
+        enc.add_source(id, d).unwrap();
+        if i % 4 != 1 {
+            dec.add_source(id, d, &mut rec).unwrap();
+        }
+        enc.poll_repair(&mut reps);
+        for r in reps.drain(..) {
+            dec.add_repair(r.meta(), &r.payload, &mut rec).unwrap();
+        }
+        for r in rec.drain(..) {
+            assert_eq!(r.data, data[(r.id - start) as usize]);
+            got += 1;
+        }
+    }
+    assert!(got >= 14, "recovered {got}");
+}
