@@ -127,6 +127,11 @@ pub trait FecDecoder: Send {
 
 /// Local limits of a decoder. They bound its memory; nothing a peer sends can
 /// raise them.
+///
+/// Memory held, with `S` the symbol size and `span` rounded up to a power of
+/// two: block codes `span * S` (sources) + `max(max_blocks, 2 * depth) * m * S`
+/// (repairs); RLC `span * S` (sources) + at most `span` equations of
+/// `S + span` bytes each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecoderLimits {
     /// Block codes: blocks held at once (the oldest is dropped first).
@@ -213,6 +218,14 @@ impl Scheme {
             }
         }
         Ok(())
+    }
+
+    /// Length in bytes of this scheme's repair metadata.
+    pub fn meta_len(&self) -> usize {
+        match self {
+            Scheme::Xor { .. } | Scheme::ReedSolomon { .. } => crate::block::BLOCK_META_LEN,
+            Scheme::Rlc { .. } => crate::rlc::RLC_META_LEN,
+        }
     }
 
     /// An encoder for this scheme with the given symbol size.
