@@ -42,7 +42,7 @@ const fn build_log(exp: &[u8; 512]) -> [u8; 256] {
 
 /// `EXP[i] = 2^i` (the generator 2 is primitive for 0x11D), doubled to skip a modulo.
 pub static EXP: [u8; 512] = build_exp();
-/// `LOG[x]` for x != 0 (LOG[0] is meaningless).
+/// `LOG[x]` for x != 0 (`LOG[0]` is meaningless).
 pub static LOG: [u8; 256] = build_log(&build_exp());
 
 const fn mul_slow(a: u8, b: u8) -> u8 {
