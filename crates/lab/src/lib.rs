@@ -48,6 +48,7 @@ pub mod metrics;
 pub mod output;
 pub mod pages;
 pub mod presets;
+pub mod quic;
 pub mod scenario;
 pub mod units;
 pub mod workload;

@@ -43,6 +43,9 @@ pub struct RunRecord {
     pub fairness: Option<f64>,
     /// Simulator events and wall-clock time of the run (speed bookkeeping).
     pub sim_events: u64,
+    /// Hash of the simulator's event log: equal for equal seeds and settings.
+    #[serde(default)]
+    pub event_hash: u64,
     pub wall_time_s: f64,
     /// (time s, smoothed RTT s) samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -238,6 +238,8 @@ pub struct Connection {
     close_sent_at: Option<Instant>,
     stats: ConnectionStats,
     extensions: Vec<Box<dyn ConnectionExtension>>,
+    /// Frame types this connection accepts (the config's, plus DATAGRAM when enabled).
+    frames: Arc<crate::frame::FrameRegistry>,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
 }
@@ -322,6 +324,11 @@ impl Connection {
             stats: ConnectionStats::default(),
             extensions: Vec::new(),
             rx_dcid: p.local_cid,
+            frames: {
+                let mut f = cfg.frames.clone();
+                f.datagram |= cfg.max_datagram_frame_size.is_some();
+                Arc::new(f)
+            },
             config: cfg,
         };
         if conn.idle_timeout > Duration::ZERO {
@@ -595,6 +602,30 @@ impl Connection {
     /// convenience for tests.
     pub fn stream_counts(&self) -> (usize, usize) {
         self.streams.counts()
+    }
+
+    /// A one-line picture of the sending state, for diagnosing stalls.
+    pub fn diagnostics(&self) -> String {
+        let sp = &self.spaces[SpaceId::Data.idx()];
+        format!(
+            "state {:?}, in flight {} B ({} ack-eliciting), cwnd {}, loss timer {:?}, pacing timer {:?}, \
+             idle deadline {:?}, pto_count {}, streams: {}",
+            match self.state {
+                State::Handshake => "handshake",
+                State::Established => "established",
+                State::Closing { .. } => "closing",
+                State::Draining { .. } => "draining",
+                State::Drained => "drained",
+            },
+            self.bytes_in_flight(),
+            sp.sent.ack_eliciting_in_flight(),
+            self.cc.window(),
+            self.loss_timer,
+            self.pacing_timer,
+            self.idle_deadline,
+            self.pto_count,
+            self.streams.diagnostics(),
+        )
     }
 
     /// Whether every byte written on every stream has been acknowledged.

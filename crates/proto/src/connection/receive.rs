@@ -388,7 +388,7 @@ impl Connection {
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
     fn scan_for_close(&self, payload: &[u8]) -> Result<Option<()>, ()> {
-        for f in parse_frames(payload, &self.config.frames) {
+        for f in parse_frames(payload, &self.frames) {
             match f {
                 Ok(Frame::ConnectionClose(_)) => return Ok(Some(())),
                 Ok(_) => {}
@@ -433,7 +433,7 @@ impl Connection {
     ) -> Result<bool, TransportError> {
         let mut ack_eliciting = false;
         let mut any = false;
-        let registry = self.config.frames.clone();
+        let registry = self.frames.clone();
         for frame in parse_frames(payload, &registry) {
             let frame = frame.map_err(TransportError::from)?;
             any = true;

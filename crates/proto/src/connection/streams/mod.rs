@@ -834,6 +834,35 @@ impl Streams {
         }
     }
 
+    pub fn diagnostics(&self) -> String {
+        let sends: Vec<String> = self
+            .send
+            .iter()
+            .map(|(id, s)| format!("{id}:{}", s.diagnostics()))
+            .collect();
+        let recvs: Vec<String> = self
+            .recv
+            .iter()
+            .map(|(id, r)| {
+                format!(
+                    "{id}:read {} highest {} final {:?} max {} buffered {}",
+                    r.read_offset,
+                    r.highest,
+                    r.final_size,
+                    r.max_data,
+                    r.buffered()
+                )
+            })
+            .collect();
+        format!(
+            "recv [{}] send [{}] queue {:?} conn credit {}",
+            recvs.join(" "),
+            sends.join(" "),
+            self.send_queue,
+            self.peer_max_data.saturating_sub(self.sent_data)
+        )
+    }
+
     /// Open stream counts, for tests and statistics.
     pub fn counts(&self) -> (usize, usize) {
         (self.send.len(), self.recv.len())

@@ -64,6 +64,22 @@ impl SendStream {
         }
     }
 
+    pub fn diagnostics(&self) -> String {
+        format!(
+            "{:?} buf {}..{} next {} retransmit {:?} fin sent/lost/acked {}/{}/{} queued {} max {}",
+            self.state,
+            self.buf_offset,
+            self.write_offset(),
+            self.next_offset,
+            self.retransmit.iter().collect::<Vec<_>>(),
+            self.fin_sent,
+            self.fin_pending_retransmit,
+            self.fin_acked,
+            self.queued,
+            self.max_data
+        )
+    }
+
     /// Total bytes the application wrote.
     pub fn write_offset(&self) -> u64 {
         self.buf_offset + self.buf.len() as u64

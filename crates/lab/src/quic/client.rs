@@ -1,0 +1,282 @@
+//! The downloading side: issues the workload's requests (level by level for pages) and
+//! measures completion; or receives a real-time stream of DATAGRAMs and plays it out.
+
+use std::time::Duration;
+
+use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId};
+
+use crate::metrics::RunRecord;
+use crate::workload::{RealtimeSpec, Workload};
+
+struct Request {
+    size: u64,
+    level: u32,
+    stream: Option<StreamId>,
+    received: u64,
+    done: bool,
+}
+
+/// Playout of paper 002's real-time source.
+struct Playout {
+    spec: RealtimeSpec,
+    /// Per message: packets received, time it became complete.
+    packets: Vec<u32>,
+    complete_at: Vec<Option<Instant>>,
+    first_arrival: Option<Instant>,
+}
+
+enum Work {
+    Requests { reqs: Vec<Request>, level: u32 },
+    Realtime(Playout),
+}
+
+pub struct ClientApp {
+    conn: ConnectionHandle,
+    start: Instant,
+    work: Work,
+    app_bytes: u64,
+    done_at: Option<Instant>,
+    error: Option<String>,
+}
+
+impl ClientApp {
+    pub fn new(conn: ConnectionHandle, workload: &Workload, start: Instant) -> Self {
+        let req = |size, level| Request {
+            size,
+            level,
+            stream: None,
+            received: 0,
+            done: false,
+        };
+        let work = match workload {
+            Workload::Bulk { bytes } => Work::Requests {
+                reqs: vec![req(*bytes, 0)],
+                level: 0,
+            },
+            Workload::Files { sizes } => Work::Requests {
+                reqs: sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &s)| req(s, i as u32))
+                    .collect(),
+                level: 0,
+            },
+            Workload::Page(p) => Work::Requests {
+                reqs: p.objects.iter().map(|o| req(o.bytes, o.level)).collect(),
+                level: p.objects.iter().map(|o| o.level).min().unwrap_or(0),
+            },
+            Workload::Realtime(spec) => {
+                let n = spec.total_messages() as usize;
+                Work::Realtime(Playout {
+                    spec: spec.clone(),
+                    packets: vec![0; n],
+                    complete_at: vec![None; n],
+                    first_arrival: None,
+                })
+            }
+        };
+        ClientApp {
+            conn,
+            start,
+            work,
+            app_bytes: 0,
+            done_at: None,
+            error: None,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done_at.is_some() || self.error.is_some()
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match &self.work {
+            Work::Realtime(p) if !self.is_done() => p.end_time(),
+            _ => None,
+        }
+    }
+
+    pub fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
+        if self.is_done() {
+            return;
+        }
+        let Some(c) = ep.connection_mut(self.conn) else {
+            self.error = Some("connection vanished".into());
+            return;
+        };
+        while let Some(ev) = c.poll() {
+            if let Event::ConnectionLost(e) = ev {
+                self.error = Some(format!("connection lost: {e}"));
+                return;
+            }
+        }
+        if !c.is_established() {
+            return;
+        }
+        let finished = match &mut self.work {
+            Work::Requests { reqs, level } => {
+                drive_requests(now, c, reqs, level, &mut self.app_bytes, &mut self.error)
+            }
+            Work::Realtime(p) => {
+                while let Some(d) = c.recv_datagram() {
+                    self.app_bytes += d.len() as u64;
+                    p.on_datagram(now, &d);
+                }
+                p.end_time().is_some_and(|t| now >= t)
+            }
+        };
+        if finished {
+            self.done_at = Some(now);
+            c.close(now, 0, b"done");
+        }
+    }
+
+    pub fn fill_record(&self, ep: &Endpoint, rec: &mut RunRecord) {
+        if let Some(c) = ep.connection(self.conn) {
+            let s = c.stats();
+            rec.bytes_on_wire += s.udp_tx_bytes;
+            rec.packets_sent += s.packets_sent;
+            rec.retransmissions += s.packets_lost;
+            rec.spurious_retransmissions += s.spurious_losses;
+        }
+        rec.app_bytes = self.app_bytes;
+        if let Some(e) = &self.error {
+            rec.error.get_or_insert_with(|| e.clone());
+        }
+        match &self.work {
+            Work::Realtime(p) => {
+                let (fraction, rebuffer) = p.playout_metrics();
+                rec.app_data_fraction = Some(fraction);
+                rec.rebuffering_s = Some(rebuffer.as_secs_f64());
+                rec.completed = self.done_at.is_some();
+            }
+            Work::Requests { .. } => {
+                if let Some(t) = self.done_at {
+                    let secs = (t - self.start).as_secs_f64();
+                    rec.completed = true;
+                    rec.completion_time_s = Some(secs);
+                    rec.goodput_bps = Some(self.app_bytes as f64 * 8.0 / secs.max(1e-9));
+                }
+            }
+        }
+    }
+}
+
+/// Opens the current level's requests, reads responses, moves to the next level. Returns
+/// true once everything arrived.
+fn drive_requests(
+    now: Instant,
+    c: &mut qfec_proto::Connection,
+    reqs: &mut [Request],
+    level: &mut u32,
+    app_bytes: &mut u64,
+    error: &mut Option<String>,
+) -> bool {
+    // Reading may finish a level, whose successor is requested at once (no extra round).
+    loop {
+        if reqs.iter().filter(|r| r.level == *level).all(|r| r.done) {
+            match reqs
+                .iter()
+                .filter(|r| r.level > *level)
+                .map(|r| r.level)
+                .min()
+            {
+                Some(next) => *level = next,
+                None => return true,
+            }
+        }
+        for r in reqs
+            .iter_mut()
+            .filter(|r| r.level == *level && r.stream.is_none())
+        {
+            let Some(id) = c.open_stream(Dir::Bi) else {
+                break;
+            };
+            let _ = c.write(id, &r.size.to_be_bytes());
+            let _ = c.finish(id);
+            r.stream = Some(id);
+        }
+        let mut finished_one = false;
+        for r in reqs.iter_mut().filter(|r| !r.done) {
+            let Some(id) = r.stream else { continue };
+            loop {
+                match c.read(now, id, usize::MAX) {
+                    Ok(Some(b)) => {
+                        r.received += b.len() as u64;
+                        *app_bytes += b.len() as u64;
+                    }
+                    Ok(None) => {
+                        r.done = true;
+                        finished_one = true;
+                        if r.received != r.size {
+                            *error = Some(format!(
+                                "stream {id}: got {} of {} bytes",
+                                r.received, r.size
+                            ));
+                        }
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(e) => {
+                        *error = Some(format!("stream {id}: {e:?}"));
+                        r.done = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if !finished_one {
+            return false;
+        }
+    }
+}
+
+impl Playout {
+    fn period(&self) -> Duration {
+        Duration::from_secs(1) / self.spec.messages_per_sec.max(1)
+    }
+
+    fn on_datagram(&mut self, now: Instant, d: &[u8]) {
+        if d.len() < 5 {
+            return;
+        }
+        let msg = u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize;
+        if msg >= self.packets.len() {
+            return;
+        }
+        self.first_arrival.get_or_insert(now);
+        self.packets[msg] += 1;
+        if self.packets[msg] == self.spec.packets_per_message && self.complete_at[msg].is_none() {
+            self.complete_at[msg] = Some(now);
+        }
+    }
+
+    /// Playback ends one second after the last message's scheduled play time.
+    fn end_time(&self) -> Option<Instant> {
+        let first = self.first_arrival?;
+        Some(first + self.spec.playback_buffer + self.spec.duration + Duration::from_secs(1))
+    }
+
+    /// Paper 002's metrics: fraction of application data played, and total re-buffering.
+    /// Playback starts one buffer after the first arrival; a late message stalls playback
+    /// until it is complete; a message that never completes is skipped.
+    fn playout_metrics(&self) -> (f64, Duration) {
+        let Some(first) = self.first_arrival else {
+            return (0.0, Duration::ZERO);
+        };
+        let mut stall = Duration::ZERO;
+        let mut played = 0usize;
+        for (i, done) in self.complete_at.iter().enumerate() {
+            let due = first + self.spec.playback_buffer + self.period() * i as u32 + stall;
+            match done {
+                Some(t) if *t <= due => played += 1,
+                Some(t) => {
+                    stall += *t - due;
+                    played += 1;
+                }
+                None => {}
+            }
+        }
+        (played as f64 / self.complete_at.len().max(1) as f64, stall)
+    }
+}

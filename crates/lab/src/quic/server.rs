@@ -1,0 +1,151 @@
+//! The serving side: answers each request (an 8-byte size) with that many bytes, or sends the
+//! real-time source's messages as DATAGRAMs; samples RTT and congestion window.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, StreamId, WriteError};
+
+use crate::metrics::RunRecord;
+use crate::workload::{RealtimeSpec, Workload};
+
+/// Response body source: every response is these bytes, repeated.
+const CHUNK: usize = 64 * 1024;
+/// How often the path state is sampled for the traces.
+const TRACE_INTERVAL: Duration = Duration::from_millis(50);
+
+struct Response {
+    id: StreamId,
+    request: Vec<u8>,
+    remaining: Option<u64>,
+}
+
+struct Source {
+    spec: RealtimeSpec,
+    next_msg: u64,
+    total: u64,
+    next_at: Option<Instant>,
+}
+
+pub struct ServerApp {
+    conn: Option<ConnectionHandle>,
+    responses: Vec<Response>,
+    source: Option<Source>,
+    body: Vec<u8>,
+    next_trace: Instant,
+    rtt_trace: Vec<(f64, f64)>,
+    cwnd_trace: Vec<(f64, u64)>,
+}
+
+impl ServerApp {
+    pub fn new(workload: &Workload) -> Self {
+        let source = match workload {
+            Workload::Realtime(spec) => Some(Source {
+                spec: spec.clone(),
+                next_msg: 0,
+                total: spec.total_messages(),
+                next_at: None,
+            }),
+            _ => None,
+        };
+        ServerApp {
+            conn: None,
+            responses: Vec::new(),
+            source,
+            body: vec![0x42; CHUNK],
+            next_trace: Instant::ZERO,
+            rtt_trace: Vec::new(),
+            cwnd_trace: Vec::new(),
+        }
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.source.as_ref().and_then(|s| s.next_at)
+    }
+
+    pub fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
+        while let Some(h) = ep.accept() {
+            self.conn = Some(h);
+        }
+        let Some(c) = self.conn.and_then(|h| ep.connection_mut(h)) else {
+            return;
+        };
+        while let Some(ev) = c.poll() {
+            if let Event::ConnectionLost(_) = ev {
+                self.source = None;
+            }
+        }
+        if now >= self.next_trace && c.is_established() {
+            let p = c.path_stats();
+            let t = now.as_nanos() as f64 / 1e9;
+            self.rtt_trace.push((t, p.rtt.as_secs_f64()));
+            self.cwnd_trace.push((t, p.cwnd));
+            self.next_trace = now + TRACE_INTERVAL;
+        }
+        while let Some(id) = c.accept_stream(Dir::Bi) {
+            self.responses.push(Response {
+                id,
+                request: Vec::new(),
+                remaining: None,
+            });
+        }
+        for r in &mut self.responses {
+            if r.remaining.is_none() {
+                while let Ok(Some(b)) = c.read(now, r.id, 8 - r.request.len()) {
+                    r.request.extend_from_slice(&b);
+                    if r.request.len() == 8 {
+                        let size = u64::from_be_bytes(r.request[..8].try_into().expect("8 bytes"));
+                        r.remaining = Some(size);
+                        break;
+                    }
+                }
+            }
+            let Some(left) = r.remaining.as_mut() else {
+                continue;
+            };
+            while *left > 0 {
+                let n = (*left).min(CHUNK as u64) as usize;
+                match c.write(r.id, &self.body[..n]) {
+                    Ok(w) => *left -= w as u64,
+                    Err(WriteError::Blocked) => break,
+                    Err(_) => {
+                        *left = 0;
+                    }
+                }
+            }
+            if *left == 0 {
+                let _ = c.finish(r.id);
+            }
+        }
+        self.responses.retain(|r| r.remaining != Some(0));
+        if let Some(src) = self.source.as_mut() {
+            if c.is_established() && src.next_at.is_none() && src.next_msg == 0 {
+                src.next_at = Some(now);
+            }
+            while let Some(t) = src.next_at.filter(|t| *t <= now) {
+                let msg = src.next_msg;
+                for pkt in 0..src.spec.packets_per_message {
+                    let mut d = vec![0u8; src.spec.packet_bytes.max(5) as usize];
+                    d[..4].copy_from_slice(&(msg as u32).to_be_bytes());
+                    d[4] = pkt as u8;
+                    let _ = c.send_datagram(Bytes::from(d));
+                }
+                src.next_msg += 1;
+                src.next_at = (src.next_msg < src.total)
+                    .then(|| t + Duration::from_secs(1) / src.spec.messages_per_sec.max(1));
+            }
+        }
+    }
+
+    pub fn fill_record(&self, ep: &Endpoint, rec: &mut RunRecord) {
+        if let Some(c) = self.conn.and_then(|h| ep.connection(h)) {
+            let s = c.stats();
+            rec.bytes_on_wire += s.udp_tx_bytes;
+            rec.packets_sent += s.packets_sent;
+            rec.retransmissions += s.packets_lost;
+            rec.spurious_retransmissions += s.spurious_losses;
+        }
+        rec.rtt_trace = self.rtt_trace.clone();
+        rec.cwnd_trace = self.cwnd_trace.clone();
+    }
+}
