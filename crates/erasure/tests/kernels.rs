@@ -8,7 +8,7 @@ fn report(k: Kernel) -> bool {
     if k.is_supported() {
         true
     } else {
-        println!("NOTICE: kernel {k:?} not supported by this CPU, skipped");
+        println!("NOTICE: kernel {k:?} not supported on this CPU/target, skipped");
         false
     }
 }
