@@ -170,10 +170,10 @@ impl ReedSolomon {
         if data.iter().any(|d| d.as_ref().len() != size) || parity.iter().any(|p| p.len() != size) {
             return Err(FecError::SymbolSize);
         }
-        // Balanced groups of at most 8 outputs share each source load.
-        let groups = parity.len().div_ceil(8);
+        // Balanced groups of at most 10 outputs share each source load.
+        let groups = parity.len().div_ceil(10);
         let per = parity.len().div_ceil(groups);
-        let mut rows = [0u8; 8 * MAX_SYMBOLS];
+        let mut rows = [0u8; 10 * MAX_SYMBOLS];
         for (g, chunk) in parity.chunks_mut(per).enumerate() {
             let first = g * per;
             let coefs = if k == self.k {

@@ -553,7 +553,9 @@ macro_rules! matrix_kernel {
                         5 => $group::<5, S>(chunk, srcs, rows),
                         6 => $group::<6, S>(chunk, srcs, rows),
                         7 => $group::<7, S>(chunk, srcs, rows),
-                        _ => $group::<8, S>(chunk, srcs, rows),
+                        8 => $group::<8, S>(chunk, srcs, rows),
+                        9 => $group::<9, S>(chunk, srcs, rows),
+                        _ => $group::<10, S>(chunk, srcs, rows),
                     }
                 }
             }
@@ -650,7 +652,7 @@ matrix_kernel!(
     matrix_avx512_r,
     "avx512f,avx512bw",
     64,
-    8,
+    10,
     __m512i,
     ld512,
     st512,
