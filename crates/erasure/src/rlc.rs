@@ -305,6 +305,8 @@ pub struct RlcDecoder {
     recent: Vec<u64>,
     cc: Vec<u8>,
     tmp: Vec<u8>,
+    /// Scratch list of equations changed by one step (kept to avoid allocating).
+    touched: Vec<usize>,
 }
 
 impl RlcDecoder {
@@ -333,6 +335,7 @@ impl RlcDecoder {
             recent: vec![u64::MAX; RECENT],
             cc: vec![0u8; window],
             tmp: vec![0u8; size],
+            touched: Vec::new(),
         })
     }
 
@@ -443,7 +446,8 @@ impl RlcDecoder {
         // Back-substitute: remove `pivot` from every other equation.
         let row = std::mem::take(&mut self.eqs[e].coefs);
         let data = std::mem::take(&mut self.eqs[e].data);
-        let mut touched: Vec<usize> = Vec::new();
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.clear();
         for q in 0..self.eqs.len() {
             if q == e || !self.eqs[q].active {
                 continue;
@@ -469,9 +473,10 @@ impl RlcDecoder {
         self.eqs[e].coefs = row;
         self.eqs[e].data = data;
         self.check_solved(e, out);
-        for q in touched {
+        for &q in &touched {
             self.check_solved(q, out);
         }
+        self.touched = touched;
     }
 
     fn check_solved(&mut self, e: usize, out: &mut Vec<Recovered>) {
@@ -648,7 +653,8 @@ impl FecDecoder for RlcDecoder {
             }
             return Ok(());
         }
-        let mut touched: Vec<usize> = Vec::new();
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.clear();
         for q in 0..self.eqs.len() {
             let eq = &mut self.eqs[q];
             if !eq.active || id < eq.pivot || id > eq.max {
@@ -662,9 +668,10 @@ impl FecDecoder for RlcDecoder {
             eq.coefs[(id & mask) as usize] = 0;
             touched.push(q);
         }
-        for q in touched {
+        for &q in &touched {
             self.check_solved(q, recovered);
         }
+        self.touched = touched;
         Ok(())
     }
 
