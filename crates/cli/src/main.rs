@@ -1,6 +1,7 @@
 //! The `qfec` command-line program.
 
 mod hq;
+mod lab;
 mod tls;
 
 use std::net::SocketAddr;
@@ -26,6 +27,9 @@ enum Command {
     Server(hq::ServerArgs),
     /// Fetch URLs over QUIC (hq-interop), one stream each, and report goodput.
     Client(hq::ClientArgs),
+    /// Experiments in the deterministic virtual-time lab.
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Server(args) => hq::run_server(args),
         Command::Client(args) => hq::run_client(args),
+        Command::Lab(cmd) => lab::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -50,6 +50,8 @@ pub struct ReedSolomon {
     parity: Vec<u8>,
     kernel: Kernel,
     cache: Vec<CacheEntry>,
+    /// Hash of each cache entry's key (a fast first filter for lookups).
+    cache_hash: Vec<u64>,
     cache_cap: usize,
     clock: u64,
     // Scratch for matrix inversion.
@@ -107,6 +109,7 @@ impl ReedSolomon {
             parity: p,
             kernel: Kernel::best(),
             cache: Vec::with_capacity(cache),
+            cache_hash: Vec::with_capacity(cache),
             cache_cap: cache,
             clock: 0,
             scratch: Vec::new(),
@@ -286,7 +289,18 @@ impl ReedSolomon {
     /// Returns the cache slot holding the decode rows for this pattern.
     fn decode_rows(&mut self, key: CacheKey, lost: &[u8], used: &[u8]) -> usize {
         self.clock += 1;
-        if let Some(pos) = self.cache.iter().position(|c| c.key == key) {
+        let mut h = u64::from(key.k);
+        for w in key.lost.iter().chain(&key.used) {
+            h = (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+        }
+        let found = self
+            .cache_hash
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c == h)
+            .map(|(i, _)| i)
+            .find(|&i| self.cache[i].key == key);
+        if let Some(pos) = found {
             self.cache[pos].stamp = self.clock;
             return pos;
         }
@@ -383,9 +397,11 @@ impl ReedSolomon {
                 .min_by_key(|&i| self.cache[i].stamp)
                 .unwrap_or(0);
             self.cache[old] = entry;
+            self.cache_hash[old] = h;
             old
         } else {
             self.cache.push(entry);
+            self.cache_hash.push(h);
             self.cache.len() - 1
         }
     }

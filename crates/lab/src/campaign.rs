@@ -72,6 +72,9 @@ pub struct Sweep {
     pub losses: Vec<f64>,
     pub variants: Vec<Variant>,
     pub seeds: Vec<u64>,
+    /// Each preset point downloads its preset's bulk size (paper 000: 20 MB, 5 MB over
+    /// satellite) instead of the base workload.
+    pub preset_bulk: bool,
 }
 
 impl Sweep {
@@ -82,6 +85,7 @@ impl Sweep {
             losses: Vec::new(),
             variants: Vec::new(),
             seeds: Vec::new(),
+            preset_bulk: false,
         }
     }
 
@@ -147,7 +151,12 @@ impl Sweep {
                             loss: point_loss,
                             seed,
                             links: links.clone(),
-                            workload: self.base.workload.clone(),
+                            workload: match preset {
+                                Some(p) if self.preset_bulk => Workload::Bulk {
+                                    bytes: p.bulk_bytes,
+                                },
+                                _ => self.base.workload.clone(),
+                            },
                             protocol: v.protocol.clone(),
                             duration_limit: self.base.duration_limit,
                         });

@@ -130,3 +130,87 @@ mod tests {
         assert_eq!(short_size(1_818_624), "1776KiB");
     }
 }
+
+impl Workload {
+    /// Parses the command line's short form: `bulk:20MB`, `files:1kB,10kB,50kB,1MB`,
+    /// `page:flickr` (or a paper 001 site), `realtime` or `realtime:25s`.
+    pub fn parse(s: &str) -> Result<Workload, String> {
+        let (kind, arg) = s.split_once(':').unwrap_or((s, ""));
+        let need = |what: &str| {
+            if arg.is_empty() {
+                Err(format!(
+                    "workload {s:?}: {kind} needs {what}, e.g. {kind}:{}",
+                    example(kind)
+                ))
+            } else {
+                Ok(arg)
+            }
+        };
+        match kind {
+            "bulk" => Ok(Workload::Bulk {
+                bytes: crate::units::parse_size(need("a size")?)
+                    .map_err(|e| format!("workload {s:?}: {e}"))?,
+            }),
+            "files" => Ok(Workload::Files {
+                sizes: crate::units::parse_list(need("sizes")?, crate::units::parse_size)
+                    .map_err(|e| format!("workload {s:?}: {e}"))?,
+            }),
+            "page" => crate::pages::PageModel::by_name(need("a page name")?)
+                .map(Workload::Page)
+                .map_err(|e| format!("workload {s:?}: {e}")),
+            "realtime" => {
+                let mut spec = RealtimeSpec::paper002();
+                if !arg.is_empty() {
+                    spec.duration = crate::units::parse_duration(arg)
+                        .map_err(|e| format!("workload {s:?}: {e}"))?;
+                }
+                Ok(Workload::Realtime(spec))
+            }
+            _ => Err(format!(
+                "unknown workload {s:?}; use bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION]"
+            )),
+        }
+    }
+}
+
+fn example(kind: &str) -> &'static str {
+    match kind {
+        "bulk" => "20MB",
+        "files" => "1kB,10kB,50kB,1MB",
+        "page" => "flickr",
+        _ => "...",
+    }
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn short_forms() {
+        assert_eq!(
+            Workload::parse("bulk:20MB"),
+            Ok(Workload::Bulk { bytes: 20_000_000 })
+        );
+        assert_eq!(
+            Workload::parse("files:1kB,1MB"),
+            Ok(Workload::Files {
+                sizes: vec![1_000, 1_000_000]
+            })
+        );
+        assert!(matches!(
+            Workload::parse("page:flickr"),
+            Ok(Workload::Page(_))
+        ));
+        assert!(
+            matches!(Workload::parse("realtime:5s"), Ok(Workload::Realtime(r)) if r.duration.as_secs() == 5)
+        );
+        assert!(Workload::parse("bulk").unwrap_err().contains("bulk:20MB"));
+        assert!(Workload::parse("page:nosuchsite").is_err());
+        assert!(
+            Workload::parse("stream:1")
+                .unwrap_err()
+                .contains("unknown workload")
+        );
+    }
+}

@@ -147,8 +147,10 @@ impl Connection {
         let mut largest_lost_sent = None;
         let mut lost_bytes = 0;
         for (pn, p) in lost {
-            self.stats.packets_lost += 1;
-            self.stats.bytes_lost += u64::from(p.size);
+            if p.ack_eliciting {
+                self.stats.packets_lost += 1;
+                self.stats.bytes_lost += u64::from(p.size);
+            }
             if p.in_flight {
                 lost_bytes += u64::from(p.size);
                 largest_lost_sent = Some(p.time_sent);

@@ -127,6 +127,7 @@ pub struct ConnectionStats {
     pub udp_rx_bytes: u64,
     pub packets_sent: u64,
     pub packets_received: u64,
+    /// Ack-eliciting packets declared lost (their content was sent again).
     pub packets_lost: u64,
     pub bytes_lost: u64,
     /// Packets declared lost that were acknowledged later.
@@ -218,6 +219,9 @@ pub struct Connection {
     /// An ack-eliciting packet was sent since the last packet received (idle timer rule).
     sent_ack_eliciting_since_rx: bool,
     last_sent: Option<Instant>,
+    last_ack_eliciting_sent: Option<Instant>,
+    /// Packets without ack-eliciting frames sent since the last ack-eliciting one.
+    ack_only_sent: u32,
     loss_timer: Option<Instant>,
     pacing_timer: Option<Instant>,
     handshake_done_pending: bool,
@@ -306,6 +310,8 @@ impl Connection {
             idle_deadline: None,
             sent_ack_eliciting_since_rx: false,
             last_sent: None,
+            last_ack_eliciting_sent: None,
+            ack_only_sent: 0,
             loss_timer: None,
             pacing_timer: None,
             handshake_done_pending: false,
@@ -602,6 +608,11 @@ impl Connection {
     /// convenience for tests.
     pub fn stream_counts(&self) -> (usize, usize) {
         self.streams.counts()
+    }
+
+    /// Sent packets still tracked by loss detection (awaiting acknowledgement or loss).
+    pub fn unacked_packets(&self) -> usize {
+        self.spaces.iter().map(|s| s.sent.len()).sum()
     }
 
     /// A one-line picture of the sending state, for diagnosing stalls.

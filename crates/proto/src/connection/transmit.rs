@@ -15,6 +15,8 @@ use crate::types::{Side, error_code};
 const MIN_INITIAL_DATAGRAM: usize = 1200;
 /// At most this many ACK ranges per ACK frame.
 const MAX_ACK_RANGES: usize = 32;
+/// ACK-only packets sent before one of them carries a PING.
+const ACK_ONLY_BEFORE_PING: u32 = 16;
 /// Room that is not worth starting a packet for.
 const MIN_PACKET_ROOM: usize = 64;
 
@@ -278,6 +280,23 @@ impl Connection {
             }
         }
 
+        // A pure receiver sends only ACKs, which the peer never acknowledges, so their state
+        // would pile up; an occasional PING makes the peer acknowledge them (RFC 9000
+        // §13.2.4). Only after many ACK-only packets, so that two idle peers acknowledging
+        // each other's PINGs do not keep the connection busy forever.
+        if space == SpaceId::Data
+            && !ack_eliciting
+            && buf.len() > payload_start
+            && buf.len() < max_payload_end
+            && self.ack_only_sent >= ACK_ONLY_BEFORE_PING
+            && self
+                .last_ack_eliciting_sent
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.rtt.smoothed())
+        {
+            Frame::Ping.encode(buf);
+            frames.push(SentFrame::Ping);
+            ack_eliciting = true;
+        }
         if buf.len() == payload_start {
             buf.truncate(packet_start);
             return false;
@@ -325,7 +344,12 @@ impl Connection {
             self.cc.on_sent(now, size as u64, inflight);
             self.pacer.on_sent(size as u64);
         }
+        if !ack_eliciting {
+            self.ack_only_sent += 1;
+        }
         if ack_eliciting {
+            self.ack_only_sent = 0;
+            self.last_ack_eliciting_sent = Some(now);
             if !self.sent_ack_eliciting_since_rx {
                 self.sent_ack_eliciting_since_rx = true;
                 if !self.idle_timeout.is_zero() {
