@@ -279,7 +279,13 @@ impl Kernel {
                     Kernel::Scalar => {}
                     Kernel::Ssse3 => return x::multi_ssse3(dst, srcs, coefs, accumulate),
                     Kernel::Avx2 => return x::multi_avx2(dst, srcs, coefs, accumulate),
-                    Kernel::Avx512 => return x::multi_avx512(dst, srcs, coefs, accumulate),
+                    Kernel::Avx512 => {
+                        let n = dst.len();
+                        if n > 128 && n <= 64 * x::WHOLE_MAX_VECTORS {
+                            return x::whole_avx512(dst, srcs, coefs, accumulate);
+                        }
+                        return x::multi_avx512(dst, srcs, coefs, accumulate);
+                    }
                     Kernel::Gfni256 => return x::multi_gfni256(dst, srcs, coefs, accumulate),
                     Kernel::Gfni512 => {
                         let aligned = (dst.as_ptr() as usize).is_multiple_of(64)

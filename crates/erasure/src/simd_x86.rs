@@ -714,3 +714,108 @@ matrix_kernel!(
     split_gfni512,
     apply_gfni512
 );
+
+// ---------------------------------------------------------------- whole symbol
+
+/// Largest symbol (in 64-byte vectors) kept entirely in AVX-512 registers.
+pub(crate) const WHOLE_MAX_VECTORS: usize = 20;
+
+/// Fused multiply-accumulate keeping the whole destination (`V` vectors, the
+/// last one masked) in registers: each source is read once, its coefficient
+/// tables loaded once, and `dst` stored once. This is the common case of
+/// packet-sized symbols (up to 1280 bytes).
+///
+/// # Safety
+/// AVX-512F/BW; `64 * (V - 1) < dst.len() <= 64 * V`; every source has the
+/// length of `dst`; `srcs.len() == coefs.len()`.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn whole_avx512_v<const V: usize, S: AsRef<[u8]>>(
+    dst: &mut [u8],
+    srcs: &[S],
+    coefs: &[u8],
+    accumulate: bool,
+) {
+    const W: usize = 64;
+    let n = dst.len();
+    let tail = n - W * (V - 1);
+    let k: __mmask64 = if tail == W { !0 } else { (1u64 << tail) - 1 };
+    let dp = dst.as_mut_ptr();
+    let mut a = [zero512(); V];
+    // SAFETY (all blocks below): vectors `0..V-1` are full and inside every
+    // buffer (`64 * (V - 1) < n`); the last one is accessed with mask `k`,
+    // which covers exactly the `tail` remaining bytes.
+    if accumulate {
+        unsafe {
+            for (v, a) in a[..V - 1].iter_mut().enumerate() {
+                *a = ld512(dp.add(v * W));
+            }
+            a[V - 1] = _mm512_maskz_loadu_epi8(k, dp.add(W * (V - 1)) as *const i8);
+        }
+    }
+    for (s, &c) in srcs.iter().zip(coefs) {
+        if c == 0 {
+            continue;
+        }
+        let sp = s.as_ref().as_ptr();
+        // SAFETY: as above.
+        unsafe {
+            let last = _mm512_maskz_loadu_epi8(k, sp.add(W * (V - 1)) as *const i8);
+            if c == 1 {
+                for (v, a) in a[..V - 1].iter_mut().enumerate() {
+                    *a = xor512(*a, ld512(sp.add(v * W)));
+                }
+                a[V - 1] = xor512(a[V - 1], last);
+            } else {
+                let t = prep512(c);
+                for (v, a) in a[..V - 1].iter_mut().enumerate() {
+                    *a = step512(*a, ld512(sp.add(v * W)), t);
+                }
+                a[V - 1] = step512(a[V - 1], last, t);
+            }
+        }
+    }
+    // SAFETY: as above.
+    unsafe {
+        for (v, a) in a[..V - 1].iter().enumerate() {
+            st512(dp.add(v * W), *a);
+        }
+        _mm512_mask_storeu_epi8(dp.add(W * (V - 1)) as *mut i8, k, a[V - 1]);
+    }
+}
+
+/// [`whole_avx512_v`] for any length in `129..=64 * WHOLE_MAX_VECTORS`.
+///
+/// # Safety
+/// AVX-512F/BW; every source has the length of `dst`, which is in
+/// `129..=64 * WHOLE_MAX_VECTORS`; `srcs.len() == coefs.len()`.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn whole_avx512<S: AsRef<[u8]>>(
+    dst: &mut [u8],
+    srcs: &[S],
+    coefs: &[u8],
+    accumulate: bool,
+) {
+    // SAFETY: `V = ceil(n / 64)` satisfies `64 * (V - 1) < n <= 64 * V`.
+    unsafe {
+        match dst.len().div_ceil(64) {
+            3 => whole_avx512_v::<3, S>(dst, srcs, coefs, accumulate),
+            4 => whole_avx512_v::<4, S>(dst, srcs, coefs, accumulate),
+            5 => whole_avx512_v::<5, S>(dst, srcs, coefs, accumulate),
+            6 => whole_avx512_v::<6, S>(dst, srcs, coefs, accumulate),
+            7 => whole_avx512_v::<7, S>(dst, srcs, coefs, accumulate),
+            8 => whole_avx512_v::<8, S>(dst, srcs, coefs, accumulate),
+            9 => whole_avx512_v::<9, S>(dst, srcs, coefs, accumulate),
+            10 => whole_avx512_v::<10, S>(dst, srcs, coefs, accumulate),
+            11 => whole_avx512_v::<11, S>(dst, srcs, coefs, accumulate),
+            12 => whole_avx512_v::<12, S>(dst, srcs, coefs, accumulate),
+            13 => whole_avx512_v::<13, S>(dst, srcs, coefs, accumulate),
+            14 => whole_avx512_v::<14, S>(dst, srcs, coefs, accumulate),
+            15 => whole_avx512_v::<15, S>(dst, srcs, coefs, accumulate),
+            16 => whole_avx512_v::<16, S>(dst, srcs, coefs, accumulate),
+            17 => whole_avx512_v::<17, S>(dst, srcs, coefs, accumulate),
+            18 => whole_avx512_v::<18, S>(dst, srcs, coefs, accumulate),
+            19 => whole_avx512_v::<19, S>(dst, srcs, coefs, accumulate),
+            _ => whole_avx512_v::<20, S>(dst, srcs, coefs, accumulate),
+        }
+    }
+}

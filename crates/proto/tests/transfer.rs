@@ -131,6 +131,32 @@ fn transfer_without_loss() {
 }
 
 #[test]
+fn pure_receiver_state_stays_bounded() {
+    // Regression: with windows so large that the receiver never sends MAX_DATA, it sends
+    // only ACKs, which nobody acknowledges unless it sometimes elicits an acknowledgement;
+    // its loss-detection state must stay small.
+    let big = TransportConfig {
+        receive_window: 16 << 20,
+        stream_receive_window: 16 << 20,
+        ..TransportConfig::default()
+    };
+    let mut pair = Pair::new(2, big.clone(), LinkSpec::default(), LinkSpec::default());
+    let ch = pair.connect(big);
+    let data = payload(4_000_000, 2);
+    let mut up = Upload::new(ch);
+    assert!(pair.run_until(Duration::from_secs(30), |p| up.drive(p, &data)));
+    let server = pair.server.connection(up.server.unwrap()).unwrap();
+    let sent = server.stats().packets_sent;
+    assert!(sent > 1000);
+    // At most about one RTT of ACKs stays tracked, not the whole transfer's.
+    let tracked = server.unacked_packets();
+    assert!(
+        tracked * 10 < sent as usize,
+        "receiver tracks {tracked} of {sent} packets"
+    );
+}
+
+#[test]
 fn transfer_with_5_percent_loss() {
     let lossy = LinkSpec {
         loss: 0.05,
