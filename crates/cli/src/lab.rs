@@ -119,7 +119,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     }
     let wall = started.elapsed();
     print!("{}", summary_table(&aggregate(&records)));
-    let simulated: f64 = records.iter().filter_map(|r| r.completion_time_s).sum();
+    let simulated: f64 = records.iter().map(|r| r.sim_time_s).sum();
     println!(
         "{total} runs in {:.2} s wall ({:.0} simulated seconds per wall second)",
         wall.as_secs_f64(),

@@ -43,6 +43,9 @@ pub struct RunRecord {
     pub fairness: Option<f64>,
     /// Simulator events and wall-clock time of the run (speed bookkeeping).
     pub sim_events: u64,
+    /// Simulated time the run took, seconds.
+    #[serde(default)]
+    pub sim_time_s: f64,
     /// Hash of the simulator's event log: equal for equal seeds and settings.
     #[serde(default)]
     pub event_hash: u64,
@@ -142,6 +145,11 @@ pub struct Summary {
     pub goodput_bps: Option<Stats>,
     pub retransmissions: Option<Stats>,
     pub overhead: Option<Stats>,
+    /// Real-time workloads: fraction of application data played, and re-buffering seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_data_fraction: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebuffering_s: Option<Stats>,
 }
 
 /// Group records by (scenario, preset, variant, workload, loss) and summarise each group.
@@ -179,6 +187,8 @@ pub fn aggregate(records: &[RunRecord]) -> Vec<Summary> {
                 goodput_bps: col(&|r| r.goodput_bps),
                 retransmissions: col(&|r| Some(r.retransmissions as f64)),
                 overhead: col(&|r| Some(r.overhead())),
+                app_data_fraction: col(&|r| r.app_data_fraction),
+                rebuffering_s: col(&|r| r.rebuffering_s),
             }
         })
         .collect()

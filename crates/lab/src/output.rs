@@ -152,7 +152,7 @@ fn cell(st: &Option<Stats>, f: impl Fn(&Stats) -> f64, scale: f64, prec: usize) 
 
 /// A readable fixed-width table, one row per parameter point.
 pub fn summary_table(sums: &[Summary]) -> String {
-    let header = [
+    let mut header = vec![
         "scenario",
         "preset",
         "variant",
@@ -168,6 +168,11 @@ pub fn summary_table(sums: &[Summary]) -> String {
         "retx_mean",
         "ovh%",
     ];
+    // Real-time workloads add their playout metrics (paper 002).
+    let realtime = sums.iter().any(|s| s.app_data_fraction.is_some());
+    if realtime {
+        header.extend(["played%_med", "rebuf_s_med"]);
+    }
     let rows: Vec<Vec<String>> = sums
         .iter()
         .map(|s| {
@@ -187,6 +192,10 @@ pub fn summary_table(sums: &[Summary]) -> String {
                 cell(&s.retransmissions, |x| x.mean, 1.0, 1),
                 cell(&s.overhead, |x| x.mean, 100.0, 1),
             ]
+            .into_iter()
+            .chain(realtime.then(|| cell(&s.app_data_fraction, |x| x.median, 100.0, 1)))
+            .chain(realtime.then(|| cell(&s.rebuffering_s, |x| x.median, 1.0, 3)))
+            .collect()
         })
         .collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -213,7 +222,10 @@ pub fn summary_table(sums: &[Summary]) -> String {
         out.push_str(parts.join("  ").trim_end());
         out.push('\n');
     };
-    line(&header.map(String::from), &mut out);
+    line(
+        &header.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+        &mut out,
+    );
     line(
         &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
         &mut out,

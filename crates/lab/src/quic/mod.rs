@@ -165,6 +165,7 @@ pub fn run(spec: &RunSpec) -> RunRecord {
         }
     }
     rec.sim_events = sim.stats().events;
+    rec.sim_time_s = sim.now().as_nanos() as f64 / 1e9;
     rec.event_hash = sim.event_hash();
     let _ = (down, up);
     if rec.error.is_none() {
