@@ -1,0 +1,219 @@
+//! The `qfec` program end to end: a server and a client over loopback move files identical
+//! by hash; bad input gets a one-line error that says what to fix.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+const QFEC: &str = env!("CARGO_BIN_EXE_qfec");
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(root: &Path, extra: &[&str]) -> Server {
+    let mut child = Command::new(QFEC)
+        .args(["server", "--listen", "127.0.0.1:0", "--root"])
+        .arg(root)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start qfec server");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("server exited").unwrap();
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr }
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("qfec-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn file_bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[(i % 4) as usize] ^ seed)
+        .collect()
+}
+
+#[test]
+fn server_and_client_move_files_identical_by_hash() {
+    let root = temp_dir("root");
+    let out = temp_dir("out");
+    let big = file_bytes(8_000_000, 1);
+    std::fs::write(root.join("big.bin"), &big).unwrap();
+    std::fs::write(root.join("small.txt"), b"hello\n").unwrap();
+    let server = start_server(&root, &[]);
+    let url = |p: &str| format!("https://{}/{p}", server.addr);
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--timeout", "30", "-o"])
+        .arg(&out)
+        .args([url("big.bin"), url("small.txt")])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "client failed: {stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        Sha256::digest(std::fs::read(out.join("big.bin")).unwrap()),
+        Sha256::digest(&big)
+    );
+    assert_eq!(std::fs::read(out.join("small.txt")).unwrap(), b"hello\n");
+    assert!(stdout.contains("2 of 2 files"), "{stdout}");
+    let hex: String = Sha256::digest(&big)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(stdout.contains(&hex), "client prints the SHA-256");
+}
+
+#[test]
+fn missing_file_and_escaping_paths_fail_cleanly() {
+    let root = temp_dir("root2");
+    std::fs::write(root.join("a.txt"), b"a").unwrap();
+    let server = start_server(&root, &["--retry"]);
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--timeout", "10"])
+        .args([
+            format!("https://{}/a.txt", server.addr),
+            format!("https://{}/missing", server.addr),
+            format!("https://{}/../etc/passwd", server.addr),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("/missing  failed: not found"), "{stdout}");
+    assert!(stdout.contains("1 of 3 files"), "{stdout}");
+}
+
+fn one_line_error(args: &[&str], expect: &str) {
+    let o = Command::new(QFEC).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} should fail");
+    assert!(
+        err.contains(expect),
+        "{args:?}: expected {expect:?} in {err:?}"
+    );
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    one_line_error(
+        &["server", "--listen", "nonsense", "--root", "."],
+        "expected IP:PORT",
+    );
+    one_line_error(&["server", "--root", "/no/such/dir"], "is not a directory");
+    one_line_error(&["client", "https://127.0.0.1:9/x"], "--insecure");
+    one_line_error(
+        &["client", "--insecure", "http://127.0.0.1:9/x"],
+        "expected https://HOST:PORT/PATH",
+    );
+    one_line_error(
+        &[
+            "client",
+            "--insecure",
+            "--ca",
+            "x.pem",
+            "https://127.0.0.1:9/x",
+        ],
+        "cannot be used with",
+    );
+    one_line_error(&["lab", "run", "--preset", "moon"], "valid presets: wlan");
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--loss", "150%"],
+        "--loss",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--workload", "bulk"],
+        "bulk:20MB",
+    );
+    let dir = temp_dir("scen");
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "preset = \"wlan\"\n[link.down]\nloss = { model = \"bernoulli\", p = 1.5 }\n",
+    )
+    .unwrap();
+    one_line_error(&["lab", "run", bad.to_str().unwrap()], "link.down.loss");
+}
+
+#[test]
+fn handshake_refused_by_certificate_check() {
+    let root = temp_dir("root3");
+    std::fs::write(root.join("a.txt"), b"a").unwrap();
+    let server = start_server(&root, &[]);
+    // Trust a different certificate than the server's self-signed one.
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let ca = root.join("other.pem");
+    std::fs::write(&ca, other.cert.pem()).unwrap();
+    let o = Command::new(QFEC)
+        .args(["client", "--timeout", "10", "--ca"])
+        .arg(&ca)
+        .arg(format!("https://{}/a.txt", server.addr))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("connection failed") && err.to_lowercase().contains("certificate"),
+        "{err}"
+    );
+    let _ = Duration::ZERO;
+}
+
+#[test]
+fn lab_run_prints_a_table_and_writes_records() {
+    let dir = temp_dir("lab");
+    let out = dir.join("runs.csv");
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "interop",
+            "--workload",
+            "bulk:1MB",
+            "--seeds",
+            "2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("dct_med_s") && stdout.contains("interop"),
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(csv.lines().count(), 3, "header and two runs");
+}
