@@ -4,7 +4,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -52,7 +51,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 
 fn file_bytes(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
-        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[(i % 4) as usize] ^ seed)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed)
         .collect()
 }
 
@@ -182,7 +181,6 @@ fn handshake_refused_by_certificate_check() {
         err.contains("connection failed") && err.to_lowercase().contains("certificate"),
         "{err}"
     );
-    let _ = Duration::ZERO;
 }
 
 #[test]
