@@ -432,3 +432,135 @@ proptest! {
         prop_assert_eq!(send_and_read(&mut pair, ch, sh, 5000, 1), payload(5000, 1));
     }
 }
+
+#[test]
+fn stop_sending_is_answered_with_a_reset() {
+    let (mut pair, ch, sh) = established(12);
+    let now = pair.now;
+    let id = pair
+        .client
+        .connection_mut(ch)
+        .unwrap()
+        .open_stream(Dir::Bi)
+        .unwrap();
+    pair.client
+        .connection_mut(ch)
+        .unwrap()
+        .write(id, &[7u8; 5000])
+        .unwrap();
+    pair.run_until(Duration::from_millis(100), |_| false);
+    let s = pair.server.connection_mut(sh).unwrap();
+    let sid = s.accept_stream(Dir::Bi).unwrap();
+    assert!(s.read(now, sid, 10).unwrap().is_some());
+    s.stop_sending(sid, 9).unwrap();
+    let mut stopped = false;
+    pair.run_until(Duration::from_secs(1), |p| {
+        let c = p.client.connection_mut(ch).unwrap();
+        while let Some(ev) = c.poll() {
+            stopped |= ev == Event::Stream(qfec_proto::StreamEvent::Stopped(id, 9));
+        }
+        stopped
+    });
+    assert!(stopped, "client learns of STOP_SENDING");
+    let c = pair.client.connection_mut(ch).unwrap();
+    assert_eq!(
+        c.write(id, b"more"),
+        Err(qfec_proto::WriteError::Stopped(9))
+    );
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let now = pair.now;
+    let s = pair.server.connection_mut(sh).unwrap();
+    let mut result = s.read(now, sid, usize::MAX);
+    while let Ok(Some(_)) = result {
+        result = s.read(now, sid, usize::MAX);
+    }
+    assert_eq!(
+        result,
+        Err(ReadError::Reset(9)),
+        "RESET_STREAM carries the STOP_SENDING code"
+    );
+}
+
+#[test]
+fn reset_stream_reaches_the_reader() {
+    let (mut pair, ch, sh) = established(13);
+    let c = pair.client.connection_mut(ch).unwrap();
+    let id = c.open_stream(Dir::Uni).unwrap();
+    c.write(id, &[1u8; 20_000]).unwrap();
+    c.reset_stream(id, 5).unwrap();
+    assert!(c.write(id, b"x").is_err(), "no writes after a reset");
+    pair.run_until(Duration::from_millis(300), |_| false);
+    let now = pair.now;
+    let s = pair.server.connection_mut(sh).unwrap();
+    let sid = s
+        .accept_stream(Dir::Uni)
+        .expect("the reset stream is still opened");
+    assert_eq!(s.read(now, sid, usize::MAX), Err(ReadError::Reset(5)));
+}
+
+#[test]
+fn stream_credit_is_renewed_as_streams_close() {
+    // 250 streams one after the other against a limit of 100 concurrent ones.
+    let (mut pair, ch, sh) = established(14);
+    let mut opened = 0;
+    let mut blocked_once = false;
+    let mut done = 0;
+    let ok = pair.run_until(Duration::from_secs(20), |p| {
+        let c = p.client.connection_mut(ch).unwrap();
+        while opened < 250 {
+            match c.open_stream(Dir::Uni) {
+                Some(id) => {
+                    c.write(id, b"x").unwrap();
+                    c.finish(id).unwrap();
+                    opened += 1;
+                }
+                None => {
+                    blocked_once = true;
+                    break;
+                }
+            }
+        }
+        let now = p.now;
+        let s = p.server.connection_mut(sh).unwrap();
+        while let Some(id) = s.accept_stream(Dir::Uni) {
+            while let Ok(Some(_)) = s.read(now, id, 10) {}
+            done += 1;
+        }
+        done == 250
+    });
+    assert!(ok, "{done} of 250 streams completed ({opened} opened)");
+    assert!(
+        blocked_once,
+        "the peer's MAX_STREAMS must have limited the client"
+    );
+}
+
+#[test]
+fn receive_windows_grow_on_a_long_fat_path() {
+    // 100 Mb/s, 100 ms RTT: a 64 kB window alone would allow about 5 Mb/s.
+    let small = TransportConfig {
+        receive_window: 96 * 1024,
+        stream_receive_window: 64 * 1024,
+        ..TransportConfig::default()
+    };
+    let link = LinkSpec {
+        delay: Duration::from_millis(50),
+        ..LinkSpec::default()
+    };
+    let mut pair = Pair::new(15, small.clone(), link.clone(), link);
+    let ch = pair.connect(small);
+    let mut sh = None;
+    pair.run_until(Duration::from_secs(2), |p| {
+        sh = sh.or(p.server.accept());
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    });
+    let start = pair.now;
+    let got = send_and_read(&mut pair, ch, sh.unwrap(), 10_000_000, 15);
+    assert_eq!(got.len(), 10_000_000);
+    let secs = (pair.now - start).as_secs_f64();
+    let mbps = 80.0 / secs;
+    assert!(
+        mbps > 30.0,
+        "10 MB took {secs:.1} s ({mbps:.1} Mb/s): windows did not grow"
+    );
+}
