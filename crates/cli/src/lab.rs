@@ -61,6 +61,12 @@ pub struct RunArgs {
     /// Write the per-point summary as CSV.
     #[arg(long)]
     summary_out: Option<PathBuf>,
+    /// Write a pcap of the run (only with a single run: one preset, loss and seed).
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// Write the simulator's event log as text (single run only).
+    #[arg(long)]
+    event_log: Option<PathBuf>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -106,14 +112,29 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if specs.is_empty() {
         bail!("nothing to run: no seeds");
     }
+    if (args.pcap.is_some() || args.event_log.is_some()) && specs.len() != 1 {
+        bail!(
+            "--pcap and --event-log need exactly one run, this experiment has {}: give one preset, one loss and --seeds 1",
+            specs.len()
+        );
+    }
+    let options = quic::RunOptions {
+        pcap: args.pcap.clone(),
+        event_log: args.event_log.clone(),
+    };
     let progress = !args.quiet && std::io::stderr().is_terminal() && specs.len() > 1;
     let started = Instant::now();
     let total = specs.len();
-    let records = run_all(&specs, args.threads, quic::run, |done, total, _| {
-        if progress {
-            draw_progress(done, total, started.elapsed());
-        }
-    });
+    let records = run_all(
+        &specs,
+        args.threads,
+        |s| quic::run_with(s, &options),
+        |done, total, _| {
+            if progress {
+                draw_progress(done, total, started.elapsed());
+            }
+        },
+    );
     if progress {
         eprintln!();
     }

@@ -106,8 +106,22 @@ pub fn transport_config(
     Ok(t)
 }
 
+/// Captures to write during a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// A pcap of every datagram as sent and as delivered (losses show as unmatched sends).
+    pub pcap: Option<std::path::PathBuf>,
+    /// The simulator's text event log.
+    pub event_log: Option<std::path::PathBuf>,
+}
+
 /// Runs one spec; failures become a record with `error` set.
 pub fn run(spec: &RunSpec) -> RunRecord {
+    run_with(spec, &RunOptions::default())
+}
+
+/// Like [`run`], with captures.
+pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     let mut rec = spec.record();
     let transport = match transport_config(&spec.protocol, &spec.workload) {
         Ok(t) => Arc::new(t),
@@ -148,7 +162,11 @@ pub fn run(spec: &RunSpec) -> RunRecord {
         client_addr(),
         QuicNode::client(client_ep, ClientApp::new(conn, &spec.workload, start)),
     );
-    let (down, up) = spec.links.install(&mut sim, server_addr(), client_addr());
+    spec.links.install(&mut sim, server_addr(), client_addr());
+    if let Err(e) = attach_captures(&mut sim, options) {
+        rec.error = Some(e);
+        return rec;
+    }
     let limit = start + spec.duration_limit;
     let outcome = sim.run_until_done(limit);
     let client = sim.node(client_id);
@@ -167,7 +185,10 @@ pub fn run(spec: &RunSpec) -> RunRecord {
     rec.sim_events = sim.stats().events;
     rec.sim_time_s = sim.now().as_nanos() as f64 / 1e9;
     rec.event_hash = sim.event_hash();
-    let _ = (down, up);
+    if let Err(e) = sim.flush() {
+        rec.error
+            .get_or_insert_with(|| format!("writing captures: {e}"));
+    }
     if rec.error.is_none() {
         match outcome {
             RunOutcome::AllDone => {}
@@ -181,4 +202,20 @@ pub fn run(spec: &RunSpec) -> RunRecord {
         }
     }
     rec
+}
+
+fn attach_captures(sim: &mut Simulator<QuicNode>, options: &RunOptions) -> Result<(), String> {
+    let create = |p: &std::path::Path| {
+        std::fs::File::create(p)
+            .map(std::io::BufWriter::new)
+            .map_err(|e| format!("cannot create {}: {e}", p.display()))
+    };
+    if let Some(p) = &options.pcap {
+        sim.set_pcap(Box::new(create(p)?), qfec_sim::PcapMode::Both)
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    if let Some(p) = &options.event_log {
+        sim.set_text_log(Box::new(create(p)?));
+    }
+    Ok(())
 }
