@@ -45,6 +45,7 @@ impl Connection {
             .sent
             .on_ack_ranges(ack.ranges(), |pn, p| acked.push((pn, p)))
             .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
+        self.count_spurious_losses(space, ack);
         if summary.newly_acked == 0 {
             return Ok(());
         }
@@ -150,6 +151,7 @@ impl Connection {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
                 self.stats.bytes_lost += u64::from(p.size);
+                self.spaces[space.idx()].remember_lost(pn);
             }
             if p.in_flight {
                 lost_bytes += u64::from(p.size);
@@ -170,6 +172,20 @@ impl Connection {
             if persistent {
                 self.rtt.reset_min_rtt();
             }
+        }
+    }
+
+    /// Packets we declared lost that the peer acknowledges after all were spurious losses.
+    fn count_spurious_losses(&mut self, space: SpaceId, ack: &Ack<'_>) {
+        let sp = &mut self.spaces[space.idx()];
+        if sp.recently_lost.is_empty() {
+            return;
+        }
+        for r in ack.ranges() {
+            let range = *r.start()..r.end().saturating_add(1);
+            let before = sp.recently_lost.elts_count();
+            sp.recently_lost.remove(range);
+            self.stats.spurious_losses += before - sp.recently_lost.elts_count();
         }
     }
 

@@ -168,6 +168,8 @@ pub struct PacketSpace {
     pub probes: u8,
     /// Set once keys were discarded: nothing is sent or accepted any more.
     pub discarded: bool,
+    /// Packet numbers declared lost lately, to notice spurious losses when acknowledged.
+    pub recently_lost: RangeSet,
 }
 
 impl PacketSpace {
@@ -188,6 +190,14 @@ impl PacketSpace {
             loss_time: None,
             probes: 0,
             discarded: false,
+            recently_lost: RangeSet::new(),
+        }
+    }
+
+    pub fn remember_lost(&mut self, pn: u64) {
+        self.recently_lost.insert_one(pn);
+        while self.recently_lost.len() > MAX_TRACKED_RANGES {
+            self.recently_lost.pop_min();
         }
     }
 
