@@ -85,6 +85,13 @@ impl Application for Sender {
             }
         }
         if self.done {
+            if std::env::var_os("QFEC_BENCH_STATS").is_some() {
+                for &h in &self.conns {
+                    if let Some(c) = ep.connection(h) {
+                        eprintln!("  sender: {:?} {:?}", c.stats(), c.path_stats());
+                    }
+                }
+            }
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())

@@ -25,8 +25,13 @@ impl UdpIo {
             use std::os::fd::AsRawFd;
             let fd = std_sock.as_raw_fd();
             // Larger buffers absorb bursts at multi-gigabit rates; failures are harmless.
-            let _ = set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
-            let _ = set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20);
+            // The FORCE variants pass the system maximum when privileged (root in a lab).
+            if set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20).is_err() {
+                let _ = set_int_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20);
+            }
+            if set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20).is_err() {
+                let _ = set_int_opt(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, 8 << 20);
+            }
             let gso = std::env::var_os("QFEC_NO_GSO").is_none()
                 && set_int_opt(fd, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
             let gro = std::env::var_os("QFEC_NO_GSO").is_none()
