@@ -39,7 +39,7 @@ struct Sender {
     done: bool,
     conns: Vec<ConnectionHandle>,
     streams: Vec<(ConnectionHandle, StreamId, u64, Option<u64>)>,
-    chunk: Vec<u8>,
+    chunk: bytes::Bytes,
 }
 
 impl Application for Sender {
@@ -72,7 +72,7 @@ impl Application for Sender {
             let Some(t) = *total else { continue };
             while *sent < t {
                 let n = ((t - *sent) as usize).min(self.chunk.len());
-                match c.write(*id, &self.chunk[..n]) {
+                match c.write_chunk(*id, self.chunk.slice(..n)) {
                     Ok(w) => *sent += w as u64,
                     Err(WriteError::Blocked) => break,
                     Err(_) => {
@@ -159,7 +159,7 @@ fn qfec_run(bytes: u64) -> Duration {
             let mut app = Sender {
                 conns: Vec::new(),
                 streams: Vec::new(),
-                chunk: vec![0x5a; 1 << 20],
+                chunk: bytes::Bytes::from(vec![0x5a; 1 << 20]),
                 done: false,
             };
             let _ = tokio::time::timeout(Duration::from_secs(120), d.run(&mut app)).await;

@@ -127,20 +127,32 @@ pub fn varint_len(v: u64) -> usize {
     }
 }
 
+#[inline]
 pub fn put_varint(buf: &mut Vec<u8>, v: u64) {
-    put_varint_fixed(buf, v, varint_len(v));
+    debug_assert!(v <= VARINT_MAX, "varint out of range");
+    // Per-packet hot path: one branch and one copy per length.
+    if v < 1 << 6 {
+        buf.push(v as u8);
+    } else if v < 1 << 14 {
+        buf.extend_from_slice(&(v as u16 | 0x4000).to_be_bytes());
+    } else if v < 1 << 30 {
+        buf.extend_from_slice(&(v as u32 | 0x8000_0000).to_be_bytes());
+    } else {
+        buf.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes());
+    }
 }
 
 /// Writes `v` in the `len`-byte form even when a shorter one exists, so that a length can be
 /// patched in place once known.
+#[inline]
 pub fn put_varint_fixed(buf: &mut Vec<u8>, v: u64, len: usize) {
-    let start = buf.len();
-    buf.resize(start + len, 0);
-    patch_varint_fixed(&mut buf[start..], v, len);
+    let word = encode_fixed(v, len);
+    buf.extend_from_slice(&word.to_be_bytes()[8 - len..]);
 }
 
-/// Overwrites the first `len` bytes of `buf` with `v` in the `len`-byte form.
-pub fn patch_varint_fixed(buf: &mut [u8], v: u64, len: usize) {
+/// `v` with the length tag of the `len`-byte form, as a big-endian word.
+#[inline]
+fn encode_fixed(v: u64, len: usize) -> u64 {
     debug_assert!(v <= VARINT_MAX, "varint out of range");
     debug_assert!(varint_len(v) <= len, "varint does not fit {len} bytes");
     let tag: u64 = match len {
@@ -150,10 +162,13 @@ pub fn patch_varint_fixed(buf: &mut [u8], v: u64, len: usize) {
         8 => 3,
         _ => panic!("invalid varint length {len}"),
     };
-    let word = (v & VARINT_MAX) | (tag << 62);
-    let bytes = word.to_be_bytes();
-    buf[..len].copy_from_slice(&bytes[8 - len..]);
-    buf[0] = (buf[0] & 0x3f) | ((tag as u8) << 6);
+    (v & VARINT_MAX) | (tag << (len * 8 - 2))
+}
+
+/// Overwrites the first `len` bytes of `buf` with `v` in the `len`-byte form.
+pub fn patch_varint_fixed(buf: &mut [u8], v: u64, len: usize) {
+    let word = encode_fixed(v, len);
+    buf[..len].copy_from_slice(&word.to_be_bytes()[8 - len..]);
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ pub struct ServerApp {
     conn: Option<ConnectionHandle>,
     responses: Vec<Response>,
     source: Option<Source>,
-    body: Vec<u8>,
+    body: Bytes,
     next_trace: Instant,
     rtt_trace: Vec<(f64, f64)>,
     cwnd_trace: Vec<(f64, u64)>,
@@ -52,7 +52,7 @@ impl ServerApp {
             conn: None,
             responses: Vec::new(),
             source,
-            body: vec![0x42; CHUNK],
+            body: Bytes::from(vec![0x42; CHUNK]),
             next_trace: Instant::ZERO,
             rtt_trace: Vec::new(),
             cwnd_trace: Vec::new(),
@@ -105,7 +105,7 @@ impl ServerApp {
             };
             while *left > 0 {
                 let n = (*left).min(CHUNK as u64) as usize;
-                match c.write(r.id, &self.body[..n]) {
+                match c.write_chunk(r.id, self.body.slice(..n)) {
                     Ok(w) => *left -= w as u64,
                     Err(WriteError::Blocked) => break,
                     Err(_) => {

@@ -450,6 +450,15 @@ impl Connection {
         self.streams.write(id, data)
     }
 
+    /// Writes `data` without copying it. The whole chunk is taken while the stream's send
+    /// buffer has room (it may overshoot by this chunk), else nothing (`Blocked`).
+    pub fn write_chunk(&mut self, id: StreamId, data: Bytes) -> Result<usize, WriteError> {
+        if self.is_closed() {
+            return Err(WriteError::ClosedStream);
+        }
+        self.streams.write_chunk(id, data)
+    }
+
     pub fn finish(&mut self, id: StreamId) -> Result<(), WriteError> {
         if self.is_closed() {
             return Err(WriteError::ClosedStream);

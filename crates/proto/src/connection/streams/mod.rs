@@ -4,6 +4,7 @@
 
 mod recv;
 mod send;
+mod send_buffer;
 
 pub use recv::RecvStream;
 pub use send::{SendState, SendStream};
@@ -221,6 +222,13 @@ impl Streams {
     }
 
     pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, WriteError> {
+        let room = self.write_room(id)?;
+        let n = data.len().min(room);
+        self.write_chunk(id, Bytes::copy_from_slice(&data[..n])).map(|_| n)
+    }
+
+    /// Room left in the stream's send buffer, or why it cannot be written.
+    fn write_room(&mut self, id: StreamId) -> Result<usize, WriteError> {
         let s = self.send.get_mut(&id).ok_or(WriteError::ClosedStream)?;
         if let Some(code) = s.stop_requested {
             return Err(WriteError::Stopped(code));
@@ -233,8 +241,16 @@ impl Streams {
             s.write_blocked = true;
             return Err(WriteError::Blocked);
         }
-        let n = data.len().min(room as usize);
-        s.write(&data[..n]);
+        Ok(room as usize)
+    }
+
+    /// Writes `data` without copying it; takes all of it while the buffer has room, else
+    /// nothing (`Blocked`). Returns the bytes taken.
+    pub fn write_chunk(&mut self, id: StreamId, data: Bytes) -> Result<usize, WriteError> {
+        self.write_room(id)?;
+        let s = self.send.get_mut(&id).ok_or(WriteError::ClosedStream)?;
+        let n = data.len();
+        s.write(data);
         if !s.queued && s.has_pending() {
             s.queued = true;
             self.send_queue.push_back(id);

@@ -1,8 +1,9 @@
 //! The sending half of a stream: buffered data kept until acknowledged, lost ranges queued
 //! for retransmission, FIN and RESET_STREAM state (RFC 9000 §3.1).
 
-use std::collections::VecDeque;
+use bytes::Bytes;
 
+use super::send_buffer::SendBuffer;
 use crate::range_set::RangeSet;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,9 +20,8 @@ pub enum SendState {
 
 #[derive(Debug)]
 pub struct SendStream {
-    /// Unacknowledged bytes from `buf_offset` on.
-    buf: VecDeque<u8>,
-    buf_offset: u64,
+    /// Unacknowledged bytes.
+    buf: SendBuffer,
     /// Offset of the first byte never sent.
     pub next_offset: u64,
     /// Ranges sent, declared lost, and waiting to be sent again.
@@ -47,8 +47,7 @@ pub struct SendStream {
 impl SendStream {
     pub fn new(max_data: u64) -> Self {
         SendStream {
-            buf: VecDeque::new(),
-            buf_offset: 0,
+            buf: SendBuffer::default(),
             next_offset: 0,
             retransmit: RangeSet::new(),
             acked: RangeSet::new(),
@@ -68,7 +67,7 @@ impl SendStream {
         format!(
             "{:?} buf {}..{} next {} retransmit {:?} fin sent/lost/acked {}/{}/{} queued {} max {}",
             self.state,
-            self.buf_offset,
+            self.buf.start(),
             self.write_offset(),
             self.next_offset,
             self.retransmit.iter().collect::<Vec<_>>(),
@@ -82,15 +81,15 @@ impl SendStream {
 
     /// Total bytes the application wrote.
     pub fn write_offset(&self) -> u64 {
-        self.buf_offset + self.buf.len() as u64
+        self.buf.end()
     }
 
     pub fn buffered(&self) -> u64 {
-        self.buf.len() as u64
+        self.buf.len()
     }
 
-    pub fn write(&mut self, data: &[u8]) {
-        self.buf.extend(data);
+    pub fn write(&mut self, data: Bytes) {
+        self.buf.push(data);
     }
 
     pub fn finish(&mut self) {
@@ -106,8 +105,7 @@ impl SendStream {
     /// Drops buffered data and enters Reset Sent; returns the final size (bytes ever sent).
     pub fn reset(&mut self, code: u64) -> u64 {
         let final_size = self.next_offset;
-        self.buf.clear();
-        self.buf_offset = final_size;
+        self.buf.clear_at(final_size);
         self.retransmit = RangeSet::new();
         self.acked = RangeSet::new();
         self.fin_pending_retransmit = false;
@@ -187,17 +185,7 @@ impl SendStream {
 
     /// Copies `len` bytes at stream offset `offset` into `out`.
     pub fn copy_range(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
-        let start = (offset - self.buf_offset) as usize;
-        let (a, b) = self.buf.as_slices();
-        let end = start + len;
-        if end <= a.len() {
-            out.extend_from_slice(&a[start..end]);
-        } else if start >= a.len() {
-            out.extend_from_slice(&b[start - a.len()..end - a.len()]);
-        } else {
-            out.extend_from_slice(&a[start..]);
-            out.extend_from_slice(&b[..end - a.len()]);
-        }
+        self.buf.copy_range(offset, len, out);
     }
 
     /// Bytes at `offset..offset+len` were acknowledged. Returns true once everything
@@ -207,20 +195,18 @@ impl SendStream {
             return false;
         }
         let end = offset + len as u64;
-        if end > self.buf_offset {
-            self.acked.insert(offset.max(self.buf_offset)..end);
+        if end > self.buf.start() {
+            self.acked.insert(offset.max(self.buf.start())..end);
         }
         // Data queued again after a (spurious) loss needs no resending once acknowledged;
         // its bytes may be freed below.
         self.retransmit.remove(offset..end);
         // Free the acknowledged prefix.
         while let Some(r) = self.acked.first_range() {
-            if r.start > self.buf_offset {
+            if r.start > self.buf.start() {
                 break;
             }
-            let drop = (r.end - self.buf_offset) as usize;
-            self.buf.drain(..drop.min(self.buf.len()));
-            self.buf_offset = r.end;
+            self.buf.free_to(r.end);
             self.acked.pop_min();
         }
         if fin {
@@ -240,7 +226,7 @@ impl SendStream {
             return;
         }
         let end = offset + len as u64;
-        let start = offset.max(self.buf_offset);
+        let start = offset.max(self.buf.start());
         if start < end {
             let mut lost = RangeSet::new();
             lost.insert(start..end);
@@ -265,7 +251,7 @@ mod tests {
     #[test]
     fn acked_data_leaves_the_retransmission_queue() {
         let mut s = SendStream::new(1 << 20);
-        s.write(&[1u8; 3000]);
+        s.write(Bytes::from_static(&[1u8; 3000]));
         let (o1, l1, _) = s.next_chunk(1000, u64::MAX).unwrap();
         let (o2, l2, _) = s.next_chunk(1000, u64::MAX).unwrap();
         s.on_lost(o1, l1, false);
@@ -281,7 +267,7 @@ mod tests {
     #[test]
     fn lost_fin_is_sent_again_alone() {
         let mut s = SendStream::new(1 << 20);
-        s.write(b"abc");
+        s.write(Bytes::from_static(b"abc"));
         s.finish();
         assert_eq!(s.next_chunk(100, u64::MAX), Some((0, 3, true)));
         s.on_ack(0, 3, false);
