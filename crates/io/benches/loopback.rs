@@ -1,7 +1,7 @@
 //! Bulk goodput over real loopback UDP: qfec client <- qfec server, and quinn <- quinn, in
 //! the same run, printed side by side with the ratio qfec/quinn.
 //!
-//! `cargo bench -p qfec-io --bench loopback` (QFEC_BENCH_MB=200 QFEC_BENCH_RUNS=3 to change).
+//! `cargo bench -p qfec-io --bench loopback` (QFEC_BENCH_MB=300 QFEC_BENCH_RUNS=7 to change).
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -270,12 +270,12 @@ fn gbps(bytes: u64, d: Duration) -> f64 {
 }
 
 fn main() {
-    let mb = env_usize("QFEC_BENCH_MB", 200) as u64;
-    let runs = env_usize("QFEC_BENCH_RUNS", 3);
+    let mb = env_usize("QFEC_BENCH_MB", 300) as u64;
+    let runs = env_usize("QFEC_BENCH_RUNS", 7);
     let bytes = mb * 1_000_000;
-    println!("bulk download over loopback UDP, {mb} MB, best of {runs} runs each");
-    let mut best_q = 0f64;
-    let mut best_n = 0f64;
+    println!("bulk download over loopback UDP, {mb} MB, {runs} alternating runs each");
+    let mut qs = Vec::new();
+    let mut ns = Vec::new();
     // QFEC_BENCH_ONLY=qfec (or quinn) runs one side, for profiling.
     let only = std::env::var("QFEC_BENCH_ONLY").unwrap_or_default();
     for i in 0..runs {

@@ -35,7 +35,7 @@ pub struct Driver {
     io: UdpIo,
     pub endpoint: Endpoint,
     clock: Clock,
-    recv_buf: Vec<u8>,
+    recv_buf: bytes::BytesMut,
     send_buf: Vec<u8>,
 }
 
@@ -46,7 +46,7 @@ impl Driver {
             io,
             endpoint,
             clock: Clock::new(),
-            recv_buf: vec![0u8; 65536],
+            recv_buf: bytes::BytesMut::new(),
             send_buf: Vec::with_capacity(65536),
         })
     }
@@ -70,12 +70,13 @@ impl Driver {
             // Input first: everything the socket holds now.
             let mut received = 0;
             while received < 256 {
-                match self.io.try_recv(&mut self.recv_buf) {
-                    Ok(Some((n, from, segment))) => {
+                match self.io.try_recv_buf(&mut self.recv_buf) {
+                    Ok(Some((mut batch, from, segment))) => {
                         received += 1;
-                        let seg = segment.unwrap_or(n).max(1);
-                        for chunk in self.recv_buf[..n].chunks(seg) {
-                            self.endpoint.handle(now, from, chunk);
+                        let seg = segment.unwrap_or(batch.len()).max(1);
+                        while !batch.is_empty() {
+                            let datagram = batch.split_to(seg.min(batch.len()));
+                            self.endpoint.handle_buf(now, from, datagram);
                         }
                     }
                     Ok(None) => break,

@@ -5,13 +5,16 @@
 use std::io;
 use std::net::SocketAddr;
 
+use bytes::BytesMut;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
+
+/// Room for one GRO batch (the kernel coalesces up to 64 KiB).
+const RECV_BUF: usize = 65536;
 
 pub struct UdpIo {
     socket: UdpSocket,
     gso: bool,
-    gro: bool,
 }
 
 impl UdpIo {
@@ -19,9 +22,9 @@ impl UdpIo {
         let std_sock = std::net::UdpSocket::bind(addr)?;
         std_sock.set_nonblocking(true)?;
         #[cfg(not(target_os = "linux"))]
-        let (gso, gro) = (false, false);
+        let gso = false;
         #[cfg(target_os = "linux")]
-        let (gso, gro) = {
+        let gso = {
             use std::os::fd::AsRawFd;
             let fd = std_sock.as_raw_fd();
             // Larger buffers absorb bursts at multi-gigabit rates; failures are harmless.
@@ -34,14 +37,16 @@ impl UdpIo {
             }
             let gso = std::env::var_os("QFEC_NO_GSO").is_none()
                 && set_int_opt(fd, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
-            let gro = std::env::var_os("QFEC_NO_GSO").is_none()
-                && set_int_opt(fd, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
-            (gso, gro)
+            // GRO batches arrive with their segment size in a control message; recvmsg
+            // reads it whether or not the kernel coalesced anything.
+            if std::env::var_os("QFEC_NO_GSO").is_none() {
+                let _ = set_int_opt(fd, libc::SOL_UDP, libc::UDP_GRO, 1);
+            }
+            gso
         };
         Ok(UdpIo {
             socket: UdpSocket::from_std(std_sock)?,
             gso,
-            gro,
         })
     }
 
@@ -138,34 +143,58 @@ impl UdpIo {
         std::net::UdpSocket::send_to(&as_std(&self.socket), data, dest).map(|_| ())
     }
 
-    /// Receives one datagram (or a GRO batch) if one is waiting: (bytes, from, segment size).
-    pub fn try_recv(
+    /// Receives one datagram (or a GRO batch) into `buf`'s spare room and splits it off, so
+    /// the packets can be decrypted in place and handed on without copies.
+    pub fn try_recv_buf(
         &self,
-        buf: &mut [u8],
-    ) -> io::Result<Option<(usize, SocketAddr, Option<usize>)>> {
-        match self
+        buf: &mut BytesMut,
+    ) -> io::Result<Option<(BytesMut, SocketAddr, Option<usize>)>> {
+        buf.clear();
+        buf.reserve(RECV_BUF);
+        #[cfg(not(target_os = "linux"))]
+        buf.resize(RECV_BUF, 0);
+        let r = self
             .socket
-            .try_io(Interest::READABLE, || self.recv_now(buf))
-        {
-            Ok(r) => Ok(Some(r)),
+            .try_io(Interest::READABLE, || self.recv_into(buf));
+        match r {
+            Ok((n, from, seg)) => Ok(Some((buf.split_to(n), from, seg))),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     #[cfg(target_os = "linux")]
-    fn recv_now(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, Option<usize>)> {
+    fn recv_into(&self, buf: &mut BytesMut) -> io::Result<(usize, SocketAddr, Option<usize>)> {
+        let spare = buf.spare_capacity_mut();
+        let (ptr, cap) = (spare.as_mut_ptr() as *mut u8, spare.len());
+        let (n, from, seg) = self.recvmsg_raw(ptr, cap)?;
+        // SAFETY: the kernel initialised the first n bytes of the spare capacity.
+        unsafe { buf.set_len(n) };
+        Ok((n, from, seg))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn recv_into(&self, buf: &mut BytesMut) -> io::Result<(usize, SocketAddr, Option<usize>)> {
+        let (n, from) = std::net::UdpSocket::recv_from(&as_std(&self.socket), &mut buf[..])?;
+        buf.truncate(n);
+        Ok((n, from, None))
+    }
+
+    /// `recvmsg` into `cap` bytes at `ptr`, reading the GRO segment size when enabled.
+    #[cfg(target_os = "linux")]
+    fn recvmsg_raw(
+        &self,
+        ptr: *mut u8,
+        cap: usize,
+    ) -> io::Result<(usize, SocketAddr, Option<usize>)> {
         use std::os::fd::AsRawFd;
-        if !self.gro {
-            let (n, from) = std::net::UdpSocket::recv_from(&as_std(&self.socket), buf)?;
-            return Ok((n, from, None));
-        }
-        // SAFETY: msghdr points at live locals; the kernel fills at most the given sizes.
+        // SAFETY: msghdr points at live locals and at `cap` writable bytes at `ptr`; the
+        // kernel writes at most those sizes.
         unsafe {
             let mut addr: libc::sockaddr_storage = std::mem::zeroed();
             let mut iov = libc::iovec {
-                iov_base: buf.as_mut_ptr() as *mut _,
-                iov_len: buf.len(),
+                iov_base: ptr as *mut _,
+                iov_len: cap,
             };
             let mut control = [0u8; 64];
             let mut msg: libc::msghdr = std::mem::zeroed();
@@ -193,12 +222,6 @@ impl UdpIo {
             })?;
             Ok((n as usize, from, segment))
         }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn recv_now(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, Option<usize>)> {
-        let (n, from) = std::net::UdpSocket::recv_from(&as_std(&self.socket), buf)?;
-        Ok((n, from, None))
     }
 }
 

@@ -156,6 +156,22 @@ impl Application for FetchApp {
             return ControlFlow::Continue(());
         }
         while self.opened < self.sizes.len() {
+            // With key updates wanted, the downloads run one after the other and each one
+            // after the first waits for a key update (which needs an acknowledged packet of
+            // the current phase, so keep eliciting one).
+            if self.key_updates_wanted > 0 && self.opened > 0 {
+                if self.opened > self.done.len() {
+                    break;
+                }
+                if self.key_updates_done < self.opened as u32 {
+                    if c.force_key_update() {
+                        self.key_updates_done += 1;
+                    } else {
+                        c.ping();
+                        break;
+                    }
+                }
+            }
             let Some(id) = c.open_stream(Dir::Bi) else {
                 break;
             };
@@ -172,13 +188,6 @@ impl Application for FetchApp {
                     Ok(Some(b)) => {
                         hash.update(&b);
                         *len += b.len();
-                        // Key updates in the middle of the transfer.
-                        if self.key_updates_done < self.key_updates_wanted
-                            && *len > (self.key_updates_done as usize + 1) * 2_000_000
-                            && c.force_key_update()
-                        {
-                            self.key_updates_done += 1;
-                        }
                     }
                     Ok(None) => {
                         finished.push((id, *idx, *len, hash.clone().finalize().into()));
@@ -329,7 +338,8 @@ fn check(app: &FetchApp, sizes: &[usize]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn qfec_client_downloads_10mb_from_quinn_with_key_updates() {
     let (server, _) = quinn_server(false);
-    let sizes = vec![10_000_000];
+    // 10 MB, then a key update and 1 MB, then another and 1 MB more.
+    let sizes = vec![10_000_000, 1_000_000, 1_000_000];
     let app = qfec_fetch(server.local_addr().unwrap(), sizes.clone(), 2).await;
     check(&app, &sizes);
     assert_eq!(app.key_updates_done, 2, "key updates were not initiated");

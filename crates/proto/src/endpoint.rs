@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -192,7 +193,18 @@ impl Endpoint {
         remote: SocketAddr,
         data: &[u8],
     ) -> Option<ConnectionHandle> {
-        let header = packet::parse_header(data, self.config.local_cid_len).ok();
+        self.handle_buf(now, remote, BytesMut::from(data))
+    }
+
+    /// Like `handle`, taking ownership of the buffer so packets are decrypted in place
+    /// without a copy (drivers receive into `BytesMut`).
+    pub fn handle_buf(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        data: BytesMut,
+    ) -> Option<ConnectionHandle> {
+        let header = packet::parse_header(&data, self.config.local_cid_len).ok();
         let Some(header) = header else {
             // Maybe a short packet for a connection we know under a zero-length CID.
             return None;
@@ -228,6 +240,7 @@ impl Endpoint {
                 return None;
             }
         };
+        let is_short = matches!(header, ParsedHeader::Short { .. });
         let h = self
             .routes
             .get(&dcid)
@@ -235,7 +248,7 @@ impl Endpoint {
             .copied();
         if let Some(h) = h {
             if let Some(conn) = self.connection_mut(h) {
-                conn.handle_datagram(now, remote, data);
+                conn.handle_datagram_buf(now, remote, data);
             }
             self.process_events(h);
             return Some(h);
@@ -243,9 +256,9 @@ impl Endpoint {
         if let Some((scid, token)) = long_initial {
             return self.accept_initial(now, remote, dcid, scid, &token, data);
         }
-        if matches!(header, ParsedHeader::Short { .. }) {
+        if is_short {
             // A stateless reset looks like a short-header packet for an unknown ID (§10.3.1).
-            if let Some(h) = self.reset_target(remote, data) {
+            if let Some(h) = self.reset_target(remote, &data) {
                 if let Some(conn) = self.connection_mut(h) {
                     conn.on_stateless_reset();
                 }
@@ -264,7 +277,7 @@ impl Endpoint {
         dcid: ConnectionId,
         scid: ConnectionId,
         token: &[u8],
-        data: &[u8],
+        data: BytesMut,
     ) -> Option<ConnectionHandle> {
         let server = self.server.clone()?;
         if data.len() < MIN_INITIAL_SIZE || dcid.len() < 8 {
@@ -310,7 +323,7 @@ impl Endpoint {
             now,
             address_validated: validated,
         });
-        conn.handle_datagram(now, remote, data);
+        conn.handle_datagram_buf(now, remote, data);
         let h = self.insert(conn);
         self.routes.insert(local_cid, h);
         self.initial_routes.insert((remote, dcid), h);

@@ -236,7 +236,7 @@ pub struct Connection {
     events: VecDeque<Event>,
     endpoint_events: VecDeque<EndpointEvent>,
     /// Packets that arrived before their keys, replayed when the keys come.
-    undecryptable: Vec<(SocketAddr, Vec<u8>)>,
+    undecryptable: Vec<(SocketAddr, bytes::BytesMut)>,
     rng: ChaCha8Rng,
     error: Option<ConnectionError>,
     close_sent_at: Option<Instant>,

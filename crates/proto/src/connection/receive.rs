@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::{Connection, ConnectionError, Event, SpaceId, State};
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
@@ -24,8 +24,13 @@ enum KeyUsed {
 }
 
 impl Connection {
-    /// A UDP datagram from the peer.
+    /// A UDP datagram from the peer (see `handle_datagram_buf` to avoid a copy).
     pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
+        self.handle_datagram_buf(now, remote, BytesMut::from(data));
+    }
+
+    /// A UDP datagram from the peer, decrypted in place in the given buffer.
+    pub fn handle_datagram_buf(&mut self, now: Instant, remote: SocketAddr, data: BytesMut) {
         if self.state == State::Drained {
             return;
         }
@@ -34,15 +39,13 @@ impl Connection {
         if !self.address_validated {
             self.bytes_received_unvalidated += data.len() as u64;
         }
+        // Judged on the whole datagram before it is cut into packets (RFC 9000 §10.3.1).
+        let maybe_reset = self.is_stateless_reset(&data);
         let mut rest = data;
         let mut first = true;
         while !rest.is_empty() {
-            let consumed = self.handle_packet(now, remote, rest, first, data);
+            self.handle_packet(now, remote, &mut rest, first && maybe_reset);
             first = false;
-            if consumed == 0 || consumed > rest.len() {
-                break;
-            }
-            rest = &rest[consumed..];
         }
         if !self.undecryptable.is_empty() {
             self.replay_undecryptable(now);
@@ -52,9 +55,9 @@ impl Connection {
 
     fn replay_undecryptable(&mut self, now: Instant) {
         let buffered = std::mem::take(&mut self.undecryptable);
-        for (remote, packet) in buffered {
+        for (remote, mut packet) in buffered {
             if self.keys_available_for(&packet) {
-                self.handle_packet(now, remote, &packet, false, &[]);
+                self.handle_packet(now, remote, &mut packet, false);
             } else {
                 self.undecryptable.push((remote, packet));
             }
@@ -69,15 +72,33 @@ impl Connection {
         }
     }
 
-    /// Handles one packet at the start of `buf`; returns the bytes it occupied.
+    /// Handles the packet at the start of `rest` and removes it from there. `maybe_reset`:
+    /// the datagram ends with one of the peer's stateless reset tokens.
     fn handle_packet(
         &mut self,
         now: Instant,
         remote: SocketAddr,
-        buf: &[u8],
-        first_in_datagram: bool,
-        datagram: &[u8],
+        rest: &mut BytesMut,
+        maybe_reset: bool,
+    ) {
+        let consumed = self.handle_packet_at(now, remote, rest, maybe_reset);
+        if consumed >= rest.len() {
+            rest.clear();
+        } else {
+            let _ = rest.split_to(consumed);
+        }
+    }
+
+    /// Returns the bytes of `rest` the packet occupied (the packet itself is split off here
+    /// when it is decrypted).
+    fn handle_packet_at(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        rest: &mut BytesMut,
+        maybe_reset: bool,
     ) -> usize {
+        let buf: &[u8] = rest;
         let header = match packet::parse_header(buf, self.local_cids.cid_len) {
             Ok(h) => h,
             Err(_) => {
@@ -131,7 +152,7 @@ impl Connection {
                 None,
             ),
         };
-        let packet_bytes = &buf[..packet_len.min(buf.len())];
+        let packet_len = packet_len.min(buf.len());
         if matches!(self.state, State::Draining { .. }) {
             return packet_len;
         }
@@ -145,27 +166,29 @@ impl Connection {
         };
         if !have_keys {
             if self.undecryptable.len() < MAX_UNDECRYPTABLE {
-                self.undecryptable.push((remote, packet_bytes.to_vec()));
+                self.undecryptable.push((remote, rest.split_to(packet_len)));
+                return 0;
             }
             return packet_len;
         }
-        let Some((pn, payload)) = self.decrypt(now, space, packet_bytes, pn_offset) else {
-            if space == SpaceId::Data && first_in_datagram && self.is_stateless_reset(datagram) {
+        let packet = rest.split_to(packet_len);
+        let Some((pn, payload)) = self.decrypt(now, space, packet, pn_offset) else {
+            if space == SpaceId::Data && maybe_reset {
                 self.on_stateless_reset();
             } else {
                 self.stats.packets_dropped += 1;
             }
-            return packet_len;
+            return 0;
         };
         let payload = match payload {
             Ok(p) => p,
             Err(e) => {
                 self.close_with_error(now, e);
-                return packet_len;
+                return 0;
             }
         };
         if self.spaces[space.idx()].is_duplicate(pn) {
-            return packet_len;
+            return 0;
         }
         self.stats.packets_received += 1;
         // First packet from the server fixes its connection ID (RFC 9000 §7.2).
@@ -188,7 +211,7 @@ impl Connection {
             if let Ok(Some(_)) = self.scan_for_close(&payload) {
                 self.drain_now();
             }
-            return packet_len;
+            return 0;
         }
         if space == SpaceId::Data && remote != self.remote && self.side.is_server() {
             let largest = self.spaces[space.idx()].largest_received_pn();
@@ -201,7 +224,7 @@ impl Connection {
             Ok(()) => {}
             Err(e) => self.close_with_error(now, e),
         }
-        packet_len
+        0
     }
 
     /// Removes header protection and decrypts. `None`: drop the packet silently.
@@ -211,13 +234,12 @@ impl Connection {
         &mut self,
         now: Instant,
         space: SpaceId,
-        packet: &[u8],
+        mut pkt: BytesMut,
         pn_offset: usize,
     ) -> Option<(u64, Result<Bytes, TransportError>)> {
-        if packet.len() < pn_offset + 4 + HP_SAMPLE_LEN {
+        if pkt.len() < pn_offset + 4 + HP_SAMPLE_LEN {
             return None;
         }
-        let mut pkt = packet.to_vec();
         let mut sample = [0u8; HP_SAMPLE_LEN];
         sample.copy_from_slice(&pkt[pn_offset + 4..pn_offset + 4 + HP_SAMPLE_LEN]);
         {
@@ -300,7 +322,7 @@ impl Connection {
             return Some((pn, Err(e)));
         }
         pkt.truncate(header_len + plain_len);
-        let payload = Bytes::from(pkt).slice(header_len..);
+        let payload = pkt.freeze().slice(header_len..);
         Some((pn, Ok(payload)))
     }
 

@@ -224,7 +224,8 @@ impl Streams {
     pub fn write(&mut self, id: StreamId, data: &[u8]) -> Result<usize, WriteError> {
         let room = self.write_room(id)?;
         let n = data.len().min(room);
-        self.write_chunk(id, Bytes::copy_from_slice(&data[..n])).map(|_| n)
+        self.write_chunk(id, Bytes::copy_from_slice(&data[..n]))
+            .map(|_| n)
     }
 
     /// Room left in the stream's send buffer, or why it cannot be written.

@@ -69,10 +69,14 @@ impl SendBuffer {
     /// Appends bytes `offset..offset + len` (which must be held) to `out`.
     pub fn copy_range(&self, offset: u64, len: usize, out: &mut Vec<u8>) {
         debug_assert!(offset >= self.start && offset + len as u64 <= self.end);
-        let mut i = self.chunks.partition_point(|(s, b)| s + b.len() as u64 <= offset);
+        let mut i = self
+            .chunks
+            .partition_point(|(s, b)| s + b.len() as u64 <= offset);
         let (mut at, mut left) = (offset, len);
         while left > 0 {
-            let Some((s, b)) = self.chunks.get(i) else { break };
+            let Some((s, b)) = self.chunks.get(i) else {
+                break;
+            };
             let from = (at - s) as usize;
             let n = (b.len() - from).min(left);
             out.extend_from_slice(&b[from..from + n]);
