@@ -128,6 +128,9 @@ impl Application for Receiver {
                     Ok(Some(b)) => self.got += b.len() as u64,
                     Ok(None) => {
                         self.done = true;
+                        if std::env::var_os("QFEC_BENCH_STATS").is_some() {
+                            eprintln!("  receiver: {:?}", c.stats());
+                        }
                         c.close(now, 0, b"");
                         return ControlFlow::Break(());
                     }
@@ -163,6 +166,9 @@ fn qfec_run(bytes: u64) -> Duration {
                 done: false,
             };
             let _ = tokio::time::timeout(Duration::from_secs(120), d.run(&mut app)).await;
+            if std::env::var_os("QFEC_BENCH_STATS").is_some() {
+                eprintln!("  sender driver: {:?}", d.stats());
+            }
         })
     });
     let addr = rx.recv().unwrap();
@@ -185,6 +191,9 @@ fn qfec_run(bytes: u64) -> Duration {
             done: false,
         };
         d.run(&mut app).await.unwrap();
+        if std::env::var_os("QFEC_BENCH_STATS").is_some() {
+            eprintln!("  receiver driver: {:?}", d.stats());
+        }
         assert!(app.done && app.got == bytes, "qfec transfer incomplete");
         start.elapsed()
     });

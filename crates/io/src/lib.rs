@@ -30,12 +30,22 @@ pub trait Application {
 /// Largest batch of datagrams handed to the kernel at once (GSO segments).
 const MAX_GSO_SEGMENTS: usize = 16;
 
+/// Socket-level counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    pub rx_datagrams: u64,
+    pub tx_datagrams: u64,
+    /// Send system calls (one per GSO batch).
+    pub tx_calls: u64,
+}
+
 /// A UDP socket plus a QUIC endpoint, driven by tokio.
 pub struct Driver {
     io: UdpIo,
     pub endpoint: Endpoint,
     clock: Clock,
     recv_buf: bytes::BytesMut,
+    stats: DriverStats,
     send_buf: Vec<u8>,
 }
 
@@ -47,12 +57,17 @@ impl Driver {
             endpoint,
             clock: Clock::new(),
             recv_buf: bytes::BytesMut::new(),
+            stats: DriverStats::default(),
             send_buf: Vec::with_capacity(65536),
         })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.io.local_addr()
+    }
+
+    pub fn stats(&self) -> DriverStats {
+        self.stats
     }
 
     pub fn now(&self) -> Instant {
@@ -76,6 +91,7 @@ impl Driver {
                         let seg = segment.unwrap_or(batch.len()).max(1);
                         while !batch.is_empty() {
                             let datagram = batch.split_to(seg.min(batch.len()));
+                            self.stats.rx_datagrams += 1;
                             self.endpoint.handle_buf(now, from, datagram);
                         }
                     }
@@ -130,6 +146,9 @@ impl Driver {
                 return Ok(());
             };
             let data = &self.send_buf[..t.size];
+            self.stats.tx_datagrams +=
+                t.size.div_ceil(t.segment_size.unwrap_or(t.size).max(1)) as u64;
+            self.stats.tx_calls += 1;
             loop {
                 match self.io.send(t.destination, data, t.segment_size).await {
                     Ok(()) => break,

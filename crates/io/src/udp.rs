@@ -11,6 +11,8 @@ use tokio::net::UdpSocket;
 
 /// Room for one GRO batch (the kernel coalesces up to 64 KiB).
 const RECV_BUF: usize = 65536;
+/// Block from which received datagrams are cut.
+const RECV_BLOCK: usize = 2 << 20;
 
 pub struct UdpIo {
     socket: UdpSocket,
@@ -149,8 +151,11 @@ impl UdpIo {
         &self,
         buf: &mut BytesMut,
     ) -> io::Result<Option<(BytesMut, SocketAddr, Option<usize>)>> {
-        buf.clear();
-        buf.reserve(RECV_BUF);
+        // Datagrams are split off one large block: allocating per receive would cost more
+        // than the copy it saves. The block is freed once every packet cut from it is gone.
+        if buf.capacity() - buf.len() < RECV_BUF {
+            *buf = BytesMut::with_capacity(RECV_BLOCK);
+        }
         #[cfg(not(target_os = "linux"))]
         buf.resize(RECV_BUF, 0);
         let r = self

@@ -250,3 +250,30 @@ fn server_respects_anti_amplification_limit() {
     );
     assert!(pair.sent_bytes[1] > 0, "server must answer");
 }
+
+#[test]
+fn batched_transmits_lose_nothing() {
+    // Regression: when a batch for segmentation offload ended because nothing more was
+    // ready, the datagrams already built were discarded (counted as sent, never sent).
+    let mut pair = Pair::new(
+        4,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    pair.batch = 16;
+    let ch = pair.connect(TransportConfig::default());
+    let data = payload(3_000_000, 4);
+    let mut up = Upload::new(ch);
+    assert!(pair.run_until(Duration::from_secs(30), |p| up.drive(p, &data)));
+    assert_eq!(up.received, data);
+    let stats = pair.client.connection(ch).unwrap().stats();
+    assert_eq!(
+        stats.packets_lost, 0,
+        "a lossless link loses nothing: {stats:?}"
+    );
+    assert_eq!(
+        pair.sent[0], stats.udp_tx_datagrams,
+        "every datagram built was sent"
+    );
+}

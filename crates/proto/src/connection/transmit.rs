@@ -53,8 +53,10 @@ impl Connection {
         let mut count = 0;
         while count < max_datagrams.max(1) {
             let before = buf.len();
-            let size = self.build_datagram(now, buf, mtu)?;
-            let _ = size;
+            // Nothing more to send ends the batch; what was built so far still goes out.
+            if self.build_datagram(now, buf, mtu).is_none() {
+                break;
+            }
             count += 1;
             let len = buf.len() - before;
             if len == 0 {

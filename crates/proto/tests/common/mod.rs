@@ -83,6 +83,8 @@ pub struct Pair {
     pub sent: [u64; 2],
     pub sent_bytes: [u64; 2],
     pub delivered: [u64; 2],
+    /// Datagrams per `poll_transmit` call (segmentation offload batches when > 1).
+    pub batch: usize,
     buf: Vec<u8>,
 }
 
@@ -127,6 +129,7 @@ impl Pair {
             sent: [0; 2],
             sent_bytes: [0; 2],
             delivered: [0; 2],
+            batch: 1,
             buf: Vec::new(),
         }
     }
@@ -149,11 +152,15 @@ impl Pair {
                 } else {
                     &mut self.server
                 };
-                let Some(t) = ep.poll_transmit(self.now, 1, &mut self.buf) else {
+                let Some(t) = ep.poll_transmit(self.now, self.batch, &mut self.buf) else {
                     break;
                 };
-                let data = self.buf[..t.size].to_vec();
-                self.enqueue(to_server, data);
+                let seg = t.segment_size.unwrap_or(t.size);
+                let datagrams: Vec<Vec<u8>> =
+                    self.buf[..t.size].chunks(seg).map(|c| c.to_vec()).collect();
+                for d in datagrams {
+                    self.enqueue(to_server, d);
+                }
             }
         }
     }
