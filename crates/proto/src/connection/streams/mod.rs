@@ -467,22 +467,29 @@ impl Streams {
         Ok(())
     }
 
-    pub fn on_stop_sending(&mut self, id: StreamId, code: u64) -> Result<(), TransportError> {
+    /// Checks a frame about our sending half (STOP_SENDING, MAX_STREAM_DATA) against the
+    /// stream's existence and direction; a new peer stream is opened by it (RFC 9000 §3.2).
+    fn check_send_half(&mut self, id: StreamId, frame: &str) -> Result<(), TransportError> {
         if id.initiator() != self.side && id.dir() == Dir::Uni {
             return Err(TransportError::new(
                 error_code::STREAM_STATE_ERROR,
-                "STOP_SENDING for a receive-only stream",
+                format!("{frame} for a receive-only stream"),
             ));
         }
         if id.initiator() == self.side && id.index() >= self.next_local[dir_index(id.dir())] {
             return Err(TransportError::new(
                 error_code::STREAM_STATE_ERROR,
-                "STOP_SENDING for a stream we never opened",
+                format!("{frame} for a stream we never opened"),
             ));
         }
         if id.initiator() != self.side {
             self.open_remote_up_to(id)?;
         }
+        Ok(())
+    }
+
+    pub fn on_stop_sending(&mut self, id: StreamId, code: u64) -> Result<(), TransportError> {
+        self.check_send_half(id, "STOP_SENDING")?;
         let Some(s) = self.send.get_mut(&id) else {
             return Ok(());
         };
@@ -506,21 +513,7 @@ impl Streams {
     }
 
     pub fn on_max_stream_data(&mut self, id: StreamId, max: u64) -> Result<(), TransportError> {
-        if id.initiator() != self.side && id.dir() == Dir::Uni {
-            return Err(TransportError::new(
-                error_code::STREAM_STATE_ERROR,
-                "MAX_STREAM_DATA for a receive-only stream",
-            ));
-        }
-        if id.initiator() == self.side && id.index() >= self.next_local[dir_index(id.dir())] {
-            return Err(TransportError::new(
-                error_code::STREAM_STATE_ERROR,
-                "MAX_STREAM_DATA for a stream we never opened",
-            ));
-        }
-        if id.initiator() != self.side {
-            self.open_remote_up_to(id)?;
-        }
+        self.check_send_half(id, "MAX_STREAM_DATA")?;
         if let Some(s) = self.send.get_mut(&id)
             && max > s.max_data
         {
