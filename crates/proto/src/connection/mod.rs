@@ -37,7 +37,7 @@ use crate::recovery::pacing::Pacer;
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
-use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError, error_code};
+use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError};
 
 use cid::{LocalCids, RemoteCids};
 use keys::OneRttKeys;
@@ -613,8 +613,7 @@ impl Connection {
         self.spaces.iter().map(|s| s.sent.bytes_in_flight()).sum()
     }
 
-    /// Transport error codes of 0x1c frames from the peer may not exceed varint range;
-    /// convenience for tests.
+    /// Open (send, receive) stream halves, for tests and statistics.
     pub fn stream_counts(&self) -> (usize, usize) {
         self.streams.counts()
     }
@@ -652,9 +651,4 @@ impl Connection {
     pub fn all_data_acked(&self) -> bool {
         !self.streams.has_unacked_data()
     }
-}
-
-/// Maps a TLS alert into a connection error code for checks in tests.
-pub fn crypto_error_code(alert: u8) -> u64 {
-    error_code::CRYPTO_ERROR_BASE + u64::from(alert)
 }

@@ -54,7 +54,7 @@ impl Connection {
         while count < max_datagrams.max(1) {
             let before = buf.len();
             // Nothing more to send ends the batch; what was built so far still goes out.
-            if self.build_datagram(now, buf, mtu).is_none() {
+            if !self.build_datagram(now, buf, mtu) {
                 break;
             }
             count += 1;
@@ -88,15 +88,15 @@ impl Connection {
         })
     }
 
-    /// Builds one datagram of up to `mtu` bytes. `None` when there is nothing to send.
-    fn build_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, mtu: usize) -> Option<usize> {
+    /// Builds one datagram of up to `mtu` bytes; false when there is nothing to send.
+    fn build_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, mtu: usize) -> bool {
         let mut limit = mtu;
         if !self.address_validated {
             let budget =
                 (3 * self.bytes_received_unvalidated).saturating_sub(self.bytes_sent_unvalidated);
             limit = limit.min(budget as usize);
             if limit < MIN_INITIAL_DATAGRAM {
-                return None;
+                return false;
             }
         }
         let allowance = Allowance {
@@ -135,14 +135,14 @@ impl Connection {
             }
         }
         if !any {
-            return None;
+            return false;
         }
         let len = buf.len() - start;
         if !self.address_validated {
             self.bytes_sent_unvalidated += len as u64;
         }
         self.last_sent = Some(now);
-        Some(len)
+        true
     }
 
     fn space_can_send(&self, space: SpaceId) -> bool {

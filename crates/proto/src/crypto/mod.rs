@@ -11,7 +11,6 @@ pub use config::{
     ClientCryptoConfig, ServerCryptoConfig, SkipServerVerification, self_signed_certificate,
 };
 
-use std::sync::Arc;
 
 use rustls::quic::{self as rq, KeyChange};
 
@@ -195,6 +194,3 @@ impl TlsSession {
         )
     }
 }
-
-/// Shared handle type for configs.
-pub type SharedClientConfig = Arc<rustls::ClientConfig>;
