@@ -564,3 +564,79 @@ fn receive_windows_grow_on_a_long_fat_path() {
         "10 MB took {secs:.1} s ({mbps:.1} Mb/s): windows did not grow"
     );
 }
+
+#[test]
+fn retry_validates_the_client_address() {
+    let mut pair = Pair::with_server(
+        16,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+        |s| s.retry = true,
+    );
+    let ch = pair.connect(TransportConfig::default());
+    let mut sh = None;
+    let ok = pair.run_until(Duration::from_secs(5), |p| {
+        sh = sh.or(p.server.accept());
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    });
+    assert!(
+        ok,
+        "handshake through Retry: {:?}",
+        pair.client.connection(ch).unwrap().error()
+    );
+    // The client's first Initial was answered statelessly: the server holds one connection.
+    assert_eq!(pair.server.connection_count(), 1);
+    assert_eq!(
+        send_and_read(&mut pair, ch, sh.unwrap(), 10_000, 16),
+        payload(10_000, 16)
+    );
+}
+
+#[test]
+fn client_gives_up_on_version_negotiation_without_v1() {
+    let mut pair = Pair::new(
+        17,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let ch = pair.connect(TransportConfig::default());
+    let mut first = Vec::new();
+    pair.client.poll_transmit(pair.now, 1, &mut first).unwrap();
+    let (dcid, scid) = match qfec_proto::packet::parse_header(&first, 8).unwrap() {
+        qfec_proto::packet::ParsedHeader::Long { dcid, scid, .. } => (dcid, scid),
+        other => panic!("not an Initial: {other:?}"),
+    };
+    let mut vn = Vec::new();
+    qfec_proto::packet::write_version_negotiation(
+        &mut vn,
+        &scid,
+        &dcid,
+        &[0x0a0a_0a0a, 0xff00_001d],
+        0x80,
+    );
+    pair.client.handle(pair.now, pair.server_addr, &vn);
+    assert_eq!(
+        pair.client.connection(ch).unwrap().error(),
+        Some(&ConnectionError::VersionMismatch)
+    );
+    // A Version Negotiation that lists v1 is ignored (it cannot be genuine).
+    let mut pair = Pair::new(
+        18,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let ch = pair.connect(TransportConfig::default());
+    let mut first = Vec::new();
+    pair.client.poll_transmit(pair.now, 1, &mut first).unwrap();
+    let (dcid, scid) = match qfec_proto::packet::parse_header(&first, 8).unwrap() {
+        qfec_proto::packet::ParsedHeader::Long { dcid, scid, .. } => (dcid, scid),
+        _ => unreachable!(),
+    };
+    let mut vn = Vec::new();
+    qfec_proto::packet::write_version_negotiation(&mut vn, &scid, &dcid, &[1], 0x80);
+    pair.client.handle(pair.now, pair.server_addr, &vn);
+    assert!(pair.client.connection(ch).unwrap().error().is_none());
+}

@@ -11,7 +11,6 @@ pub use config::{
     ClientCryptoConfig, ServerCryptoConfig, SkipServerVerification, self_signed_certificate,
 };
 
-
 use rustls::quic::{self as rq, KeyChange};
 
 use crate::types::{Side, TransportError, error_code};
