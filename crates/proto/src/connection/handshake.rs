@@ -41,6 +41,11 @@ impl Connection {
     ) -> Result<(), TransportError> {
         let limit = self.config.crypto_buffer;
         let sp = &mut self.spaces[space.idx()];
+        if sp.crypto_recv.is_duplicate(offset, data.len()) && space != SpaceId::Data {
+            // RFC 9002 §6.2.3: the peer sent again what we have, so it lacks our answer.
+            self.speed_up_handshake(space);
+        }
+        let sp = &mut self.spaces[space.idx()];
         sp.crypto_recv.insert(offset, data, limit)?;
         let mut buf = Vec::new();
         sp.crypto_recv.read_into(&mut buf);
@@ -147,6 +152,23 @@ impl Connection {
         self.handshake_confirmed = true;
         self.peer_validated_address = true;
         self.discard_space(now, SpaceId::Handshake);
+    }
+
+    /// Resends unacknowledged CRYPTO data of `space` before the PTO, a few times per
+    /// connection (RFC 9002 §6.2.3); with nothing to resend, a probe still elicits an ACK.
+    pub(super) fn speed_up_handshake(&mut self, space: SpaceId) {
+        if self.handshake_speedups == 0 || self.handshake_confirmed {
+            return;
+        }
+        let sp = &mut self.spaces[space.idx()];
+        if sp.discarded || sp.keys.is_none() {
+            return;
+        }
+        self.handshake_speedups -= 1;
+        sp.crypto_send.requeue_unacked();
+        if !sp.crypto_send.has_pending() {
+            sp.probes = sp.probes.max(1);
+        }
     }
 
     pub(super) fn issue_cids(&mut self) {

@@ -167,8 +167,12 @@ impl Connection {
         if let Some(sent) = largest_lost_sent {
             self.stats.congestion_events += 1;
             let persistent = space == SpaceId::Data && pc.established();
+            let window_before = self.cc.window();
             self.cc
                 .on_congestion_event(now, sent, persistent, lost_bytes);
+            if self.cc.window() < window_before {
+                self.recovery_packet_allowed = true;
+            }
             if persistent {
                 self.rtt.reset_min_rtt();
             }

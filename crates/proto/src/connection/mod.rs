@@ -220,6 +220,10 @@ pub struct Connection {
     sent_ack_eliciting_since_rx: bool,
     last_sent: Option<Instant>,
     last_ack_eliciting_sent: Option<Instant>,
+    /// Early handshake retransmissions left (RFC 9002 §6.2.3).
+    handshake_speedups: u8,
+    /// A loss just started a recovery period: one packet may exceed the window.
+    recovery_packet_allowed: bool,
     /// Packets without ack-eliciting frames sent since the last ack-eliciting one.
     ack_only_sent: u32,
     loss_timer: Option<Instant>,
@@ -312,6 +316,8 @@ impl Connection {
             last_sent: None,
             last_ack_eliciting_sent: None,
             ack_only_sent: 0,
+            recovery_packet_allowed: false,
+            handshake_speedups: 4,
             loss_timer: None,
             pacing_timer: None,
             handshake_done_pending: false,
@@ -625,10 +631,26 @@ impl Connection {
 
     /// A one-line picture of the sending state, for diagnosing stalls.
     pub fn diagnostics(&self) -> String {
-        let sp = &self.spaces[SpaceId::Data.idx()];
+        let per_space: Vec<String> = self
+            .spaces
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}{}/{}{}",
+                    if s.discarded { "x" } else { "" },
+                    s.sent.ack_eliciting_in_flight(),
+                    s.sent.len(),
+                    if s.crypto_send.has_pending() {
+                        "+crypto"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
         format!(
-            "state {:?}, in flight {} B ({} ack-eliciting), cwnd {}, loss timer {:?}, pacing timer {:?}, \
-             idle deadline {:?}, pto_count {}, streams: {}",
+            "state {:?}{}, in flight {} B (ack-eliciting/tracked per space {}), cwnd {}, loss timer {:?}, \
+             pacing timer {:?}, idle deadline {:?}, pto_count {}, streams: {}",
             match self.state {
                 State::Handshake => "handshake",
                 State::Established => "established",
@@ -636,8 +658,13 @@ impl Connection {
                 State::Draining { .. } => "draining",
                 State::Drained => "drained",
             },
+            if self.handshake_confirmed {
+                " (confirmed)"
+            } else {
+                ""
+            },
             self.bytes_in_flight(),
-            sp.sent.ack_eliciting_in_flight(),
+            per_space.join(" "),
             self.cc.window(),
             self.loss_timer,
             self.pacing_timer,

@@ -165,6 +165,11 @@ impl Connection {
             _ => sp.keys.is_some(),
         };
         if !have_keys {
+            // RFC 9002 §6.2.3: later packets before our keys mean the peer's earlier flight
+            // was lost; an early Initial probe gives the server the credit to resend it.
+            if self.side.is_client() && space != SpaceId::Initial {
+                self.speed_up_handshake(SpaceId::Initial);
+            }
             if self.undecryptable.len() < MAX_UNDECRYPTABLE {
                 self.undecryptable.push((remote, rest.split_to(packet_len)));
                 return 0;

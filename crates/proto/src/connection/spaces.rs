@@ -98,6 +98,11 @@ pub struct CryptoRecv {
 }
 
 impl CryptoRecv {
+    /// Everything in `offset..offset + len` was received before.
+    pub fn is_duplicate(&self, offset: u64, len: usize) -> bool {
+        len > 0 && offset + len as u64 <= self.read
+    }
+
     pub fn insert(&mut self, offset: u64, data: &[u8], limit: usize) -> Result<(), TransportError> {
         let end = offset + data.len() as u64;
         if end <= self.read {

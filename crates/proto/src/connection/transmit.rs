@@ -190,6 +190,12 @@ impl Connection {
     /// Congestion window and pacer permit another full-size ack-eliciting packet.
     fn congestion_allows(&mut self, now: Instant, mtu: usize) -> bool {
         let window = self.cc.window();
+        if self.recovery_packet_allowed {
+            // RFC 9002 §7.3.2: entering recovery, one packet may go out regardless of the
+            // window, so that lost data (e.g. a lost handshake flight) is repaired even
+            // when packets without a timer fill the window.
+            return true;
+        }
         if self.bytes_in_flight() + mtu as u64 > window {
             self.app_limited = false;
             return false;
@@ -350,6 +356,7 @@ impl Connection {
             self.ack_only_sent += 1;
         }
         if ack_eliciting {
+            self.recovery_packet_allowed = false;
             self.ack_only_sent = 0;
             self.last_ack_eliciting_sent = Some(now);
             if !self.sent_ack_eliciting_since_rx {
