@@ -324,6 +324,10 @@ impl Endpoint {
             address_validated: validated,
         });
         conn.handle_datagram_buf(now, remote, data);
+        if conn.stats().packets_received == 0 {
+            // Nothing in it decrypted: no state for datagrams anyone can forge.
+            return None;
+        }
         let h = self.insert(conn);
         self.routes.insert(local_cid, h);
         self.initial_routes.insert((remote, dcid), h);

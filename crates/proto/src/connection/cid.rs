@@ -189,6 +189,13 @@ impl RemoteCids {
                 self.active = (s, c, Some(t));
             }
         }
+        if self.pending_retire.len() as u64 > 2 * self.limit.max(2) {
+            // The peer makes us retire faster than our acknowledgements can keep up.
+            return Err(TransportError::new(
+                error_code::CONNECTION_ID_LIMIT_ERROR,
+                "too many connection IDs waiting to be retired",
+            ));
+        }
         if self.spare.len() as u64 + 1 > self.limit {
             return Err(TransportError::new(
                 error_code::CONNECTION_ID_LIMIT_ERROR,

@@ -64,9 +64,13 @@ impl Connection {
         }
     }
 
+    fn one_rtt_readable(&self) -> bool {
+        self.one_rtt.is_some() && (self.side.is_client() || self.handshake_complete)
+    }
+
     fn keys_available_for(&self, packet: &[u8]) -> bool {
         match packet.first() {
-            Some(b) if b & 0x80 == 0 => self.one_rtt.is_some(),
+            Some(b) if b & 0x80 == 0 => self.one_rtt_readable(),
             Some(b) if (b >> 4) & 0x03 == 2 => self.spaces[SpaceId::Handshake.idx()].keys.is_some(),
             _ => true,
         }
@@ -161,7 +165,9 @@ impl Connection {
             return packet_len;
         }
         let have_keys = match space {
-            SpaceId::Data => self.one_rtt.is_some(),
+            // A server holds 1-RTT packets until the client's Finished authenticated it
+            // (RFC 9001 §5.7), although rustls gives it the keys earlier.
+            SpaceId::Data => self.one_rtt_readable(),
             _ => sp.keys.is_some(),
         };
         if !have_keys {
@@ -591,7 +597,9 @@ impl Connection {
             }
             Frame::Datagram { data } => {
                 let max = self.config.max_datagram_frame_size.unwrap_or(0);
-                if data.len() as u64 > max {
+                // The limit covers the whole frame: type, length and payload (RFC 9221 §3).
+                let frame_len = crate::frame::datagram_header_len(data.len(), true) + data.len();
+                if frame_len as u64 > max {
                     return Err(
                         TransportError::protocol_violation("DATAGRAM larger than allowed")
                             .with_frame(ty),

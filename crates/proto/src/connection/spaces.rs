@@ -130,6 +130,13 @@ impl CryptoRecv {
         if let Some(old) = self.chunks.insert(offset, data.to_vec()) {
             self.buffered -= old.len();
         }
+        // Overlapping frames at many offsets could otherwise hold many copies.
+        if self.buffered > limit {
+            return Err(TransportError::new(
+                error_code::CRYPTO_BUFFER_EXCEEDED,
+                "too much CRYPTO data buffered",
+            ));
+        }
         Ok(())
     }
     /// Appends the next in-order bytes to `out`.

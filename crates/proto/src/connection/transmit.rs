@@ -47,7 +47,7 @@ impl Connection {
             }
             _ => {}
         }
-        let mtu = usize::from(self.config.max_udp_payload_size);
+        let mtu = self.max_datagram_size();
         let start = buf.len();
         let mut segment = None;
         let mut count = 0;
@@ -143,6 +143,16 @@ impl Connection {
         }
         self.last_sent = Some(now);
         true
+    }
+
+    /// Our configured datagram size, never above what the peer accepts.
+    fn max_datagram_size(&self) -> usize {
+        let ours = u64::from(self.config.max_udp_payload_size);
+        let theirs = self
+            .peer_params
+            .as_ref()
+            .map_or(ours, |p| p.max_udp_payload_size);
+        ours.min(theirs).max(1200) as usize
     }
 
     fn space_can_send(&self, space: SpaceId) -> bool {
@@ -552,7 +562,7 @@ impl Connection {
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
         let start = buf.len();
-        let mtu = usize::from(self.config.max_udp_payload_size);
+        let mtu = self.max_datagram_size();
         let mut limit = mtu;
         if !self.address_validated {
             let budget =

@@ -459,10 +459,17 @@ impl Streams {
             return Ok(());
         };
         let had_reset = r.reset.is_some();
+        let unread = final_size.saturating_sub(r.read_offset);
         let grown = r.on_reset(code, final_size)?;
         self.check_conn_credit(grown)?;
         if !had_reset {
             self.events.push_back(StreamEvent::Readable(id));
+            // The discarded bytes will never be read: give their credit back, or every
+            // reset stream would shrink the connection window for good.
+            self.read_data += unread;
+            if self.local_max_data.saturating_sub(self.read_data) <= self.recv_window / 2 {
+                self.pending.max_data = true;
+            }
         }
         Ok(())
     }

@@ -95,13 +95,22 @@ impl RecvStream {
             data = data.slice(skip..);
             offset = self.read_offset;
         }
-        if !data.is_empty() && self.received.insert(offset..end) {
-            if self.chunks.is_empty() && offset == self.read_offset + self.in_order_bytes {
-                self.in_order_bytes += data.len() as u64;
-                self.in_order.push_back(data);
-                return Ok(grown);
+        // Keep only bytes never received: overlapping retransmissions cannot make the
+        // buffer outgrow the flow-control window.
+        let mut fresh = RangeSet::new();
+        if !data.is_empty() {
+            fresh.insert(offset..end);
+            fresh.subtract(&self.received);
+            self.received.insert(offset..end);
+        }
+        for r in fresh.iter() {
+            let piece = data.slice((r.start - offset) as usize..(r.end - offset) as usize);
+            if self.chunks.is_empty() && r.start == self.read_offset + self.in_order_bytes {
+                self.in_order_bytes += piece.len() as u64;
+                self.in_order.push_back(piece);
+            } else {
+                self.insert_chunk(r.start, piece);
             }
-            self.insert_chunk(offset, data);
         }
         Ok(grown)
     }
@@ -189,9 +198,11 @@ impl RecvStream {
     }
 
     pub fn has_readable(&self) -> bool {
-        self.chunks
-            .first_key_value()
-            .is_some_and(|(&o, _)| o <= self.read_offset)
+        self.in_order_bytes > 0
+            || self
+                .chunks
+                .first_key_value()
+                .is_some_and(|(&o, _)| o <= self.read_offset)
             || self.is_fin_readable()
             || self.reset.is_some()
     }
@@ -220,6 +231,26 @@ impl RecvStream {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Regression: frames overlapping by all but one new byte were stored whole, so the
+    /// buffer could grow to frame size x window while one early byte was withheld.
+    #[test]
+    fn overlapping_frames_are_stored_once() {
+        let mut r = RecvStream::new(1 << 20);
+        let data: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        for i in 1..2000usize {
+            r.ingest(i as u64, Bytes::copy_from_slice(&data[i..i + 1000]), false)
+                .unwrap();
+        }
+        assert_eq!(r.buffered(), 2998, "each byte is held once");
+        r.ingest(0, Bytes::copy_from_slice(&data[..1]), false)
+            .unwrap();
+        let mut out = Vec::new();
+        while let Some(c) = r.read_chunk(usize::MAX) {
+            out.extend_from_slice(&c);
+        }
+        assert_eq!(out, &data[..2999]);
+    }
 
     proptest! {
         /// Any arrival order, with duplicates and overlaps, reads back the exact bytes.
