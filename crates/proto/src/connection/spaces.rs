@@ -165,6 +165,8 @@ pub struct PacketSpace {
     pub received: RangeSet,
     /// Packets below this were forgotten: treated as duplicates.
     pub received_floor: u64,
+    /// ACK frames need not report ranges below this any more.
+    pub ack_floor: u64,
     pub largest_received: Option<(u64, Instant)>,
     /// An ACK frame should be sent (something ack-eliciting arrived since the last one).
     pub ack_pending: bool,
@@ -192,6 +194,7 @@ impl PacketSpace {
             sent: SentPackets::new(),
             received: RangeSet::new(),
             received_floor: 0,
+            ack_floor: 0,
             largest_received: None,
             ack_pending: false,
             ack_immediate: false,
@@ -241,14 +244,44 @@ impl PacketSpace {
     }
 
     /// The peer acknowledged an ACK of ours up to `largest`: stop repeating older ranges.
+    /// The peer has seen our ACK up to `largest` (RFC 9000 §13.2.4): stop repeating the
+    /// ranges below it. They stay known for duplicate detection, so a late packet in an
+    /// old gap is still processed.
     pub fn on_ack_of_ack(&mut self, largest: u64) {
-        if let Some(min) = self.received.min()
-            && largest > min
-            && self.received.len() > 1
-        {
-            self.received
-                .remove(0..largest.min(self.received.max().unwrap_or(0)));
-            self.received_floor = self.received_floor.max(self.received.min().unwrap_or(0));
+        self.ack_floor = self.ack_floor.max(largest);
+    }
+
+    /// How many of the top ranges an ACK frame reports: those reaching above the floor.
+    pub fn ack_ranges_to_report(&self, max: usize) -> usize {
+        let above = self
+            .received
+            .iter()
+            .rev()
+            .take_while(|r| r.end > self.ack_floor)
+            .count();
+        above.clamp(1, max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: acknowledging our ACK raised the duplicate floor past old gaps, so a late
+    /// packet in a gap was dropped as a duplicate and never processed.
+    #[test]
+    fn late_packet_below_an_acked_ack_is_still_new() {
+        let mut sp = PacketSpace::new();
+        for pn in [0, 1, 2, 4, 5, 6] {
+            sp.on_packet_received(Instant::ZERO, pn);
         }
+        sp.on_ack_of_ack(5);
+        assert!(!sp.is_duplicate(3), "packet 3 never arrived");
+        assert!(sp.is_duplicate(4));
+        assert_eq!(
+            sp.ack_ranges_to_report(32),
+            1,
+            "only the range above the floor"
+        );
     }
 }

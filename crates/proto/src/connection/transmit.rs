@@ -250,8 +250,9 @@ impl Connection {
             });
             let delay = delay_us >> self.config.ack_delay_exponent;
             let room = max_payload_end - buf.len();
-            if frame::ack_encoded_len(&sp.received, delay, None, MAX_ACK_RANGES) <= room {
-                frame::encode_ack(buf, &sp.received, delay, None, MAX_ACK_RANGES);
+            let ranges = sp.ack_ranges_to_report(MAX_ACK_RANGES);
+            if frame::ack_encoded_len(&sp.received, delay, None, ranges) <= room {
+                frame::encode_ack(buf, &sp.received, delay, None, ranges);
                 info.largest_acked_in_ack = sp.received.max();
                 sp.ack_pending = false;
                 sp.ack_immediate = false;
