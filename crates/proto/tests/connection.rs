@@ -717,3 +717,50 @@ fn undecryptable_initial_leaves_no_state() {
         "forged Initials must not create connections"
     );
 }
+
+#[test]
+fn unvalidated_new_path_gets_at_most_three_times_what_it_sent() {
+    // A client "moves" but only one datagram from the new address ever arrives (as with a
+    // spoofed source address): the server may send that address at most 3x what it received
+    // until the path is validated, then returns to the old path (RFC 9000 §9.3).
+    let (mut pair, ch, sh) = established(22);
+    let s = pair.server.connection_mut(sh).unwrap();
+    let id = s.open_stream(Dir::Uni).unwrap();
+    s.write(id, &payload(3_000_000, 1)).unwrap();
+    pair.run_until(Duration::from_millis(50), |_| false);
+    let old = pair.client_addr;
+    // Same IP, other port (NAT rebinding): congestion state is kept, so only the
+    // amplification limit holds the server back.
+    let new: std::net::SocketAddr = "10.0.0.1:7000".parse().unwrap();
+    pair.client_addr = new;
+    pair.c2s.drop_after = Some(pair.sent[0] + 1);
+    let mut at_move = None;
+    pair.run_until(Duration::from_secs(1), |p| {
+        let s = p.server.connection(sh).unwrap();
+        if at_move.is_none() && s.remote_address() == new {
+            at_move = Some(s.stats().udp_tx_bytes);
+        }
+        at_move.is_some()
+    });
+    let before = at_move.expect("the server followed the new address");
+    pair.run_until(Duration::from_millis(60), |_| false);
+    let s = pair.server.connection(sh).unwrap();
+    let sent = s.stats().udp_tx_bytes - before;
+    assert!(
+        sent <= 3 * 1452,
+        "sent {sent} bytes to an unvalidated address"
+    );
+    // Validation fails (the client's answers are dropped): back to the old path.
+    pair.run_until(Duration::from_secs(6), |p| {
+        p.server.connection(sh).unwrap().remote_address() == old
+    });
+    let s = pair.server.connection(sh).unwrap();
+    assert_eq!(
+        s.remote_address(),
+        old,
+        "{} {:?}",
+        s.diagnostics(),
+        s.poll_timeout()
+    );
+    let _ = ch;
+}

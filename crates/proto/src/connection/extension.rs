@@ -53,12 +53,12 @@ impl Connection {
             return;
         }
         match self.process_frames(now, SpaceId::Data, PacketKind::OneRtt, &payload) {
-            Ok(true) => {
+            Ok((true, _)) => {
                 // Ack-eliciting content: let the peer hear from us soon.
                 let sp = &mut self.spaces[SpaceId::Data.idx()];
                 sp.ack_pending = !sp.received.is_empty();
             }
-            Ok(false) => {}
+            Ok((false, _)) => {}
             Err(e) => self.close_with_error(now, e),
         }
     }

@@ -401,9 +401,13 @@ impl Connection {
         if let Some((_, d)) = self.path_challenge
             && now >= d
         {
-            // Unvalidated path: keep using it (no alternative path yet) but stop probing.
+            // The new path failed validation: go back to the last validated one (§9.3.2).
             self.path_challenge = None;
             self.path_challenge_pending = false;
+            if let Some(old) = self.migrated_from.take() {
+                self.remote = old;
+                self.address_validated = true;
+            }
         }
         if self.keep_alive_deadline().is_some_and(|t| now >= t) {
             self.ping_pending = true;

@@ -233,6 +233,10 @@ pub struct Connection {
     /// Path validation of a new peer address: (challenge, deadline).
     path_challenge: Option<([u8; 8], Instant)>,
     path_challenge_pending: bool,
+    /// The validated address we left for an unvalidated one; restored if validation fails.
+    migrated_from: Option<SocketAddr>,
+    /// The packet being built carries a PATH_CHALLENGE (it is padded).
+    challenge_in_packet: bool,
     ping_pending: bool,
     /// Datagrams received (RFC 9221) waiting for the application.
     datagrams_in: VecDeque<Bytes>,
@@ -324,6 +328,8 @@ impl Connection {
             path_responses: VecDeque::new(),
             path_challenge: None,
             path_challenge_pending: false,
+            migrated_from: None,
+            challenge_in_packet: false,
             ping_pending: false,
             datagrams_in: VecDeque::new(),
             datagrams_out: VecDeque::new(),

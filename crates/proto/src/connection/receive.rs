@@ -224,15 +224,25 @@ impl Connection {
             }
             return 0;
         }
-        if space == SpaceId::Data && remote != self.remote && self.side.is_server() {
-            let largest = self.spaces[space.idx()].largest_received_pn();
-            if largest.is_none_or(|l| pn > l) {
-                self.on_peer_address_change(now, remote);
-            }
-        }
+        let newest = self.spaces[space.idx()]
+            .largest_received_pn()
+            .is_none_or(|l| pn > l);
+        let packet_bytes = payload.len() as u64;
         self.restart_idle_timer(now);
         match self.process_payload(now, space, kind, pn, payload) {
-            Ok(()) => {}
+            // RFC 9000 §9.3: the peer moved if its newest packet, carrying more than probing
+            // frames, comes from another address.
+            Ok(non_probing) => {
+                if space == SpaceId::Data
+                    && remote != self.remote
+                    && self.side.is_server()
+                    && newest
+                    && non_probing
+                    && !self.is_closed()
+                {
+                    self.on_peer_address_change(now, remote, packet_bytes);
+                }
+            }
             Err(e) => self.close_with_error(now, e),
         }
         0
@@ -409,14 +419,42 @@ impl Connection {
         self.set_loss_timer(now);
     }
 
-    fn on_peer_address_change(&mut self, now: Instant, remote: SocketAddr) {
+    /// The client moved (NAT rebinding or migration): validate the new path, limit what we
+    /// send there to three times what it sent until then, and start congestion control
+    /// afresh unless only the port changed (RFC 9000 §8.2, §9.3, §9.4).
+    fn on_peer_address_change(&mut self, now: Instant, remote: SocketAddr, received: u64) {
         tracing::debug!(from = %self.remote, to = %remote, "peer address changed");
-        self.remote = remote;
+        let old = std::mem::replace(&mut self.remote, remote);
+        if old.ip() != remote.ip() {
+            let mtu = self.config.max_udp_payload_size;
+            self.cc = self.config.congestion_controller.build(now, mtu);
+            self.rtt = crate::recovery::rtt::RttEstimator::new(self.config.initial_rtt);
+            self.pacer = crate::recovery::pacing::Pacer::new(
+                self.config.initial_rtt,
+                self.cc.window(),
+                mtu,
+                now,
+            );
+        }
+        if self.migrated_from.is_none() {
+            self.migrated_from = Some(old);
+        }
+        self.address_validated = false;
+        self.bytes_received_unvalidated = received;
+        self.bytes_sent_unvalidated = 0;
         let mut challenge = [0u8; 8];
         rand::RngCore::fill_bytes(&mut self.rng, &mut challenge);
         let deadline = now + self.pto_duration(SpaceId::Data) * 3;
         self.path_challenge = Some((challenge, deadline));
         self.path_challenge_pending = true;
+    }
+
+    /// The new path answered our challenge.
+    pub(super) fn on_path_validated(&mut self) {
+        self.path_challenge = None;
+        self.path_challenge_pending = false;
+        self.migrated_from = None;
+        self.address_validated = true;
     }
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
@@ -438,8 +476,8 @@ impl Connection {
         kind: PacketKind,
         pn: u64,
         payload: Bytes,
-    ) -> Result<(), TransportError> {
-        let ack_eliciting = self.process_frames(now, space, kind, &payload)?;
+    ) -> Result<bool, TransportError> {
+        let (ack_eliciting, non_probing) = self.process_frames(now, space, kind, &payload)?;
         let threshold = self.config.ack_eliciting_threshold.max(1);
         let sp = &mut self.spaces[space.idx()];
         let out_of_order = sp.on_packet_received(now, pn);
@@ -453,18 +491,20 @@ impl Connection {
                 sp.ack_immediate = true;
             }
         }
-        Ok(())
+        Ok(non_probing)
     }
 
-    /// The frame loop of one packet payload; returns whether it was ack-eliciting.
+    /// The frame loop of one packet payload; returns whether it was ack-eliciting and whether
+    /// it carried a non-probing frame (RFC 9000 §9.1).
     pub(super) fn process_frames(
         &mut self,
         now: Instant,
         space: SpaceId,
         kind: PacketKind,
         payload: &Bytes,
-    ) -> Result<bool, TransportError> {
+    ) -> Result<(bool, bool), TransportError> {
         let mut ack_eliciting = false;
+        let mut non_probing = false;
         let mut any = false;
         let registry = self.frames.clone();
         for frame in parse_frames(payload, &registry) {
@@ -477,6 +517,7 @@ impl Connection {
                 .with_frame(frame.ty()));
             }
             ack_eliciting |= registry.is_ack_eliciting(&frame);
+            non_probing |= !frame.is_probing();
             self.on_frame(now, space, frame, payload)?;
             if self.is_closed() {
                 break;
@@ -485,7 +526,7 @@ impl Connection {
         if !any {
             return Err(TransportError::protocol_violation("packet without frames"));
         }
-        Ok(ack_eliciting)
+        Ok((ack_eliciting, non_probing))
     }
 
     fn on_frame(
@@ -566,8 +607,7 @@ impl Connection {
             }
             Frame::PathResponse(data) => {
                 if self.path_challenge.is_some_and(|(c, _)| c == data) {
-                    self.path_challenge = None;
-                    self.path_challenge_pending = false;
+                    self.on_path_validated();
                 }
             }
             Frame::ConnectionClose(c) => {

@@ -326,6 +326,12 @@ impl Connection {
         if let Some(p) = pad_to {
             target = target.max(p.saturating_sub(TAG_LEN).min(max_payload_end));
         }
+        // RFC 9000 §8.2.1: a PATH_CHALLENGE goes in a datagram of at least 1200 bytes (as far
+        // as the amplification limit allows), which also probes the path's MTU.
+        if std::mem::take(&mut self.challenge_in_packet) {
+            target =
+                target.max((packet_start + MIN_INITIAL_DATAGRAM - TAG_LEN).min(max_payload_end));
+        }
         // A nearly full 1-RTT packet is padded to full size so that datagrams in a batch
         // all have the same size (segmentation offload needs that).
         if space == SpaceId::Data && max_payload_end - buf.len() < MIN_PACKET_ROOM / 2 {
@@ -415,6 +421,7 @@ impl Connection {
         if self.path_challenge_pending && room(buf) >= 9 {
             if let Some((c, _)) = self.path_challenge {
                 Frame::PathChallenge(c).encode(buf);
+                self.challenge_in_packet = true;
             }
             self.path_challenge_pending = false;
         }
