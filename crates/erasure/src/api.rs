@@ -361,3 +361,20 @@ impl SourceStore {
         copy_padded(&mut self.data[s * self.size..(s + 1) * self.size], data)
     }
 }
+
+/// Checks a source symbol handed to an encoder: it fits the symbol size and continues the
+/// contiguous ids. Returns the id expected next.
+pub(crate) fn next_source_id(
+    size: usize,
+    next_id: Option<u64>,
+    id: u64,
+    data: &[u8],
+) -> Result<u64, FecError> {
+    if data.len() > size {
+        return Err(FecError::SymbolSize);
+    }
+    if next_id.is_some_and(|n| id != n) {
+        return Err(FecError::NonContiguous);
+    }
+    id.checked_add(1).ok_or(FecError::NonContiguous)
+}

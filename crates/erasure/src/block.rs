@@ -203,13 +203,12 @@ impl FecEncoder for BlockEncoder {
     }
 
     fn add_source(&mut self, id: u64, data: &[u8]) -> Result<(), FecError> {
-        if data.len() > self.size {
-            return Err(FecError::SymbolSize);
-        }
-        if self.next_id.is_some_and(|n| id != n) {
-            return Err(FecError::NonContiguous);
-        }
-        self.next_id = Some(id.checked_add(1).ok_or(FecError::NonContiguous)?);
+        self.next_id = Some(crate::api::next_source_id(
+            self.size,
+            self.next_id,
+            id,
+            data,
+        )?);
         if self.in_group == 0 {
             self.group_first = id;
         }

@@ -233,18 +233,10 @@ impl FecEncoder for RlcEncoder {
     }
 
     fn add_source(&mut self, id: u64, data: &[u8]) -> Result<(), FecError> {
-        if data.len() > self.size {
-            return Err(FecError::SymbolSize);
-        }
-        if self.next_id.is_some_and(|n| id != n) {
-            return Err(FecError::NonContiguous);
-        }
-        if id == u64::MAX {
-            return Err(FecError::NonContiguous);
-        }
+        let next = crate::api::next_source_id(self.size, self.next_id, id, data)?;
         let slot = (id % self.window as u64) as usize;
         copy_padded(&mut self.ring[slot], data)?;
-        self.next_id = Some(id + 1);
+        self.next_id = Some(next);
         self.len = (self.len + 1).min(self.window);
         self.since += 1;
         if self.since >= self.interval {

@@ -593,10 +593,10 @@ fn retry_validates_the_client_address() {
     );
 }
 
-#[test]
-fn client_gives_up_on_version_negotiation_without_v1() {
+/// A client that has sent its first Initial, and a Version Negotiation answering it.
+fn client_and_vn(seed: u64, versions: &[u32]) -> (Pair, ConnectionHandle, Vec<u8>) {
     let mut pair = Pair::new(
-        17,
+        seed,
         TransportConfig::default(),
         LinkSpec::default(),
         LinkSpec::default(),
@@ -609,34 +609,20 @@ fn client_gives_up_on_version_negotiation_without_v1() {
         other => panic!("not an Initial: {other:?}"),
     };
     let mut vn = Vec::new();
-    qfec_proto::packet::write_version_negotiation(
-        &mut vn,
-        &scid,
-        &dcid,
-        &[0x0a0a_0a0a, 0xff00_001d],
-        0x80,
-    );
+    qfec_proto::packet::write_version_negotiation(&mut vn, &scid, &dcid, versions, 0x80);
+    (pair, ch, vn)
+}
+
+#[test]
+fn client_gives_up_on_version_negotiation_without_v1() {
+    let (mut pair, ch, vn) = client_and_vn(17, &[0x0a0a_0a0a, 0xff00_001d]);
     pair.client.handle(pair.now, pair.server_addr, &vn);
     assert_eq!(
         pair.client.connection(ch).unwrap().error(),
         Some(&ConnectionError::VersionMismatch)
     );
     // A Version Negotiation that lists v1 is ignored (it cannot be genuine).
-    let mut pair = Pair::new(
-        18,
-        TransportConfig::default(),
-        LinkSpec::default(),
-        LinkSpec::default(),
-    );
-    let ch = pair.connect(TransportConfig::default());
-    let mut first = Vec::new();
-    pair.client.poll_transmit(pair.now, 1, &mut first).unwrap();
-    let (dcid, scid) = match qfec_proto::packet::parse_header(&first, 8).unwrap() {
-        qfec_proto::packet::ParsedHeader::Long { dcid, scid, .. } => (dcid, scid),
-        _ => unreachable!(),
-    };
-    let mut vn = Vec::new();
-    qfec_proto::packet::write_version_negotiation(&mut vn, &scid, &dcid, &[1], 0x80);
+    let (mut pair, ch, vn) = client_and_vn(18, &[1]);
     pair.client.handle(pair.now, pair.server_addr, &vn);
     assert!(pair.client.connection(ch).unwrap().error().is_none());
 }
