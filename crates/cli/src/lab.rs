@@ -11,7 +11,9 @@ use qfec_lab::config::CongestionName;
 use qfec_lab::output::{summary_table, write_csv, write_jsonl, write_summary_csv};
 use qfec_lab::scenario::DEFAULT_DURATION_LIMIT;
 use qfec_lab::units::{Dur, parse_duration, parse_list, parse_ratio, parse_seeds};
-use qfec_lab::{PRESETS, Preset, RunRecord, Scenario, Sweep, Workload, aggregate, quic, run_all};
+use qfec_lab::{
+    PRESETS, Preset, RunRecord, Scenario, Sweep, Variant, Workload, aggregate, quic, run_all,
+};
 
 #[derive(Subcommand, Debug)]
 pub enum LabCommand {
@@ -37,7 +39,8 @@ pub struct RunArgs {
     /// Number of seeds (1..=N) or a list/range such as 1-20 or 3,7,9.
     #[arg(long)]
     seeds: Option<String>,
-    /// Congestion controller: newreno or cubic.
+    /// Congestion controller: newreno or cubic; a list (newreno,cubic) compares them as
+    /// variants of one experiment.
     #[arg(long)]
     cc: Option<String>,
     /// Disable pacing.
@@ -201,12 +204,23 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
     if let Some(w) = &args.workload {
         base.workload = Workload::parse(w).map_err(|e| anyhow::anyhow!("--workload: {e}"))?;
     }
-    if let Some(cc) = &args.cc {
-        base.protocol.congestion = Some(match cc.to_ascii_lowercase().as_str() {
-            "newreno" | "reno" => CongestionName::NewReno,
-            "cubic" => CongestionName::Cubic,
-            other => bail!("--cc: unknown controller {other:?}; use newreno or cubic"),
-        });
+    let controllers: Vec<(String, CongestionName)> = match &args.cc {
+        Some(list) => list
+            .split(',')
+            .map(|c| c.trim().to_ascii_lowercase())
+            .filter(|c| !c.is_empty())
+            .map(|c| match c.as_str() {
+                "newreno" | "reno" => Ok(("newreno".to_string(), CongestionName::NewReno)),
+                "cubic" => Ok(("cubic".to_string(), CongestionName::Cubic)),
+                other => Err(anyhow::anyhow!(
+                    "--cc: unknown controller {other:?}; use newreno or cubic"
+                )),
+            })
+            .collect::<Result<_>>()?,
+        None => Vec::new(),
+    };
+    if let [(_, cc)] = controllers.as_slice() {
+        base.protocol.congestion = Some(*cc);
     }
     if args.no_pacing {
         base.protocol.pacing = Some(false);
@@ -223,7 +237,23 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         base.duration_limit =
             parse_duration(d).map_err(|e| anyhow::anyhow!("--time-limit: {e}"))?;
     }
+    let variants: Vec<Variant> = if controllers.len() > 1 {
+        controllers
+            .iter()
+            .map(|(name, cc)| {
+                let mut protocol = base.protocol.clone();
+                protocol.congestion = Some(*cc);
+                Variant {
+                    name: name.clone(),
+                    protocol,
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut sweep = Sweep::new(base);
+    sweep.variants = variants;
     // Without a scenario or --workload, each preset downloads its own bulk size.
     sweep.preset_bulk = args.scenario.is_none() && args.workload.is_none();
     sweep.presets = presets;

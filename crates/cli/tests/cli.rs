@@ -215,3 +215,32 @@ fn lab_run_prints_a_table_and_writes_records() {
     let csv = std::fs::read_to_string(&out).unwrap();
     assert_eq!(csv.lines().count(), 3, "header and two runs");
 }
+
+#[test]
+fn lab_compares_controllers_as_variants() {
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "interop",
+            "--loss",
+            "1%",
+            "--workload",
+            "bulk:500kB",
+        ])
+        .args(["--seeds", "2", "--cc", "newreno,cubic"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("newreno") && stdout.contains("cubic"),
+        "one row per controller: {stdout}"
+    );
+    assert!(stdout.contains("4 runs"), "{stdout}");
+}
