@@ -750,3 +750,45 @@ fn unvalidated_new_path_gets_at_most_three_times_what_it_sent() {
     );
     let _ = ch;
 }
+
+#[test]
+fn nat_rebinding_of_a_downloading_client() {
+    // The client only sends ACKs (small datagrams): the server must still reach it on the
+    // new address within the 3x budget those ACKs give, and the download must finish.
+    let (mut pair, ch, sh) = established(23);
+    let data = payload(2_000_000, 23);
+    let s = pair.server.connection_mut(sh).unwrap();
+    let id = s.open_stream(Dir::Uni).unwrap();
+    s.write(id, &data).unwrap();
+    s.finish(id).unwrap();
+    pair.run_until(Duration::from_millis(40), |_| false);
+    pair.client_addr = "10.0.0.1:7777".parse().unwrap();
+    let mut got = Vec::new();
+    let mut cid = None;
+    let ok = pair.run_until(Duration::from_secs(20), |p| {
+        let now = p.now;
+        let c = p.client.connection_mut(ch).unwrap();
+        if cid.is_none() {
+            cid = c.accept_stream(Dir::Uni);
+        }
+        let Some(id) = cid else { return false };
+        loop {
+            match c.read(now, id, usize::MAX) {
+                Ok(Some(b)) => got.extend_from_slice(&b),
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    });
+    assert!(
+        ok,
+        "download stalled after rebinding: {} of {} bytes",
+        got.len(),
+        data.len()
+    );
+    assert_eq!(got, data);
+    assert_eq!(
+        pair.server.connection(sh).unwrap().remote_address(),
+        pair.client_addr
+    );
+}
