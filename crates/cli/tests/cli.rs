@@ -109,6 +109,17 @@ fn missing_file_and_escaping_paths_fail_cleanly() {
     assert!(stdout.contains("1 of 3 files"), "{stdout}");
 }
 
+/// The command's standard output, after checking that it succeeded.
+fn succeeded(o: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
 fn one_line_error(args: &[&str], expect: &str) {
     let o = Command::new(QFEC).args(args).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -202,12 +213,7 @@ fn lab_run_prints_a_table_and_writes_records() {
         .arg(&out)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = succeeded(&o);
     assert!(
         stdout.contains("dct_med_s") && stdout.contains("interop"),
         "{stdout}"
@@ -232,12 +238,7 @@ fn lab_compares_controllers_as_variants() {
         .args(["--seeds", "2", "--cc", "newreno,cubic"])
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = succeeded(&o);
     assert!(
         stdout.contains("newreno") && stdout.contains("cubic"),
         "one row per controller: {stdout}"

@@ -378,3 +378,20 @@ pub(crate) fn next_source_id(
     }
     id.checked_add(1).ok_or(FecError::NonContiguous)
 }
+
+/// Checks a source symbol handed to a decoder: it fits the symbol size and is not older than
+/// what the decoder still holds.
+pub(crate) fn check_received_source(
+    size: usize,
+    low: u64,
+    id: u64,
+    data: &[u8],
+) -> Result<(), FecError> {
+    if data.len() > size {
+        return Err(FecError::SymbolSize);
+    }
+    if id < low {
+        return Err(FecError::OutOfWindow);
+    }
+    Ok(())
+}

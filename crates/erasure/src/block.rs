@@ -469,12 +469,7 @@ impl FecDecoder for BlockDecoder {
         data: &[u8],
         recovered: &mut Vec<Recovered>,
     ) -> Result<(), FecError> {
-        if data.len() > self.size {
-            return Err(FecError::SymbolSize);
-        }
-        if id < self.store.low() {
-            return Err(FecError::OutOfWindow);
-        }
+        crate::api::check_received_source(self.size, self.store.low(), id, data)?;
         self.store.insert(id, data)?;
         self.drop_old_blocks();
         if self.pending == 0 {

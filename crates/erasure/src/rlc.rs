@@ -619,12 +619,7 @@ impl FecDecoder for RlcDecoder {
         data: &[u8],
         recovered: &mut Vec<Recovered>,
     ) -> Result<(), FecError> {
-        if data.len() > self.size {
-            return Err(FecError::SymbolSize);
-        }
-        if id < self.store.low() {
-            return Err(FecError::OutOfWindow);
-        }
+        crate::api::check_received_source(self.size, self.store.low(), id, data)?;
         self.store.insert(id, data)?;
         self.slide();
         let mask = self.mask;
