@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::connection::extension::ExtensionFactory;
 use crate::crypto::{ClientCryptoConfig, ServerCryptoConfig};
-use crate::frame::FrameRegistry;
 use crate::recovery::cc::{CongestionControl, ControllerFactory};
 
 /// Settings of one connection's transport (both sides).
@@ -48,10 +48,9 @@ pub struct TransportConfig {
     pub datagram_receive_buffer: usize,
     /// CRYPTO bytes buffered ahead of the handshake before CRYPTO_BUFFER_EXCEEDED.
     pub crypto_buffer: usize,
-    /// Extension frames (FEC, ...) known to the frame parser.
-    pub frames: FrameRegistry,
-    /// Extra transport parameters to advertise (extension id, value).
-    pub extra_transport_parameters: Vec<(u64, Vec<u8>)>,
+    /// Extensions (FEC, ...): each factory builds one extension per connection, which
+    /// advertises its transport parameters and owns its frame types.
+    pub extensions: Vec<Arc<dyn ExtensionFactory>>,
 }
 
 impl Default for TransportConfig {
@@ -78,8 +77,7 @@ impl Default for TransportConfig {
             max_datagram_frame_size: None,
             datagram_receive_buffer: 1024,
             crypto_buffer: 64 * 1024,
-            frames: FrameRegistry::default(),
-            extra_transport_parameters: Vec::new(),
+            extensions: Vec::new(),
         }
     }
 }

@@ -13,7 +13,9 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
-use crate::connection::{Connection, ConnectionParams, EndpointEvent, ResetKey, Transmit};
+use crate::connection::{
+    Connection, ConnectionExtension, ConnectionParams, EndpointEvent, ResetKey, Transmit,
+};
 use crate::crypto::TlsSession;
 use crate::packet::{self, ParsedHeader};
 use crate::time::Instant;
@@ -111,7 +113,8 @@ impl Endpoint {
         }
         let dcid = ConnectionId::random(&mut self.rng, 16);
         let scid = self.new_cid();
-        let mut params = local_params(&config.transport);
+        let extensions = build_extensions(&config.transport, Side::Client);
+        let mut params = local_params(&config.transport, &extensions);
         params.initial_source_connection_id = Some(scid);
         let mut raw = Vec::new();
         params.encode(&mut raw);
@@ -137,6 +140,7 @@ impl Endpoint {
             seed,
             now,
             address_validated: true,
+            extensions,
         });
         let h = self.insert(conn);
         self.routes.insert(scid, h);
@@ -299,7 +303,8 @@ impl Endpoint {
             (dcid, None, false)
         };
         let local_cid = self.new_cid();
-        let mut params = local_params(&server.transport);
+        let extensions = build_extensions(&server.transport, Side::Server);
+        let mut params = local_params(&server.transport, &extensions);
         params.original_destination_connection_id = Some(orig_dcid);
         params.initial_source_connection_id = Some(local_cid);
         params.retry_source_connection_id = retry_scid;
@@ -322,6 +327,7 @@ impl Endpoint {
             seed,
             now,
             address_validated: validated,
+            extensions,
         });
         conn.handle_datagram_buf(now, remote, data);
         if conn.stats().packets_received == 0 {
@@ -546,8 +552,20 @@ fn encode_addr(buf: &mut Vec<u8>, addr: SocketAddr) {
     buf.extend_from_slice(&addr.port().to_be_bytes());
 }
 
-/// Our transport parameters from the transport configuration.
-fn local_params(cfg: &TransportConfig) -> TransportParameters {
+/// The extensions of a new connection, from the configuration's factories.
+fn build_extensions(cfg: &TransportConfig, side: Side) -> Vec<Box<dyn ConnectionExtension>> {
+    cfg.extensions.iter().map(|f| f.build(side)).collect()
+}
+
+/// Our transport parameters from the transport configuration and the extensions.
+fn local_params(
+    cfg: &TransportConfig,
+    extensions: &[Box<dyn ConnectionExtension>],
+) -> TransportParameters {
+    let mut ext_params = Vec::new();
+    for e in extensions {
+        e.transport_parameters(&mut ext_params);
+    }
     TransportParameters {
         max_idle_timeout: cfg.max_idle_timeout.as_millis() as u64,
         max_udp_payload_size: u64::from(cfg.max_udp_payload_size).max(1200),
@@ -561,7 +579,7 @@ fn local_params(cfg: &TransportConfig) -> TransportParameters {
         max_ack_delay: cfg.max_ack_delay.as_millis() as u64,
         active_connection_id_limit: cfg.active_connection_id_limit.max(2),
         max_datagram_frame_size: cfg.max_datagram_frame_size,
-        extensions: cfg.extra_transport_parameters.clone(),
+        extensions: ext_params,
         ..TransportParameters::default()
     }
 }

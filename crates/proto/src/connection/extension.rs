@@ -1,58 +1,395 @@
-//! Seams for extensions such as FEC (DESIGN.md §3): extension frames and transport
-//! parameters reach an extension through [`ConnectionExtension`]; the frames of a packet that
-//! FEC recovered are processed as if received; a packet the peer recovered is released from
-//! retransmission and reported to congestion control as recovered.
+//! The extension seam: how FEC (and later ACK frequency and multipath) plug into a connection
+//! without special cases in its core loops.
+//!
+//! - A [`ExtensionFactory`] in [`TransportConfig::extensions`](crate::TransportConfig) builds
+//!   one [`ConnectionExtension`] per connection, before the handshake starts, so both a client
+//!   and a server see the peer's transport parameters and advertise their own.
+//! - An extension owns the frame types it claims: it parses their bodies
+//!   ([`ConnectionExtension::decode_frame`]) and handles them ([`ConnectionExtension::on_frame`]);
+//!   no other extension sees them.
+//! - Hooks receive an [`ExtensionCx`]: a read-only view of the path and counters, and the
+//!   actions the connection carries out when the hook returns (process a recovered payload,
+//!   release a packet the peer recovered, acknowledge at once).
+//! - On the way out, an extension writes frames before the ACK frame (those the peer must read
+//!   first), among the control frames, and may open a *protected region*: a header it fills in
+//!   once it knows that STREAM/DATAGRAM frames follow, and those frames, whose bytes it receives
+//!   in [`ConnectionExtension::on_packet_sent`].
+//! - Lost 1-RTT packets keep their content for a short while, so that a peer's late report of a
+//!   recovery still cancels a retransmission that has not gone out.
+
+use std::any::Any;
+use std::fmt;
 
 use bytes::Bytes;
 
-use super::{Connection, SpaceId};
-use crate::frame::PacketKind;
+use super::{ConnectionStats, PathStats};
+use crate::coding::Reader;
+use crate::frame::{FrameError, PacketKind};
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
-use crate::types::TransportError;
+use crate::types::{Side, TransportError};
 
-/// Extension hooks: the seams through which FEC (and other extensions) plug into the
-/// connection without changing its core loops.
-pub trait ConnectionExtension: Send {
-    /// The peer's transport parameters arrived (look for extension parameters).
-    fn on_peer_params(&mut self, _params: &TransportParameters) {}
-    /// An extension frame registered in the frame registry arrived in a 1-RTT packet.
-    fn on_frame(&mut self, _now: Instant, _ty: u64, _body: &[u8]) -> Result<(), TransportError> {
+/// Builds an extension for each new connection; shared by all connections of an endpoint.
+pub trait ExtensionFactory: Send + Sync + fmt::Debug {
+    fn build(&self, side: Side) -> Box<dyn ConnectionExtension>;
+}
+
+/// How a loss that the peer repaired by FEC is reported to congestion control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecoveredLossMode {
+    /// The loss still counts as a congestion signal (RFC 9265's recommendation 1).
+    Signal,
+    /// The recovery hides the loss from congestion control (rQUIC, paper 000): the packet
+    /// counts as delivered, and a reduction already made for it alone is undone.
+    Mask,
+}
+
+impl RecoveredLossMode {
+    pub const ALL: [RecoveredLossMode; 2] = [RecoveredLossMode::Signal, RecoveredLossMode::Mask];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecoveredLossMode::Signal => "signal",
+            RecoveredLossMode::Mask => "mask",
+        }
+    }
+}
+
+impl fmt::Display for RecoveredLossMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Unknown loss-mode name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown FEC congestion mode {0:?}: expected signal or mask")]
+pub struct ParseRecoveredLossModeError(pub String);
+
+impl std::str::FromStr for RecoveredLossMode {
+    type Err = ParseRecoveredLossModeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "signal" => Ok(RecoveredLossMode::Signal),
+            "mask" => Ok(RecoveredLossMode::Mask),
+            _ => Err(ParseRecoveredLossModeError(s.to_string())),
+        }
+    }
+}
+
+/// What the connection does for an extension once its hook returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ExtensionAction {
+    /// Process these frames (a packet the extension recovered) as if they had arrived.
+    DeliverRecovered(Bytes),
+    /// The peer recovered our 1-RTT packet `pn`.
+    PeerRecovered { pn: u64, mode: RecoveredLossMode },
+    /// Send an ACK frame without waiting for the ack delay.
+    AckImmediately,
+}
+
+/// An extension's view of its connection during a hook, and its way to act on it.
+pub struct ExtensionCx<'a> {
+    pub now: Instant,
+    pub side: Side,
+    pub path: PathStats,
+    pub stats: &'a ConnectionStats,
+    /// Largest payload a full-size 1-RTT packet carries (with the longest packet number).
+    pub max_packet_payload: usize,
+    app_data_pending: bool,
+    /// In a frame hook: the number of the packet the frame came in; `None` for frames of a
+    /// recovered payload (and outside frame hooks).
+    pub packet_number: Option<u64>,
+    pub(crate) actions: &'a mut Vec<ExtensionAction>,
+}
+
+impl ExtensionCx<'_> {
+    /// Processes `frames` as if a packet carrying them had arrived (after this hook).
+    pub fn deliver_recovered(&mut self, frames: Bytes) {
+        self.actions.push(ExtensionAction::DeliverRecovered(frames));
+    }
+
+    /// The peer reports that it recovered our 1-RTT packet `pn`: its content counts as
+    /// delivered, and congestion control learns of the loss as `mode` says. Also cancels a
+    /// retransmission of it that is queued but not yet sent.
+    pub fn peer_recovered(&mut self, pn: u64, mode: RecoveredLossMode) {
+        self.actions
+            .push(ExtensionAction::PeerRecovered { pn, mode });
+    }
+
+    /// Asks for an ACK frame as soon as possible (e.g. to carry news the peer needs now).
+    pub fn ack_immediately(&mut self) {
+        self.actions.push(ExtensionAction::AckImmediately);
+    }
+}
+
+/// What to do with the rest of a packet after an extension frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameOutcome {
+    Continue,
+    /// The frames after this one were already processed (e.g. recovered earlier): skip them.
+    SkipRest,
+}
+
+/// A protected region requested for the packet being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProtectedRegion {
+    /// Bytes reserved for the region's header, filled by
+    /// [`ConnectionExtension::write_protected_header`] if frames follow.
+    pub header_len: usize,
+    /// Most bytes of frames the region may hold after its header.
+    pub max_len: usize,
+}
+
+/// A 1-RTT packet about to be encrypted.
+#[derive(Debug, Clone, Copy)]
+pub struct SentPacketInfo<'a> {
+    pub pn: u64,
+    /// Bytes on the wire, header and tag included.
+    pub size: usize,
+    pub ack_eliciting: bool,
+    /// The frames of the protected region this extension opened (after its header, without
+    /// trailing padding), if it opened one and frames went in.
+    pub protected: Option<&'a [u8]>,
+}
+
+/// An extension of one connection. Every method has a neutral default, so an extension
+/// implements only the hooks it needs.
+pub trait ConnectionExtension: Send + Any {
+    fn name(&self) -> &'static str;
+
+    /// Transport parameters to advertise: (id, value) pairs.
+    fn transport_parameters(&self, _out: &mut Vec<(u64, Vec<u8>)>) {}
+
+    /// The peer's transport parameters arrived (all of them, extension ones included).
+    fn on_peer_params(
+        &mut self,
+        _cx: &mut ExtensionCx<'_>,
+        _params: &TransportParameters,
+    ) -> Result<(), TransportError> {
         Ok(())
     }
-    /// Room for extension frames in a 1-RTT packet being built; returns true if it wrote an
-    /// ack-eliciting frame.
-    fn write_frames(&mut self, _now: Instant, _buf: &mut Vec<u8>, _max: usize) -> bool {
+
+    /// Whether this extension owns frame type `ty` (and will parse and handle it).
+    fn owns_frame(&self, _ty: u64) -> bool {
         false
     }
-    /// The plaintext payload of a 1-RTT packet is final, just before encryption.
-    fn on_packet_sealed(&mut self, _now: Instant, _pn: u64, _payload: &[u8]) {}
-    fn on_packet_acked(&mut self, _now: Instant, _pn: u64) {}
-    fn on_packet_lost(&mut self, _now: Instant, _pn: u64) {}
+
+    /// Advances `r` over the body of a frame of an owned type `ty` (the type is already
+    /// consumed). Must never read beyond `r` nor panic, whatever the input.
+    fn decode_frame(&self, ty: u64, _r: &mut Reader<'_>) -> Result<(), FrameError> {
+        Err(FrameError::encoding(ty, "unknown frame type"))
+    }
+
+    fn frame_is_ack_eliciting(&self, _ty: u64) -> bool {
+        true
+    }
+
+    fn frame_allowed_in(&self, _ty: u64, kind: PacketKind) -> bool {
+        matches!(kind, PacketKind::OneRtt | PacketKind::ZeroRtt)
+    }
+
+    /// An owned frame arrived; `body` is what `decode_frame` consumed, `rest` the frames that
+    /// follow it in the same payload.
+    fn on_frame(
+        &mut self,
+        _cx: &mut ExtensionCx<'_>,
+        _ty: u64,
+        _body: &[u8],
+        _rest: &Bytes,
+    ) -> Result<FrameOutcome, TransportError> {
+        Ok(FrameOutcome::Continue)
+    }
+
+    /// Frames the peer should read before this packet's ACK frame; `max` bytes of room.
+    /// Returns whether an ack-eliciting frame was written.
+    fn write_leading_frames(
+        &mut self,
+        _cx: &mut ExtensionCx<'_>,
+        _buf: &mut Vec<u8>,
+        _max: usize,
+    ) -> bool {
+        false
+    }
+
+    /// Frames among the control frames of a 1-RTT packet (congestion window permitting);
+    /// `max` bytes of room. Returns whether an ack-eliciting frame was written.
+    fn write_frames(&mut self, _cx: &mut ExtensionCx<'_>, _buf: &mut Vec<u8>, _max: usize) -> bool {
+        false
+    }
+
+    /// STREAM or DATAGRAM frames are about to be written with `room` bytes left: reserve a
+    /// protected region for them. Only one extension protects a packet.
+    fn begin_protected(
+        &mut self,
+        _cx: &mut ExtensionCx<'_>,
+        _room: usize,
+    ) -> Option<ProtectedRegion> {
+        None
+    }
+
+    /// Frames went into the region begun by `begin_protected`: write its header, exactly
+    /// `header.len()` bytes.
+    fn write_protected_header(&mut self, _header: &mut [u8]) {}
+
+    /// A 1-RTT packet is final (before encryption).
+    fn on_packet_sent(&mut self, _cx: &mut ExtensionCx<'_>, _packet: &SentPacketInfo<'_>) {}
+
+    fn on_packet_acked(&mut self, _cx: &mut ExtensionCx<'_>, _pn: u64) {}
+
+    fn on_packet_lost(&mut self, _cx: &mut ExtensionCx<'_>, _pn: u64) {}
+
+    /// Called once per `poll_transmit`, before packets are built.
+    fn prepare_transmit(&mut self, _cx: &mut ExtensionCx<'_>) {}
+
     /// Whether `write_frames` has something to send.
     fn wants_to_send(&self) -> bool {
         false
     }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _cx: &mut ExtensionCx<'_>) {}
+
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
-/// How a loss that the peer repaired by FEC is reported to congestion control.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecoveredLossMode {
-    /// The loss still counts as a congestion signal (RFC 9265's recommendation).
-    Signal,
-    /// The recovery hides the loss from congestion control (rQUIC, paper 000).
-    Mask,
+// ---- the connection's side of the seam ----
+
+use super::sent::SentInfo;
+use super::streams::Streams;
+use super::{Connection, SpaceId};
+use crate::frame::ExtensionFrames;
+
+impl ExtensionCx<'_> {
+    /// The application has STREAM data or DATAGRAMs that it could send now.
+    pub fn app_data_pending(&self) -> bool {
+        self.app_data_pending
+    }
+}
+
+/// The frame types of a connection's extensions, for the frame parser.
+impl ExtensionFrames for Vec<Box<dyn ConnectionExtension>> {
+    fn decode_body(&self, ty: u64, r: &mut Reader<'_>) -> Option<Result<(), FrameError>> {
+        let e = self.iter().find(|e| e.owns_frame(ty))?;
+        Some(e.decode_frame(ty, r))
+    }
+    fn is_ack_eliciting(&self, ty: u64) -> bool {
+        self.iter()
+            .find(|e| e.owns_frame(ty))
+            .is_none_or(|e| e.frame_is_ack_eliciting(ty))
+    }
+    fn allowed_in(&self, ty: u64, kind: PacketKind) -> bool {
+        self.iter()
+            .find(|e| e.owns_frame(ty))
+            .is_some_and(|e| e.frame_allowed_in(ty, kind))
+    }
+}
+
+/// The content of a 1-RTT packet declared lost, kept a short while so that a late
+/// acknowledgement or a peer's recovery report still counts it as delivered.
+#[derive(Debug, Clone)]
+pub(crate) struct LostPacket {
+    pub pn: u64,
+    pub lost_at: Instant,
+    pub info: SentInfo,
+}
+
+/// The losses behind the last reduction of the congestion window, so that it can be undone
+/// when all of them turn out to be spurious or masked recoveries.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LossEpisode {
+    /// In-flight packets declared lost by the event, not yet explained.
+    pub unexplained: Vec<u64>,
+    /// At least one was a recovery hidden from congestion control (mask mode).
+    pub masked: bool,
 }
 
 impl Connection {
-    /// Processes the frames of a 1-RTT packet that FEC recovered, as if it had arrived. Its
+    /// Runs `f` with the extensions and a context over the connection's state. The actions
+    /// hooks ask for are queued; [`Self::run_extension_actions`] carries them out.
+    pub(super) fn with_extensions<R>(
+        &mut self,
+        now: Instant,
+        packet_number: Option<u64>,
+        f: impl FnOnce(&mut [Box<dyn ConnectionExtension>], &mut ExtensionCx<'_>) -> R,
+    ) -> R {
+        let mut exts = std::mem::take(&mut self.extensions);
+        let mut actions = std::mem::take(&mut self.ext_actions);
+        let r = {
+            let mut cx = ExtensionCx {
+                now,
+                side: self.side,
+                path: self.path_stats(),
+                stats: &self.stats,
+                max_packet_payload: self.max_1rtt_payload(),
+                app_data_pending: app_data_pending(&self.streams, &self.datagrams_out),
+                packet_number,
+                actions: &mut actions,
+            };
+            f(&mut exts, &mut cx)
+        };
+        self.extensions = exts;
+        self.ext_actions = actions;
+        r
+    }
+
+    /// Calls `f` on every extension (see [`Self::with_extensions`]).
+    pub(super) fn for_each_extension(
+        &mut self,
+        now: Instant,
+        mut f: impl FnMut(&mut dyn ConnectionExtension, &mut ExtensionCx<'_>),
+    ) {
+        if self.extensions.is_empty() {
+            return;
+        }
+        self.with_extensions(now, None, |exts, cx| {
+            for e in exts.iter_mut() {
+                f(e.as_mut(), cx);
+            }
+        });
+    }
+
+    /// Carries out what extension hooks asked for. Re-entrant calls (from a recovered payload
+    /// whose frames reach an extension again) leave the work to the outer call, so recovery
+    /// never recurses deeper than one payload.
+    pub(super) fn run_extension_actions(&mut self, now: Instant) {
+        if self.running_ext_actions {
+            return;
+        }
+        self.running_ext_actions = true;
+        while !self.ext_actions.is_empty() {
+            for action in std::mem::take(&mut self.ext_actions) {
+                match action {
+                    ExtensionAction::DeliverRecovered(frames) => {
+                        self.handle_recovered_payload(now, frames)
+                    }
+                    ExtensionAction::PeerRecovered { pn, mode } => {
+                        self.on_peer_recovered(now, pn, mode);
+                    }
+                    ExtensionAction::AckImmediately => {
+                        let sp = &mut self.spaces[SpaceId::Data.idx()];
+                        if sp.ack_pending {
+                            sp.ack_immediate = true;
+                        }
+                    }
+                }
+            }
+        }
+        self.running_ext_actions = false;
+    }
+
+    /// Processes the frames of a 1-RTT packet recovered by FEC as if it had arrived. Its
     /// packet number is unknown, so it is not acknowledged by number. A protocol violation
     /// in it closes the connection like any received packet.
     pub fn handle_recovered_payload(&mut self, now: Instant, payload: Bytes) {
         if self.is_closed() || self.one_rtt.is_none() {
             return;
         }
-        match self.process_frames(now, SpaceId::Data, PacketKind::OneRtt, &payload) {
+        match self.process_frames(now, SpaceId::Data, PacketKind::OneRtt, None, &payload) {
             Ok((true, _)) => {
                 // Ack-eliciting content: let the peer hear from us soon.
                 let sp = &mut self.spaces[SpaceId::Data.idx()];
@@ -61,29 +398,74 @@ impl Connection {
             Ok((false, _)) => {}
             Err(e) => self.close_with_error(now, e),
         }
+        self.run_extension_actions(now);
     }
 
-    /// The peer reports (e.g. by SYMBOL_ACK) that it recovered our 1-RTT packet `pn`. If the
-    /// packet is still outstanding, its content counts as delivered and congestion control
-    /// learns of the loss according to `mode`. Returns whether the packet was outstanding.
-    pub fn on_peer_recovered(&mut self, now: Instant, pn: u64, mode: RecoveredLossMode) -> bool {
-        let Some(p) = self.spaces[SpaceId::Data.idx()].sent.remove(pn) else {
-            return false;
-        };
-        if p.in_flight {
-            match mode {
-                RecoveredLossMode::Mask => {
-                    self.cc.on_recovered(now, p.time_sent, u64::from(p.size))
-                }
-                RecoveredLossMode::Signal => {
-                    self.stats.congestion_events += 1;
-                    self.cc
-                        .on_congestion_event(now, p.time_sent, false, u64::from(p.size));
+    /// The peer recovered our 1-RTT packet `pn`. Still outstanding: its content counts as
+    /// delivered and congestion control learns of the loss as `mode` says. Already declared
+    /// lost: a retransmission not yet sent is cancelled, and in mask mode a window reduction
+    /// caused only by such losses is undone. Returns whether the packet was known.
+    pub(super) fn on_peer_recovered(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        mode: RecoveredLossMode,
+    ) -> bool {
+        if let Some(p) = self.spaces[SpaceId::Data.idx()].sent.remove(pn) {
+            self.stats.packets_recovered_by_peer += 1;
+            if p.in_flight {
+                match mode {
+                    RecoveredLossMode::Mask => {
+                        // Hidden from congestion control: the packet counts as delivered.
+                        let app_limited = self.app_limited;
+                        self.cc
+                            .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
+                    }
+                    RecoveredLossMode::Signal => {
+                        self.stats.congestion_events += 1;
+                        self.cc
+                            .on_congestion_event(now, p.time_sent, false, u64::from(p.size));
+                    }
                 }
             }
+            self.on_packet_acked(SpaceId::Data, pn, p.info);
+            self.set_loss_timer(now);
+            return true;
         }
-        self.on_packet_acked(now, SpaceId::Data, pn, p.info);
-        self.set_loss_timer(now);
+        let Some(lost) = self.spaces[SpaceId::Data.idx()].take_lost(pn) else {
+            return false;
+        };
+        self.stats.late_recoveries_by_peer += 1;
+        if mode == RecoveredLossMode::Mask {
+            self.explain_loss(pn, true);
+        }
+        self.on_packet_acked(SpaceId::Data, pn, lost.info);
         true
     }
+
+    /// A packet of the last loss episode turned out delivered (spurious loss) or recovered by
+    /// the peer (`masked`); once every loss of the episode is explained and one was masked,
+    /// the window reduction is undone.
+    pub(super) fn explain_loss(&mut self, pn: u64, masked: bool) {
+        let Some(ep) = self.loss_episode.as_mut() else {
+            return;
+        };
+        let Some(i) = ep.unexplained.iter().position(|&p| p == pn) else {
+            return;
+        };
+        ep.unexplained.swap_remove(i);
+        ep.masked |= masked;
+        if ep.unexplained.is_empty() {
+            let masked = ep.masked;
+            self.loss_episode = None;
+            if masked {
+                self.cc.on_spurious_congestion_event();
+            }
+        }
+    }
+}
+
+/// STREAM data or DATAGRAMs wait to be sent.
+fn app_data_pending(streams: &Streams, datagrams: &std::collections::VecDeque<Bytes>) -> bool {
+    !datagrams.is_empty() || streams.has_stream_data()
 }

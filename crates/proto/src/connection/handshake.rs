@@ -72,7 +72,7 @@ impl Connection {
             && let Some(raw) = self.tls.peer_transport_parameters()
         {
             let raw = raw.to_vec();
-            self.on_peer_params(&raw)?;
+            self.on_peer_params(now, &raw)?;
         }
         self.drive_tls_output();
         if !self.handshake_complete && !self.tls.is_handshaking() {
@@ -81,7 +81,7 @@ impl Connection {
         Ok(())
     }
 
-    fn on_peer_params(&mut self, raw: &[u8]) -> Result<(), TransportError> {
+    fn on_peer_params(&mut self, now: Instant, raw: &[u8]) -> Result<(), TransportError> {
         let params = TransportParameters::decode(raw, self.side.peer())?;
         // Authenticate the connection IDs used during the handshake (RFC 9000 §7.3).
         if params.initial_source_connection_id != self.peer_initial_scid {
@@ -116,10 +116,15 @@ impl Connection {
             (_, true) => local_idle,
             _ => local_idle.min(peer_idle),
         };
-        for ext in &mut self.extensions {
-            ext.on_peer_params(&params);
-        }
         self.peer_params = Some(params);
+        if !self.extensions.is_empty() {
+            let params = self.peer_params.clone().expect("just set");
+            self.with_extensions(now, None, |exts, cx| {
+                exts.iter_mut()
+                    .try_for_each(|e| e.on_peer_params(cx, &params))
+            })?;
+            self.run_extension_actions(now);
+        }
         Ok(())
     }
 

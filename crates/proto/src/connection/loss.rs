@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::extension::{LossEpisode, LostPacket};
 use super::sent::{SentFrame, SentInfo};
 use super::{Connection, ConnectionError, SpaceId, State};
 use crate::frame::Ack;
@@ -45,8 +46,8 @@ impl Connection {
             .sent
             .on_ack_ranges(ack.ranges(), |pn, p| acked.push((pn, p)))
             .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
-        self.count_spurious_losses(space, ack);
-        if summary.newly_acked == 0 {
+        let late = self.take_spurious_losses(space, ack);
+        if summary.newly_acked == 0 && late.is_empty() {
             return Ok(());
         }
         if let Some((largest, sent_time, eliciting)) = summary.largest_newly_acked
@@ -70,16 +71,37 @@ impl Connection {
             self.peer_validated_address = true;
         }
         let app_limited = self.app_limited;
+        let mut acked_pns: Vec<u64> = Vec::new();
         for (pn, p) in acked {
             if p.in_flight {
                 self.cc
                     .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
             }
-            self.on_packet_acked(now, space, pn, p.info);
+            if space == SpaceId::Data {
+                acked_pns.push(pn);
+            }
+            self.on_packet_acked(space, pn, p.info);
         }
-        let in_flight = self.bytes_in_flight();
-        self.cc.on_end_acks(now, in_flight, app_limited);
-        self.detect_losses(now, space);
+        for l in late {
+            // Declared lost, acknowledged after all: its content arrived.
+            self.explain_loss(l.pn, false);
+            if space == SpaceId::Data {
+                acked_pns.push(l.pn);
+            }
+            self.on_packet_acked(space, l.pn, l.info);
+        }
+        if !acked_pns.is_empty() {
+            self.for_each_extension(now, |e, cx| {
+                for &pn in &acked_pns {
+                    e.on_packet_acked(cx, pn);
+                }
+            });
+        }
+        if summary.newly_acked > 0 {
+            let in_flight = self.bytes_in_flight();
+            self.cc.on_end_acks(now, in_flight, app_limited);
+            self.detect_losses(now, space);
+        }
         if self.peer_validated_address {
             self.pto_count = 0;
         }
@@ -87,25 +109,16 @@ impl Connection {
         Ok(())
     }
 
-    pub(super) fn on_packet_acked(
-        &mut self,
-        now: Instant,
-        space: SpaceId,
-        pn: u64,
-        info: SentInfo,
-    ) {
+    /// Releases what an acknowledged (or peer-recovered) packet carried.
+    pub(super) fn on_packet_acked(&mut self, space: SpaceId, pn: u64, info: SentInfo) {
         if let Some(l) = info.largest_acked_in_ack {
             self.spaces[space.idx()].on_ack_of_ack(l);
         }
-        if space == SpaceId::Data {
-            if let Some(k) = self.one_rtt.as_mut()
-                && pn >= k.phase_first_sent
-            {
-                k.phase_acked = true;
-            }
-            for ext in &mut self.extensions {
-                ext.on_packet_acked(now, pn);
-            }
+        if space == SpaceId::Data
+            && let Some(k) = self.one_rtt.as_mut()
+            && pn >= k.phase_first_sent
+        {
+            k.phase_acked = true;
         }
         for f in info.frames {
             match f {
@@ -119,7 +132,6 @@ impl Connection {
                     self.spaces[space.idx()].crypto_send.on_ack(offset, len)
                 }
                 SentFrame::ResetStream(id) => self.streams.on_reset_acked(id),
-                SentFrame::RetireConnectionId(_) | SentFrame::NewConnectionId(_) => {}
                 _ => {}
             }
         }
@@ -147,22 +159,36 @@ impl Connection {
         }
         let mut largest_lost_sent = None;
         let mut lost_bytes = 0;
-        for (pn, p) in lost {
+        let mut in_flight_lost = Vec::new();
+        for (pn, p) in &lost {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
                 self.stats.bytes_lost += u64::from(p.size);
-                self.spaces[space.idx()].remember_lost(pn);
             }
             if p.in_flight {
                 lost_bytes += u64::from(p.size);
                 largest_lost_sent = Some(p.time_sent);
-            }
-            if space == SpaceId::Data {
-                for ext in &mut self.extensions {
-                    ext.on_packet_lost(now, pn);
-                }
+                in_flight_lost.push(*pn);
             }
             self.requeue_frames(space, &p.info.frames);
+        }
+        if space == SpaceId::Data {
+            self.for_each_extension(now, |e, cx| {
+                for (pn, _) in &lost {
+                    e.on_packet_lost(cx, *pn);
+                }
+            });
+        }
+        let keep = self.pto_duration(SpaceId::Data) * 3;
+        for (pn, p) in lost {
+            if p.ack_eliciting {
+                let l = LostPacket {
+                    pn,
+                    lost_at: now,
+                    info: p.info,
+                };
+                self.spaces[space.idx()].remember_lost(l, keep);
+            }
         }
         if let Some(sent) = largest_lost_sent {
             self.stats.congestion_events += 1;
@@ -172,6 +198,10 @@ impl Connection {
                 .on_congestion_event(now, sent, persistent, lost_bytes);
             if self.cc.window() < window_before {
                 self.recovery_packet_allowed = true;
+                self.loss_episode = (!persistent).then_some(LossEpisode {
+                    unexplained: in_flight_lost,
+                    masked: false,
+                });
             }
             if persistent {
                 self.rtt.reset_min_rtt();
@@ -179,18 +209,21 @@ impl Connection {
         }
     }
 
-    /// Packets we declared lost that the peer acknowledges after all were spurious losses.
-    fn count_spurious_losses(&mut self, space: SpaceId, ack: &Ack<'_>) {
+    /// Lost packets that this ACK acknowledges after all (spurious losses), with the content
+    /// kept for them.
+    fn take_spurious_losses(&mut self, space: SpaceId, ack: &Ack<'_>) -> Vec<LostPacket> {
         let sp = &mut self.spaces[space.idx()];
-        if sp.recently_lost.is_empty() {
-            return;
+        if sp.lost.is_empty() {
+            return Vec::new();
         }
+        let mut late = Vec::new();
         for r in ack.ranges() {
-            let range = *r.start()..r.end().saturating_add(1);
-            let before = sp.recently_lost.elts_count();
-            sp.recently_lost.remove(range);
-            self.stats.spurious_losses += before - sp.recently_lost.elts_count();
+            let lo = sp.lost.partition_point(|l| l.pn < *r.start());
+            let hi = sp.lost.partition_point(|l| l.pn <= *r.end());
+            late.extend(sp.lost.drain(lo..hi));
         }
+        self.stats.spurious_losses += late.len() as u64;
+        late
     }
 
     /// Queues the content of a lost (or probed) packet again.
@@ -202,10 +235,7 @@ impl Connection {
                     offset,
                     len,
                     fin,
-                } => {
-                    self.stats.stream_bytes_retransmitted += u64::from(len);
-                    self.streams.on_stream_lost(id, offset, len as usize, fin)
-                }
+                } => self.streams.on_stream_lost(id, offset, len as usize, fin),
                 SentFrame::Crypto { offset, len } => {
                     self.spaces[space.idx()].crypto_send.on_lost(offset, len)
                 }
@@ -339,6 +369,11 @@ impl Connection {
             .and_then(|k| k.prev_discard_deadline());
         let path = self.path_challenge.map(|(_, d)| d);
         let keep_alive = self.keep_alive_deadline();
+        let extension = self
+            .extensions
+            .iter()
+            .filter_map(|e| e.poll_timeout())
+            .min();
         [
             self.loss_timer,
             self.idle_deadline,
@@ -347,6 +382,7 @@ impl Connection {
             key_discard,
             path,
             keep_alive,
+            extension,
         ]
         .into_iter()
         .flatten()
@@ -411,6 +447,18 @@ impl Connection {
         }
         if self.keep_alive_deadline().is_some_and(|t| now >= t) {
             self.ping_pending = true;
+        }
+        if self
+            .extensions
+            .iter()
+            .any(|e| e.poll_timeout().is_some_and(|t| now >= t))
+        {
+            self.for_each_extension(now, |e, cx| {
+                if e.poll_timeout().is_some_and(|t| cx.now >= t) {
+                    e.handle_timeout(cx);
+                }
+            });
+            self.run_extension_actions(now);
         }
     }
 }

@@ -17,7 +17,10 @@ pub mod streams;
 mod transmit;
 
 pub use cid::ResetKey;
-pub use extension::ConnectionExtension;
+pub use extension::{
+    ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, ProtectedRegion,
+    RecoveredLossMode, SentPacketInfo,
+};
 pub use spaces::SpaceId;
 pub use streams::{ReadError, StreamEvent, WriteError};
 
@@ -132,8 +135,14 @@ pub struct ConnectionStats {
     pub bytes_lost: u64,
     /// Packets declared lost that were acknowledged later.
     pub spurious_losses: u64,
+    /// Packets that carried STREAM or CRYPTO data sent before (after a loss or a probe).
+    pub packets_retransmitted: u64,
     /// STREAM bytes sent again after a loss or probe.
     pub stream_bytes_retransmitted: u64,
+    /// Our packets the peer reported recovered (by FEC) before loss detection declared them.
+    pub packets_recovered_by_peer: u64,
+    /// Packets the peer reported recovered after loss detection had declared them lost.
+    pub late_recoveries_by_peer: u64,
     pub stream_bytes_sent: u64,
     pub congestion_events: u64,
     pub pto_count: u64,
@@ -144,8 +153,12 @@ pub struct ConnectionStats {
 /// A snapshot of the path state, for traces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathStats {
+    /// Smoothed RTT.
     pub rtt: Duration,
     pub min_rtt: Duration,
+    pub latest_rtt: Duration,
+    /// Probe timeout without backoff (RFC 9002 §6.2.1).
+    pub pto: Duration,
     pub cwnd: u64,
     pub bytes_in_flight: u64,
     pub ssthresh: u64,
@@ -250,8 +263,11 @@ pub struct Connection {
     close_sent_at: Option<Instant>,
     stats: ConnectionStats,
     extensions: Vec<Box<dyn ConnectionExtension>>,
-    /// Frame types this connection accepts (the config's, plus DATAGRAM when enabled).
-    frames: Arc<crate::frame::FrameRegistry>,
+    /// What extension hooks asked the connection to do.
+    ext_actions: Vec<extension::ExtensionAction>,
+    running_ext_actions: bool,
+    /// The losses behind the last window reduction (undone if all were masked or spurious).
+    loss_episode: Option<extension::LossEpisode>,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
 }
@@ -274,6 +290,7 @@ pub(crate) struct ConnectionParams {
     pub now: Instant,
     /// Server: the client's address was validated by a Retry token.
     pub address_validated: bool,
+    pub extensions: Vec<Box<dyn ConnectionExtension>>,
 }
 
 impl Connection {
@@ -340,13 +357,11 @@ impl Connection {
             error: None,
             close_sent_at: None,
             stats: ConnectionStats::default(),
-            extensions: Vec::new(),
+            extensions: p.extensions,
+            ext_actions: Vec::new(),
+            running_ext_actions: false,
+            loss_episode: None,
             rx_dcid: p.local_cid,
-            frames: {
-                let mut f = cfg.frames.clone();
-                f.datagram |= cfg.max_datagram_frame_size.is_some();
-                Arc::new(f)
-            },
             config: cfg,
         };
         if conn.idle_timeout > Duration::ZERO {
@@ -373,6 +388,8 @@ impl Connection {
         PathStats {
             rtt: self.rtt.smoothed(),
             min_rtt: self.rtt.min(),
+            latest_rtt: self.rtt.latest(),
+            pto: self.pto_duration(SpaceId::Data),
             cwnd: self.cc.window(),
             bytes_in_flight: self.bytes_in_flight(),
             ssthresh: self.cc.ssthresh(),
@@ -426,8 +443,17 @@ impl Connection {
             .next()
             .unwrap_or(&ConnectionId::new(&[]))
     }
-    pub fn add_extension(&mut self, ext: Box<dyn ConnectionExtension>) {
-        self.extensions.push(ext);
+    /// The connection's extension of type `T`, if it has one.
+    pub fn extension<T: ConnectionExtension>(&self) -> Option<&T> {
+        self.extensions
+            .iter()
+            .find_map(|e| e.as_any().downcast_ref::<T>())
+    }
+
+    pub fn extension_mut<T: ConnectionExtension>(&mut self) -> Option<&mut T> {
+        self.extensions
+            .iter_mut()
+            .find_map(|e| e.as_any_mut().downcast_mut::<T>())
     }
 
     // ---- application API ----

@@ -5,9 +5,11 @@ use std::net::SocketAddr;
 
 use bytes::{Bytes, BytesMut};
 
+use super::extension::FrameOutcome;
 use super::{Connection, ConnectionError, Event, SpaceId, State};
+use crate::coding::Reader;
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
-use crate::frame::{Frame, PacketKind, parse_frames};
+use crate::frame::{Frame, FrameRegistry, PacketKind, decode_frame, parse_frames};
 use crate::packet::{self, LongType, ParsedHeader};
 use crate::time::Instant;
 use crate::types::{ConnectionId, Side, TransportError, error_code};
@@ -459,7 +461,8 @@ impl Connection {
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
     fn scan_for_close(&self, payload: &[u8]) -> Result<Option<()>, ()> {
-        for f in parse_frames(payload, &self.frames) {
+        let registry = self.frame_registry();
+        for f in parse_frames(payload, &registry) {
             match f {
                 Ok(Frame::ConnectionClose(_)) => return Ok(Some(())),
                 Ok(_) => {}
@@ -477,7 +480,8 @@ impl Connection {
         pn: u64,
         payload: Bytes,
     ) -> Result<bool, TransportError> {
-        let (ack_eliciting, non_probing) = self.process_frames(now, space, kind, &payload)?;
+        let (ack_eliciting, non_probing) =
+            self.process_frames(now, space, kind, Some(pn), &payload)?;
         let threshold = self.config.ack_eliciting_threshold.max(1);
         let sp = &mut self.spaces[space.idx()];
         let out_of_order = sp.on_packet_received(now, pn);
@@ -494,21 +498,35 @@ impl Connection {
         Ok(non_probing)
     }
 
-    /// The frame loop of one packet payload; returns whether it was ack-eliciting and whether
-    /// it carried a non-probing frame (RFC 9000 §9.1).
+    /// The frame types this connection accepts: core, DATAGRAM when we advertised it, and
+    /// those its extensions own.
+    pub(super) fn frame_registry(&self) -> FrameRegistry<'_> {
+        FrameRegistry {
+            datagram: self.config.max_datagram_frame_size.is_some(),
+            ack_frequency: false,
+            extensions: Some(&self.extensions),
+        }
+    }
+
+    /// The frame loop of one packet payload (`pn` is `None` for a recovered payload); returns
+    /// whether it was ack-eliciting and whether it carried a non-probing frame (RFC 9000 §9.1).
     pub(super) fn process_frames(
         &mut self,
         now: Instant,
         space: SpaceId,
         kind: PacketKind,
+        pn: Option<u64>,
         payload: &Bytes,
     ) -> Result<(bool, bool), TransportError> {
         let mut ack_eliciting = false;
         let mut non_probing = false;
         let mut any = false;
-        let registry = self.frames.clone();
-        for frame in parse_frames(payload, &registry) {
-            let frame = frame.map_err(TransportError::from)?;
+        let mut r = Reader::new(payload);
+        while !r.is_empty() {
+            // The registry borrows the extensions only while one frame is decoded; the frame
+            // itself borrows the payload, so handling it may change the connection.
+            let registry = self.frame_registry();
+            let frame = decode_frame(&mut r, &registry).map_err(TransportError::from)?;
             any = true;
             if !registry.allowed_in(&frame, kind) {
                 return Err(TransportError::protocol_violation(
@@ -518,8 +536,9 @@ impl Connection {
             }
             ack_eliciting |= registry.is_ack_eliciting(&frame);
             non_probing |= !frame.is_probing();
-            self.on_frame(now, space, frame, payload)?;
-            if self.is_closed() {
+            let rest = r.position();
+            let outcome = self.on_frame(now, space, pn, frame, payload, rest)?;
+            if self.is_closed() || outcome == FrameOutcome::SkipRest {
                 break;
             }
         }
@@ -529,13 +548,16 @@ impl Connection {
         Ok((ack_eliciting, non_probing))
     }
 
+    /// Handles one frame; `rest` is the offset in `payload` of the frames after it.
     fn on_frame(
         &mut self,
         now: Instant,
         space: SpaceId,
+        pn: Option<u64>,
         frame: Frame<'_>,
         payload: &Bytes,
-    ) -> Result<(), TransportError> {
+        rest: usize,
+    ) -> Result<FrameOutcome, TransportError> {
         let ty = frame.ty();
         let with_ty = |e: TransportError| {
             if e.frame_type.is_some() {
@@ -654,12 +676,20 @@ impl Connection {
             Frame::AckFrequency { .. } => {}
             Frame::ImmediateAck => self.spaces[space.idx()].ack_immediate = true,
             Frame::Extension { ty, body } => {
-                for ext in &mut self.extensions {
-                    ext.on_frame(now, ty, body)?;
-                }
+                let rest = payload.slice(rest..);
+                let outcome = self.with_extensions(now, pn, |exts, cx| {
+                    match exts.iter_mut().find(|e| e.owns_frame(ty)) {
+                        Some(e) => e.on_frame(cx, ty, body, &rest),
+                        None => Ok(FrameOutcome::Continue),
+                    }
+                });
+                // Before the next frame: a recovery report must reach loss detection before
+                // an ACK frame that follows it in the same packet.
+                self.run_extension_actions(now);
+                return outcome.map_err(with_ty);
             }
         }
-        Ok(())
+        Ok(FrameOutcome::Continue)
     }
 
     fn restart_idle_timer(&mut self, now: Instant) {

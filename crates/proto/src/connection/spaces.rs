@@ -1,8 +1,10 @@
 //! Packet-number spaces (RFC 9000 §12.3): keys, numbering, received-packet tracking for ACKs,
 //! sent-packet tracking for loss detection, and the CRYPTO stream of each space.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
+use crate::connection::extension::LostPacket;
 use crate::connection::sent::SentInfo;
 use crate::crypto::SpaceKeys;
 use crate::range_set::RangeSet;
@@ -26,6 +28,8 @@ impl SpaceId {
 
 /// Highest number of ACK ranges we remember (older ones are forgotten and treated as seen).
 const MAX_TRACKED_RANGES: usize = 64;
+/// Lost packets whose content is kept for late acknowledgements and recovery reports.
+const MAX_LOST_KEPT: usize = 1024;
 
 /// Outgoing CRYPTO data of a space: small, so kept whole until the space is discarded.
 #[derive(Debug, Default)]
@@ -182,8 +186,9 @@ pub struct PacketSpace {
     pub probes: u8,
     /// Set once keys were discarded: nothing is sent or accepted any more.
     pub discarded: bool,
-    /// Packet numbers declared lost lately, to notice spurious losses when acknowledged.
-    pub recently_lost: RangeSet,
+    /// Packets declared lost lately, in packet-number order, with their content: a late
+    /// acknowledgement (a spurious loss) or a peer's recovery report still counts it delivered.
+    pub lost: VecDeque<LostPacket>,
 }
 
 impl PacketSpace {
@@ -205,15 +210,29 @@ impl PacketSpace {
             loss_time: None,
             probes: 0,
             discarded: false,
-            recently_lost: RangeSet::new(),
+            lost: VecDeque::new(),
         }
     }
 
-    pub fn remember_lost(&mut self, pn: u64) {
-        self.recently_lost.insert_one(pn);
-        while self.recently_lost.len() > MAX_TRACKED_RANGES {
-            self.recently_lost.pop_min();
+    /// Keeps the content of a packet just declared lost, forgetting what was lost more than
+    /// `keep` ago or beyond the count bound.
+    pub fn remember_lost(&mut self, lost: LostPacket, keep: Duration) {
+        while self.lost.len() >= MAX_LOST_KEPT
+            || self
+                .lost
+                .front()
+                .is_some_and(|l| lost.lost_at.saturating_duration_since(l.lost_at) > keep)
+        {
+            self.lost.pop_front();
         }
+        let at = self.lost.partition_point(|l| l.pn < lost.pn);
+        self.lost.insert(at, lost);
+    }
+
+    /// Removes and returns the kept content of lost packet `pn`.
+    pub fn take_lost(&mut self, pn: u64) -> Option<LostPacket> {
+        let i = self.lost.binary_search_by_key(&pn, |l| l.pn).ok()?;
+        self.lost.remove(i)
     }
 
     pub fn largest_received_pn(&self) -> Option<u64> {

@@ -2,6 +2,9 @@
 //! padding rules, congestion and pacing limits, the anti-amplification limit, and sealing
 //! (packet protection then header protection).
 
+use std::ops::Range;
+
+use super::extension::{ProtectedRegion, SentPacketInfo};
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{CloseInfo, Connection, SpaceId, State, Transmit};
 use crate::crypto::TAG_LEN;
@@ -19,6 +22,17 @@ const MAX_ACK_RANGES: usize = 32;
 const ACK_ONLY_BEFORE_PING: u32 = 16;
 /// Room that is not worth starting a packet for.
 const MIN_PACKET_ROOM: usize = 64;
+/// Room a protected region needs beyond its header to be worth opening.
+const MIN_PROTECTED_ROOM: usize = 32;
+/// Longest short header: flags, a 20-byte connection ID, a 4-byte packet number.
+const MAX_SHORT_HEADER: usize = 1 + crate::types::MAX_CID_SIZE + 4;
+
+/// What `write_data_frames` put in a packet.
+struct DataFrames {
+    ack_eliciting: bool,
+    /// The protected region: the extension that opened it, and its frames (after the header).
+    protected: Option<(usize, Range<usize>)>,
+}
 
 /// What the transmit path may put in a packet right now.
 #[derive(Clone, Copy)]
@@ -46,6 +60,10 @@ impl Connection {
                 return self.transmit_close(now, &close, buf);
             }
             _ => {}
+        }
+        if !self.extensions.is_empty() {
+            self.for_each_extension(now, |e, cx| e.prepare_transmit(cx));
+            self.run_extension_actions(now);
         }
         let mtu = self.max_datagram_size();
         let start = buf.len();
@@ -145,6 +163,14 @@ impl Connection {
         true
     }
 
+    /// Largest payload of a full-size 1-RTT packet with the current connection ID and the
+    /// longest packet number.
+    pub(super) fn max_1rtt_payload(&self) -> usize {
+        let header = 1 + self.remote_cids.active.1.len() + 4;
+        debug_assert!(header <= MAX_SHORT_HEADER);
+        self.max_datagram_size() - header - TAG_LEN
+    }
+
     /// Our configured datagram size, never above what the peer accepts.
     fn max_datagram_size(&self) -> usize {
         let ours = u64::from(self.config.max_udp_payload_size);
@@ -241,6 +267,21 @@ impl Connection {
         let mut frames = SentFrames::new();
         let mut info = SentInfo::default();
         let mut ack_eliciting = false;
+        let mut protected = None;
+
+        // Extension frames the peer must read before the ACK frame (e.g. FEC recovery
+        // reports, which must reach the peer's loss detection first).
+        if space == SpaceId::Data && !self.extensions.is_empty() {
+            let end = max_payload_end;
+            ack_eliciting |= self.with_extensions(now, None, |exts, cx| {
+                let mut any = false;
+                for e in exts.iter_mut() {
+                    let room = end.saturating_sub(buf.len());
+                    any |= e.write_leading_frames(cx, buf, room);
+                }
+                any
+            });
+        }
 
         // ACK first: it is what keeps the peer's recovery going.
         let sp = &mut self.spaces[space.idx()];
@@ -284,7 +325,9 @@ impl Connection {
                 ack_eliciting = true;
             }
             if space == SpaceId::Data {
-                ack_eliciting |= self.write_data_frames(now, buf, max_payload_end, &mut frames);
+                let d = self.write_data_frames(now, buf, max_payload_end, &mut frames);
+                ack_eliciting |= d.ack_eliciting;
+                protected = d.protected;
             }
             let want_ping = probe || (space == SpaceId::Data && self.ping_pending);
             if want_ping && !ack_eliciting && buf.len() < max_payload_end {
@@ -341,11 +384,24 @@ impl Connection {
         if padded {
             frame::encode_padding(buf, target - buf.len());
         }
-        if space == SpaceId::Data {
-            let payload = &buf[payload_start..];
-            for ext in &mut self.extensions {
-                ext.on_packet_sealed(now, pn, payload);
-            }
+        if space == SpaceId::Data && !self.extensions.is_empty() {
+            let size = buf.len() - packet_start + TAG_LEN;
+            let plain: &[u8] = buf;
+            self.with_extensions(now, None, |exts, cx| {
+                for (i, e) in exts.iter_mut().enumerate() {
+                    let region = match &protected {
+                        Some((owner, r)) if *owner == i => Some(&plain[r.clone()]),
+                        _ => None,
+                    };
+                    let sent = SentPacketInfo {
+                        pn,
+                        size,
+                        ack_eliciting,
+                        protected: region,
+                    };
+                    e.on_packet_sent(cx, &sent);
+                }
+            });
         }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
         let size = buf.len() - packet_start;
@@ -396,14 +452,15 @@ impl Connection {
         true
     }
 
-    /// 1-RTT frames other than ACK and CRYPTO. Returns whether any is ack-eliciting.
+    /// 1-RTT frames other than ACK and CRYPTO: control frames, extension frames, then
+    /// DATAGRAM and STREAM frames, in a protected region when an extension asks for one.
     fn write_data_frames(
         &mut self,
         now: Instant,
         buf: &mut Vec<u8>,
         end: usize,
         frames: &mut SentFrames,
-    ) -> bool {
+    ) -> DataFrames {
         let start = buf.len();
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
         if self.handshake_done_pending && room(buf) >= 1 {
@@ -454,30 +511,87 @@ impl Connection {
         }
         let r = room(buf);
         self.streams.write_control(buf, r, frames);
-        for ext in &mut self.extensions {
-            let r = end.saturating_sub(buf.len());
-            ext.write_frames(now, buf, r);
+        // Every core frame above is ack-eliciting.
+        let mut ack_eliciting = buf.len() > start;
+        if !self.extensions.is_empty() {
+            ack_eliciting |= self.with_extensions(now, None, |exts, cx| {
+                let mut any = false;
+                for e in exts.iter_mut() {
+                    let r = end.saturating_sub(buf.len());
+                    any |= e.write_frames(cx, buf, r);
+                }
+                any
+            });
         }
+        let region = self.open_protected_region(now, buf, end);
+        let app_start = buf.len();
+        let app_end = region.map_or(end, |(_, g)| end.min(buf.len() + g.max_len));
+        let app_room = |buf: &Vec<u8>| app_end.saturating_sub(buf.len());
         while let Some(d) = self.datagrams_out.front() {
             let hdr = frame::datagram_header_len(d.len(), true);
-            if hdr + d.len() > room(buf) {
+            if hdr + d.len() > app_room(buf) {
                 break;
             }
             let d = self.datagrams_out.pop_front().expect("non-empty");
+            // With a length, like STREAM frames (see `write_stream_frames`).
             frame::encode_datagram_header(buf, d.len(), true);
             buf.extend_from_slice(&d);
         }
         let before_streams = buf.len();
-        let r = room(buf);
-        self.streams.write_stream_frames(buf, r, frames);
+        let r = app_room(buf);
+        let resent = self.streams.write_stream_frames(buf, r, frames);
         self.stats.stream_bytes_sent += (buf.len() - before_streams) as u64;
-        let wrote = buf.len() > start;
-        if !self.streams.has_stream_data() && !wrote {
+        if resent > 0 {
+            self.stats.packets_retransmitted += 1;
+            self.stats.stream_bytes_retransmitted += resent;
+        }
+        let wrote_app = buf.len() > app_start;
+        ack_eliciting |= wrote_app;
+        if !self.streams.has_stream_data() && buf.len() == start {
             self.app_limited = true;
         } else if self.streams.has_stream_data() {
             self.app_limited = false;
         }
-        wrote
+        let protected = region.and_then(|(owner, g)| {
+            let header = app_start - g.header_len..app_start;
+            if wrote_app {
+                self.extensions[owner].write_protected_header(&mut buf[header]);
+                Some((owner, app_start..buf.len()))
+            } else {
+                buf.truncate(header.start);
+                None
+            }
+        });
+        DataFrames {
+            ack_eliciting,
+            protected,
+        }
+    }
+
+    /// Asks the extensions for a protected region ahead of DATAGRAM and STREAM frames and
+    /// reserves its header in `buf`. Returns the extension that opened it and the region.
+    fn open_protected_region(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        end: usize,
+    ) -> Option<(usize, ProtectedRegion)> {
+        if self.extensions.is_empty()
+            || (self.datagrams_out.is_empty() && !self.streams.has_stream_data())
+        {
+            return None;
+        }
+        let room = end.saturating_sub(buf.len());
+        let (owner, region) = self.with_extensions(now, None, |exts, cx| {
+            exts.iter_mut()
+                .enumerate()
+                .find_map(|(i, e)| e.begin_protected(cx, room).map(|g| (i, g)))
+        })?;
+        if region.header_len + MIN_PROTECTED_ROOM > room {
+            return None;
+        }
+        buf.resize(buf.len() + region.header_len, 0);
+        Some((owner, region))
     }
 
     /// Writes the header of the next packet of `space`; returns (pn, pn_len, pn_offset,

@@ -2,8 +2,8 @@
 //!
 //! Decoding borrows from the decrypted payload: no frame owns a copy of peer data. Frame types
 //! outside the core set are only accepted when enabled in a [`FrameRegistry`], either as one of
-//! the built-in extensions (DATAGRAM, ACK_FREQUENCY) or through a registered [`FrameExtension`],
-//! so that new frames plug in without touching the frame loop.
+//! the built-in extensions (DATAGRAM, ACK_FREQUENCY) or as a type owned by an extension
+//! ([`ExtensionFrames`]), so that new frames plug in without touching the frame loop.
 
 mod ack;
 mod ack_frequency;
@@ -30,7 +30,7 @@ pub use ack::{Ack, AckRangeIter, EcnCounts, ack_encoded_len, encode_ack};
 pub use close::ConnectionClose;
 pub use crypto::{crypto_header_len, encode_crypto_header};
 pub use datagram::{datagram_header_len, encode_datagram_header};
-pub use registry::{FrameExtension, FrameIter, FrameRegistry, parse_frames};
+pub use registry::{ExtensionFrames, FrameIter, FrameRegistry, parse_frames};
 pub use simple::encode_padding;
 pub use stream::{StreamFrame, encode_stream_header, stream_header_len};
 
@@ -296,7 +296,10 @@ fn read_type(r: &mut Reader<'_>) -> Result<u64, FrameError> {
 }
 
 /// Decodes the frame starting at `r`, dispatching on its type.
-fn decode_frame<'a>(r: &mut Reader<'a>, reg: &FrameRegistry) -> Result<Frame<'a>, FrameError> {
+pub(crate) fn decode_frame<'a>(
+    r: &mut Reader<'a>,
+    reg: &FrameRegistry<'_>,
+) -> Result<Frame<'a>, FrameError> {
     let t = read_type(r)?;
     match t {
         ty::PADDING => Ok(simple::decode_padding(r)),

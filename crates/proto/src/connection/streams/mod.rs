@@ -709,9 +709,16 @@ impl Streams {
         }
     }
 
-    /// Fills up to `max` bytes of `buf` with STREAM frames, round-robin over streams.
-    pub fn write_stream_frames(&mut self, buf: &mut Vec<u8>, max: usize, sent: &mut SentFrames) {
+    /// Fills up to `max` bytes of `buf` with STREAM frames, round-robin over streams. Returns
+    /// how many of the bytes were sent before (retransmissions).
+    pub fn write_stream_frames(
+        &mut self,
+        buf: &mut Vec<u8>,
+        max: usize,
+        sent: &mut SentFrames,
+    ) -> u64 {
         let start = buf.len();
+        let mut resent = 0;
         let mut visited = 0;
         let queue_len = self.send_queue.len();
         while visited < queue_len {
@@ -747,6 +754,11 @@ impl Streams {
                 continue;
             };
             self.sent_data += s.next_offset - next_before;
+            if offset < next_before {
+                resent += len as u64;
+            }
+            // Always with a length: a FEC-protected frame must not run to the packet's end,
+            // which a recovered (zero-padded) symbol moves.
             frame::encode_stream_header(buf, id, offset, len, fin, true);
             s.copy_range(offset, len, buf);
             sent.push(SentFrame::Stream {
@@ -761,6 +773,7 @@ impl Streams {
                 s.queued = false;
             }
         }
+        resent
     }
 }
 

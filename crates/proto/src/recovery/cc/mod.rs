@@ -52,13 +52,10 @@ pub trait Controller: Send + fmt::Debug {
         lost_bytes: u64,
     );
 
-    /// FEC seam: a packet that was (or would have been) declared lost but whose content the
-    /// peer recovered. The connection decides whether such losses reach
-    /// [`on_congestion_event`](Self::on_congestion_event) at all ("mask" mode skips it).
-    fn on_recovered(&mut self, _now: Instant, _sent: Instant, _bytes: u64) {}
-
-    /// The last congestion event was spurious (the "lost" packets were acknowledged later):
-    /// controllers that can, undo the reduction.
+    /// The last congestion event was spurious (its "lost" packets arrived after all, or the
+    /// peer recovered them by FEC and the losses are masked): controllers that can, undo the
+    /// reduction. A loss the peer recovered reaches congestion control either as a congestion
+    /// event ("signal") or as an acknowledgement ("mask"); the connection decides.
     fn on_spurious_congestion_event(&mut self) {}
 
     /// The path MTU changed; windows expressed in datagrams follow it.
