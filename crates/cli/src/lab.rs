@@ -7,13 +7,15 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use qfec_lab::config::CongestionName;
+use qfec_lab::ProtocolSettings;
 use qfec_lab::output::{summary_table, write_csv, write_jsonl, write_summary_csv};
 use qfec_lab::scenario::DEFAULT_DURATION_LIMIT;
 use qfec_lab::units::{Dur, parse_duration, parse_list, parse_ratio, parse_seeds};
 use qfec_lab::{
     PRESETS, Preset, RunRecord, Scenario, Sweep, Variant, Workload, aggregate, quic, run_all,
 };
+use qfec_proto::RecoveredLossMode;
+use qfec_proto::recovery::cc::CongestionControl;
 
 #[derive(Subcommand, Debug)]
 pub enum LabCommand {
@@ -33,9 +35,10 @@ pub struct RunArgs {
     /// Loss rates to sweep, comma-separated: "2%" or "0,1%,2%" or 0.02.
     #[arg(long)]
     loss: Option<String>,
-    /// bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION].
+    /// bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION]; repeat the option to
+    /// sweep workloads (e.g. --workload bulk:1kB --workload bulk:10kB).
     #[arg(long)]
-    workload: Option<String>,
+    workload: Vec<String>,
     /// Number of seeds (1..=N) or a list/range such as 1-20 or 3,7,9.
     #[arg(long)]
     seeds: Option<String>,
@@ -43,6 +46,15 @@ pub struct RunArgs {
     /// variants of one experiment.
     #[arg(long)]
     cc: Option<String>,
+    /// FEC both endpoints send: none, xor, xor(K,DEPTH), rs, rs(K,M), rlc,
+    /// rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a list (none,rlc,rs) compares them, and
+    /// adds each FEC variant's completion-time ratio to `none` (xi).
+    #[arg(long)]
+    fec: Option<String>,
+    /// How losses the peer recovered reach congestion control: signal (RFC 9265) or mask
+    /// (rQUIC); a list (signal,mask) compares them.
+    #[arg(long)]
+    fec_cc: Option<String>,
     /// Disable pacing.
     #[arg(long)]
     no_pacing: bool,
@@ -128,7 +140,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     let progress = !args.quiet && std::io::stderr().is_terminal() && specs.len() > 1;
     let started = Instant::now();
     let total = specs.len();
-    let records = run_all(
+    let mut records = run_all(
         &specs,
         args.threads,
         |s| quic::run_with(s, &options),
@@ -142,6 +154,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
         eprintln!();
     }
     let wall = started.elapsed();
+    qfec_lab::metrics::attach_dct_ratios(&mut records, &sweep.baselines());
     print!("{}", summary_table(&aggregate(&records)));
     let simulated: f64 = records.iter().map(|r| r.sim_time_s).sum();
     println!(
@@ -201,26 +214,13 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
             }
         }
     };
-    if let Some(w) = &args.workload {
-        base.workload = Workload::parse(w).map_err(|e| anyhow::anyhow!("--workload: {e}"))?;
-    }
-    let controllers: Vec<(String, CongestionName)> = match &args.cc {
-        Some(list) => list
-            .split(',')
-            .map(|c| c.trim().to_ascii_lowercase())
-            .filter(|c| !c.is_empty())
-            .map(|c| match c.as_str() {
-                "newreno" | "reno" => Ok(("newreno".to_string(), CongestionName::NewReno)),
-                "cubic" => Ok(("cubic".to_string(), CongestionName::Cubic)),
-                other => Err(anyhow::anyhow!(
-                    "--cc: unknown controller {other:?}; use newreno or cubic"
-                )),
-            })
-            .collect::<Result<_>>()?,
-        None => Vec::new(),
-    };
-    if let [(_, cc)] = controllers.as_slice() {
-        base.protocol.congestion = Some(*cc);
+    let workloads = args
+        .workload
+        .iter()
+        .map(|w| Workload::parse(w).map_err(|e| anyhow::anyhow!("--workload: {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    if let [w] = workloads.as_slice() {
+        base.workload = w.clone();
     }
     if args.no_pacing {
         base.protocol.pacing = Some(false);
@@ -237,25 +237,19 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         base.duration_limit =
             parse_duration(d).map_err(|e| anyhow::anyhow!("--time-limit: {e}"))?;
     }
-    let variants: Vec<Variant> = if controllers.len() > 1 {
-        controllers
-            .iter()
-            .map(|(name, cc)| {
-                let mut protocol = base.protocol.clone();
-                protocol.congestion = Some(*cc);
-                Variant {
-                    name: name.clone(),
-                    protocol,
-                }
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let mut variants = variants(&base.protocol, args)?;
+    if let [v] = variants.as_slice() {
+        // No list given: the options just set the base settings.
+        base.protocol = v.protocol.clone();
+        variants.clear();
+    }
     let mut sweep = Sweep::new(base);
     sweep.variants = variants;
+    if workloads.len() > 1 {
+        sweep.workloads = workloads;
+    }
     // Without a scenario or --workload, each preset downloads its own bulk size.
-    sweep.preset_bulk = args.scenario.is_none() && args.workload.is_none();
+    sweep.preset_bulk = args.scenario.is_none() && args.workload.is_empty();
     sweep.presets = presets;
     if let Some(l) = &args.loss {
         sweep.losses = parse_list(l, parse_ratio).map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
@@ -268,6 +262,108 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         };
     }
     Ok(sweep)
+}
+
+/// A comma-separated option's items, each parsed by `parse`; one-line error naming `flag`.
+fn list<T, E: std::fmt::Display>(
+    flag: &str,
+    value: &Option<String>,
+    parse: impl Fn(&str) -> Result<T, E>,
+) -> Result<Vec<(String, T)>> {
+    let Some(v) = value else {
+        return Ok(Vec::new());
+    };
+    split_list(v)
+        .into_iter()
+        .map(|item| {
+            parse(&item)
+                .map(|x| (item.to_ascii_lowercase(), x))
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+        })
+        .collect()
+}
+
+/// Splits at commas outside parentheses, so "rs(20,10),rlc" is two items.
+fn split_list(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut depth, mut cur) = (0i32, String::new());
+    for c in s.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur).trim().to_string());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur.trim().to_string());
+    out.retain(|x| !x.is_empty());
+    out
+}
+
+/// The protocol variants of `--cc`, `--fec` and `--fec-cc`: their product (the loss mode
+/// only matters with FEC). One value of an option sets it for all; the name of a variant
+/// joins the values of the options given as lists.
+fn variants(base: &ProtocolSettings, args: &RunArgs) -> Result<Vec<Variant>> {
+    let ccs = list("--cc", &args.cc, str::parse::<CongestionControl>)?;
+    let fecs = list("--fec", &args.fec, qfec_fec::parse_fec)?;
+    let modes = list("--fec-cc", &args.fec_cc, str::parse::<RecoveredLossMode>)?;
+    let mut out = Vec::new();
+    let cc_opts: Vec<Option<&(String, CongestionControl)>> = opts(&ccs);
+    let fec_opts = opts(&fecs);
+    for cc in &cc_opts {
+        for fec in &fec_opts {
+            let has_fec =
+                fec.is_some_and(|(_, f)| f.is_some()) || (fec.is_none() && base.fec.is_some());
+            let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
+            for mode in &mode_opts {
+                let mut p = base.clone();
+                let mut name = Vec::new();
+                if let Some((n, c)) = cc {
+                    p.congestion = Some(*c);
+                    if ccs.len() > 1 {
+                        name.push(n.clone());
+                    }
+                }
+                if let Some((n, f)) = fec {
+                    p.fec = *f;
+                    if fecs.len() > 1 {
+                        name.push(n.clone());
+                    }
+                }
+                if let Some((n, m)) = mode {
+                    p.fec_cc = Some(*m);
+                    if modes.len() > 1 {
+                        name.push(n.clone());
+                    }
+                }
+                if !has_fec {
+                    p.fec_cc = None;
+                }
+                out.push(Variant {
+                    name: if name.is_empty() {
+                        "default".into()
+                    } else {
+                        name.join("/")
+                    },
+                    protocol: p,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Each value of a list option, or one `None` when the option is absent.
+fn opts<T>(items: &[T]) -> Vec<Option<&T>> {
+    if items.is_empty() {
+        vec![None]
+    } else {
+        items.iter().map(Some).collect()
+    }
 }
 
 fn draw_progress(done: usize, total: usize, elapsed: Duration) {

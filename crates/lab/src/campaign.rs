@@ -4,6 +4,7 @@
 //! plugs in without this module knowing anything about QUIC. Results come back in spec order
 //! whatever the thread timing, so a campaign's output files are reproducible.
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -65,6 +66,7 @@ pub struct Variant {
 ///   Bernoulli(loss) at each point.
 /// - `variants` empty: one variant "default" with the base protocol settings.
 /// - `seeds` empty: the base scenario's seeds.
+/// - `workloads` empty: the base workload (or each preset's bulk size, see `preset_bulk`).
 #[derive(Debug, Clone)]
 pub struct Sweep {
     pub base: Scenario,
@@ -72,6 +74,7 @@ pub struct Sweep {
     pub losses: Vec<f64>,
     pub variants: Vec<Variant>,
     pub seeds: Vec<u64>,
+    pub workloads: Vec<Workload>,
     /// Each preset point downloads its preset's bulk size (paper 000: 20 MB, 5 MB over
     /// satellite) instead of the base workload.
     pub preset_bulk: bool,
@@ -85,8 +88,29 @@ impl Sweep {
             losses: Vec::new(),
             variants: Vec::new(),
             seeds: Vec::new(),
+            workloads: Vec::new(),
             preset_bulk: false,
         }
+    }
+
+    /// For each variant that runs FEC, the variant identical but for running none: the
+    /// baseline of its completion-time ratio (paper 000's xi), when the sweep has it.
+    pub fn baselines(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for v in &self.variants {
+            if v.protocol.fec.is_none() {
+                continue;
+            }
+            let plain = ProtocolSettings {
+                fec: None,
+                fec_cc: None,
+                ..v.protocol.clone()
+            };
+            if let Some(b) = self.variants.iter().find(|b| b.protocol == plain) {
+                out.insert(v.name.clone(), b.name.clone());
+            }
+        }
+        out
     }
 
     /// Expand into runs (seeds innermost, so one point's runs are adjacent).
@@ -141,25 +165,32 @@ impl Sweep {
                 let preset_name = preset
                     .map(|p| p.name.to_string())
                     .or_else(|| self.base.preset.clone());
-                for v in &variants {
-                    for &seed in seeds {
-                        out.push(RunSpec {
-                            index: out.len(),
-                            scenario: self.base.name.clone(),
-                            preset: preset_name.clone(),
-                            variant: v.name.clone(),
-                            loss: point_loss,
-                            seed,
-                            links: links.clone(),
-                            workload: match preset {
-                                Some(p) if self.preset_bulk => Workload::Bulk {
-                                    bytes: p.bulk_bytes,
-                                },
-                                _ => self.base.workload.clone(),
-                            },
-                            protocol: v.protocol.clone(),
-                            duration_limit: self.base.duration_limit,
-                        });
+                let workloads = if !self.workloads.is_empty() {
+                    self.workloads.clone()
+                } else {
+                    vec![match preset {
+                        Some(p) if self.preset_bulk => Workload::Bulk {
+                            bytes: p.bulk_bytes,
+                        },
+                        _ => self.base.workload.clone(),
+                    }]
+                };
+                for workload in &workloads {
+                    for v in &variants {
+                        for &seed in seeds {
+                            out.push(RunSpec {
+                                index: out.len(),
+                                scenario: self.base.name.clone(),
+                                preset: preset_name.clone(),
+                                variant: v.name.clone(),
+                                loss: point_loss,
+                                seed,
+                                links: links.clone(),
+                                workload: workload.clone(),
+                                protocol: v.protocol.clone(),
+                                duration_limit: self.base.duration_limit,
+                            });
+                        }
                     }
                 }
             }

@@ -28,12 +28,18 @@
 //! congestion = "cubic"
 //! pacing = true
 //! max_ack_delay = "25ms"
+//! fec = "rlc(20,2)"            # none, xor, xor(2,10), rs, rs(20,10), rlc, rlc(20,2,1,gf2)
+//! fec_cc = "signal"            # or "mask"
 //! ```
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+
+use qfec_fec::Redundancy;
+use qfec_proto::RecoveredLossMode;
+use qfec_proto::recovery::cc::CongestionControl;
 
 use crate::units::{Dur, Rate, Ratio, Size};
 
@@ -277,40 +283,70 @@ pub struct ObjectCfg {
     pub kind: Option<crate::pages::ObjectKind>,
 }
 
-/// Congestion controllers the core provides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CongestionName {
-    NewReno,
-    Cubic,
-    Bbr,
-}
-
-/// How FEC recoveries reach congestion control (DESIGN.md §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FecCcMode {
-    Signal,
-    Mask,
-}
-
 /// Protocol knobs; unset fields keep the core's defaults. `extra` carries settings that have no
-/// typed field yet (the runner decides what they mean).
+/// typed field yet (the runner decides what they mean). Names are those of the crates that
+/// own the concepts: `congestion` is a `qfec_proto` controller (`newreno`, `cubic`), `fec` a
+/// `qfec_fec` setting (`none`, `xor`, `rs(20,10)`, `rlc(20,2)`, ...), `fec_cc` how recovered
+/// losses reach congestion control (`signal` or `mask`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProtocolSettings {
-    pub congestion: Option<CongestionName>,
+    #[serde(default, with = "text")]
+    pub congestion: Option<CongestionControl>,
     pub pacing: Option<bool>,
     pub ack_eliciting_threshold: Option<u32>,
     pub max_ack_delay: Option<Dur>,
     pub initial_rtt: Option<Dur>,
     pub initial_window_packets: Option<u32>,
     pub max_datagram_size: Option<u32>,
-    /// FEC scheme name ("none", "xor", "rs", "rlc", ...).
-    pub fec: Option<String>,
-    /// Redundancy controller ("fixed(20,10)", "rquic", "adaptive", ...).
-    pub redundancy: Option<String>,
-    pub fec_cc: Option<FecCcMode>,
+    /// FEC the server and the client send; unset or "none": plain QUIC.
+    #[serde(default, with = "fec_text")]
+    pub fec: Option<Redundancy>,
+    #[serde(default, with = "text")]
+    pub fec_cc: Option<RecoveredLossMode>,
     #[serde(default)]
     pub extra: BTreeMap<String, toml::Value>,
+}
+
+/// Settings written as text and parsed with their owner's `FromStr`.
+mod text {
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer, T: Display>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.collect_str(v),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: FromStr,
+        T::Err: Display,
+    {
+        let s = String::deserialize(d)?;
+        s.parse().map(Some).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The FEC setting: "none" is plain QUIC.
+mod fec_text {
+    use qfec_fec::Redundancy;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Redundancy>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.collect_str(v),
+            None => s.serialize_str("none"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Redundancy>, D::Error> {
+        let s = String::deserialize(d)?;
+        qfec_fec::parse_fec(&s).map_err(serde::de::Error::custom)
+    }
 }

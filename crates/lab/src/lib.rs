@@ -54,7 +54,7 @@ pub mod units;
 pub mod workload;
 
 pub use campaign::{RunSpec, Sweep, Variant, run_all};
-pub use config::{CongestionName, FecCcMode, ProtocolSettings};
+pub use config::ProtocolSettings;
 pub use metrics::{RunRecord, Stats, Summary, aggregate, jain_index};
 pub use pages::PageModel;
 pub use presets::{LinkPair, PRESETS, Preset};

@@ -28,11 +28,22 @@ pub struct RunRecord {
     /// UDP payload bytes sent by both endpoints.
     pub bytes_on_wire: u64,
     pub packets_sent: u64,
+    /// Packets that carried retransmitted data (both endpoints).
     pub retransmissions: u64,
+    /// Packets declared lost that arrived after all.
     pub spurious_retransmissions: u64,
-    /// FEC repair bytes sent (overhead = repair_bytes / bytes_on_wire).
-    pub repair_bytes: u64,
+    /// Bytes FEC added on the wire, both endpoints: packets carrying repair symbols and the
+    /// SID, SYMBOL_ACK and FEC_WINDOW frames (overhead = fec_bytes / bytes_on_wire).
+    #[serde(default)]
+    pub fec_bytes: u64,
+    #[serde(default)]
+    pub repair_symbols: u64,
+    /// Source symbols recovered by FEC (both endpoints).
     pub recovered_symbols: u64,
+    /// Completion time over that of the variant without FEC at the same point and seed
+    /// (paper 000's xi), when the campaign ran one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dct_ratio: Option<f64>,
     /// Paper 002's real-time metrics: fraction of application data received, re-buffering.
     pub app_data_fraction: Option<f64>,
     pub rebuffering_s: Option<f64>,
@@ -67,7 +78,7 @@ impl RunRecord {
         if self.bytes_on_wire == 0 {
             0.0
         } else {
-            self.repair_bytes as f64 / self.bytes_on_wire as f64
+            self.fec_bytes as f64 / self.bytes_on_wire as f64
         }
     }
 }
@@ -145,6 +156,12 @@ pub struct Summary {
     pub goodput_bps: Option<Stats>,
     pub retransmissions: Option<Stats>,
     pub overhead: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dct_ratio: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair_symbols: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_symbols: Option<Stats>,
     /// Real-time workloads: fraction of application data played, and re-buffering seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_data_fraction: Option<Stats>,
@@ -187,6 +204,9 @@ pub fn aggregate(records: &[RunRecord]) -> Vec<Summary> {
                 goodput_bps: col(&|r| r.goodput_bps),
                 retransmissions: col(&|r| Some(r.retransmissions as f64)),
                 overhead: col(&|r| Some(r.overhead())),
+                dct_ratio: col(&|r| r.dct_ratio),
+                repair_symbols: col(&|r| Some(r.repair_symbols as f64)),
+                recovered_symbols: col(&|r| Some(r.recovered_symbols as f64)),
                 app_data_fraction: col(&|r| r.app_data_fraction),
                 rebuffering_s: col(&|r| r.rebuffering_s),
             }
@@ -198,6 +218,47 @@ pub fn aggregate(records: &[RunRecord]) -> Vec<Summary> {
 pub fn completion_ratio(time_s: f64, baseline_times_s: &[f64]) -> Option<f64> {
     let s = Stats::of(baseline_times_s)?;
     (s.mean > 0.0).then(|| time_s / s.mean)
+}
+
+/// Sets each record's `dct_ratio`: its completion time over that of its baseline variant
+/// (`baselines` maps a variant to it) at the same scenario, preset, workload, loss and seed.
+pub fn attach_dct_ratios(records: &mut [RunRecord], baselines: &BTreeMap<String, String>) {
+    type Key<'a> = (&'a str, &'a str, &'a str, &'a str, u64, u64);
+    let times: BTreeMap<Key<'_>, f64> = records
+        .iter()
+        .filter_map(|r| {
+            let t = r.completion_time_s.filter(|_| r.completed)?;
+            let k = (
+                r.scenario.as_str(),
+                r.preset.as_str(),
+                r.variant.as_str(),
+                r.workload.as_str(),
+                r.loss.to_bits(),
+                r.seed,
+            );
+            Some((k, t))
+        })
+        .collect();
+    let ratios: Vec<Option<f64>> = records
+        .iter()
+        .map(|r| {
+            let base = baselines.get(&r.variant)?;
+            let t = r.completion_time_s.filter(|_| r.completed)?;
+            let k = (
+                r.scenario.as_str(),
+                r.preset.as_str(),
+                base.as_str(),
+                r.workload.as_str(),
+                r.loss.to_bits(),
+                r.seed,
+            );
+            let b = times.get(&k)?;
+            (*b > 0.0).then(|| t / b)
+        })
+        .collect();
+    for (r, x) in records.iter_mut().zip(ratios) {
+        r.dct_ratio = x;
+    }
 }
 
 #[cfg(test)]

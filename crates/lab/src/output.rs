@@ -19,8 +19,10 @@ const RECORD_COLUMNS: &[&str] = &[
     "packets_sent",
     "retransmissions",
     "spurious_retransmissions",
-    "repair_bytes",
+    "fec_bytes",
+    "repair_symbols",
     "recovered_symbols",
+    "dct_ratio",
     "app_data_fraction",
     "rebuffering_s",
     "sim_events",
@@ -60,8 +62,10 @@ pub fn write_csv<W: Write>(mut w: W, records: &[RunRecord]) -> io::Result<()> {
             r.packets_sent.to_string(),
             r.retransmissions.to_string(),
             r.spurious_retransmissions.to_string(),
-            r.repair_bytes.to_string(),
+            r.fec_bytes.to_string(),
+            r.repair_symbols.to_string(),
             r.recovered_symbols.to_string(),
+            opt(r.dct_ratio),
             opt(r.app_data_fraction),
             opt(r.rebuffering_s),
             r.sim_events.to_string(),
@@ -98,6 +102,9 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
         "goodput_bps",
         "retransmissions",
         "overhead",
+        "dct_ratio",
+        "repair_symbols",
+        "recovered_symbols",
     ];
     let mut head = vec![
         "scenario",
@@ -132,6 +139,9 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
             &s.goodput_bps,
             &s.retransmissions,
             &s.overhead,
+            &s.dct_ratio,
+            &s.repair_symbols,
+            &s.recovered_symbols,
         ] {
             match st {
                 Some(x) => row
@@ -166,8 +176,15 @@ pub fn summary_table(sums: &[Summary]) -> String {
         "dct_mean_s",
         "goodput_Mbps",
         "retx_mean",
-        "ovh%",
     ];
+    // FEC campaigns add paper 000's xi (completion time over the no-FEC variant's, same
+    // point and seed), the overhead and the symbols repaired.
+    let fec = sums
+        .iter()
+        .any(|s| s.dct_ratio.is_some() || s.repair_symbols.is_some_and(|x| x.max > 0.0));
+    if fec {
+        header.extend(["xi_med", "xi_p95", "ovh%", "repairs", "recovered"]);
+    }
     // Real-time workloads add their playout metrics (paper 002).
     let realtime = sums.iter().any(|s| s.app_data_fraction.is_some());
     if realtime {
@@ -190,9 +207,13 @@ pub fn summary_table(sums: &[Summary]) -> String {
                 cell(&s.completion_time_s, |x| x.mean, 1.0, 3),
                 cell(&s.goodput_bps, |x| x.median, 1e-6, 2),
                 cell(&s.retransmissions, |x| x.mean, 1.0, 1),
-                cell(&s.overhead, |x| x.mean, 100.0, 1),
             ]
             .into_iter()
+            .chain(fec.then(|| cell(&s.dct_ratio, |x| x.median, 1.0, 3)))
+            .chain(fec.then(|| cell(&s.dct_ratio, |x| x.p95, 1.0, 3)))
+            .chain(fec.then(|| cell(&s.overhead, |x| x.mean, 100.0, 1)))
+            .chain(fec.then(|| cell(&s.repair_symbols, |x| x.mean, 1.0, 1)))
+            .chain(fec.then(|| cell(&s.recovered_symbols, |x| x.mean, 1.0, 1)))
             .chain(realtime.then(|| cell(&s.app_data_fraction, |x| x.median, 100.0, 1)))
             .chain(realtime.then(|| cell(&s.rebuffering_s, |x| x.median, 1.0, 3)))
             .collect()
@@ -272,7 +293,7 @@ mod tests {
         let text = String::from_utf8(buf).unwrap();
         assert_eq!(text.lines().count(), 2);
         let cols = text.lines().next().unwrap().split(',').count();
-        assert_eq!(cols, 7 + 24);
+        assert_eq!(cols, 7 + 6 * 7);
     }
 
     #[test]

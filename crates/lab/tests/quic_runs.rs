@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use qfec_lab::config::CongestionName;
 use qfec_lab::{LinkPair, Preset, ProtocolSettings, RunSpec, Workload, quic};
+use qfec_proto::recovery::cc::CongestionControl;
 use qfec_sim::{LinkSpec, LossSpec, QueueLimit, bdp_bytes};
 
 fn spec(links: LinkPair, workload: Workload, protocol: ProtocolSettings, seed: u64) -> RunSpec {
@@ -54,13 +54,13 @@ fn lossless_bulk_with_a_bdp_buffer_fills_the_link() {
 /// rate, not the link, limits the rate. Slow start overshoots a 200 Mb/s link by far, so the
 /// rate is measured between two transfer sizes of the same seed: the runs are identical up to
 /// the end of the shorter one, and the difference is the steady state alone.
-fn loss_limited(cc: CongestionName, loss: f64, (short, long): (u64, u64)) -> f64 {
+fn loss_limited(cc: CongestionControl, loss: f64, (short, long): (u64, u64)) -> f64 {
     let (b1, t1) = loss_limited_run(cc, loss, short);
     let (b2, t2) = loss_limited_run(cc, loss, long);
     (b2 - b1) as f64 * 8.0 / (t2 - t1)
 }
 
-fn loss_limited_run(cc: CongestionName, loss: f64, bytes: u64) -> (u64, f64) {
+fn loss_limited_run(cc: CongestionControl, loss: f64, bytes: u64) -> (u64, f64) {
     let rtt = Duration::from_millis(100);
     let rate = 200_000_000;
     let dir = |name: &str, p: f64| {
@@ -106,7 +106,7 @@ fn newreno_follows_the_mathis_response_function() {
         (0.01, (4_000_000, 12_000_000)),
         (0.001, (30_000_000, 80_000_000)),
     ] {
-        let got = loss_limited(CongestionName::NewReno, p, sizes);
+        let got = loss_limited(CongestionControl::NewReno, p, sizes);
         let want = mathis(p);
         let ratio = got / want;
         eprintln!("newreno p={p}: {got:.0} b/s, Mathis {want:.0}, ratio {ratio:.2}");
@@ -123,7 +123,7 @@ fn cubic_follows_the_rfc9438_response_function() {
         (0.01, (4_000_000, 12_000_000)),
         (0.001, (50_000_000, 130_000_000)),
     ] {
-        let got = loss_limited(CongestionName::Cubic, p, sizes);
+        let got = loss_limited(CongestionControl::Cubic, p, sizes);
         let want = cubic_response(p);
         let ratio = got / want;
         eprintln!("cubic p={p}: {got:.0} b/s, RFC 9438 {want:.0}, ratio {ratio:.2}");
@@ -220,10 +220,10 @@ fn page_and_files_and_realtime_workloads() {
 }
 
 #[test]
-fn unsupported_settings_are_reported_not_run() {
+fn invalid_settings_are_reported_not_run() {
     let p = Preset::from_name("wlan").unwrap();
     let protocol = ProtocolSettings {
-        fec: Some("rs".into()),
+        ack_eliciting_threshold: Some(0),
         ..ProtocolSettings::default()
     };
     let rec = quic::run(&spec(
@@ -235,6 +235,6 @@ fn unsupported_settings_are_reported_not_run() {
     assert!(
         rec.error
             .as_deref()
-            .is_some_and(|e| e.contains("protocol.fec"))
+            .is_some_and(|e| e.contains("protocol.ack_eliciting_threshold"))
     );
 }

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use qfec_lab::config::CongestionName;
 use qfec_lab::{Scenario, Workload};
+use qfec_proto::recovery::cc::CongestionControl;
 use qfec_sim::{Jitter, LinkChange, LossSpec, QueueLimit, Serializer};
 
 fn parse(text: &str) -> Result<Scenario, String> {
@@ -76,8 +76,7 @@ fn full_custom_file() {
         ack_eliciting_threshold = 10
         max_ack_delay = "25ms"
         initial_rtt = "333ms"
-        fec = "rlc"
-        redundancy = "rquic"
+        fec = "rs(10,5)"
         fec_cc = "mask"
         extra = { interleave = 10 }
         "#,
@@ -104,7 +103,14 @@ fn full_custom_file() {
         panic!()
     };
     assert_eq!(p.objects.len(), 64);
-    assert_eq!(s.protocol.congestion, Some(CongestionName::Cubic));
+    assert_eq!(s.protocol.congestion, Some(CongestionControl::Cubic));
+    assert_eq!(
+        s.protocol.fec,
+        Some(qfec_fec::Redundancy::Fixed(
+            qfec_erasure::Scheme::ReedSolomon { k: 10, m: 5 }
+        ))
+    );
+    assert_eq!(s.protocol.fec_cc, Some(qfec_proto::RecoveredLossMode::Mask));
     assert_eq!(s.protocol.ack_eliciting_threshold, Some(10));
     assert_eq!(s.protocol.extra["interleave"].as_integer(), Some(10));
 }

@@ -21,10 +21,10 @@ pub mod crypto;
 pub mod endpoint;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
-pub use connection::extension::RecoveredLossMode;
 pub use connection::{
-    Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event, PathStats, ReadError,
-    StreamEvent, Transmit, WriteError,
+    Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event, ExtensionCx,
+    ExtensionFactory, FrameOutcome, PathStats, ProtectedRegion, ReadError, RecoveredLossMode,
+    SentPacketInfo, StreamEvent, Transmit, WriteError,
 };
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};

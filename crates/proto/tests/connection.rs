@@ -2,18 +2,16 @@
 //! key updates, stateless reset, version negotiation, idle timeout, NAT rebinding, session
 //! resumption, many connections per endpoint, hostile datagrams.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{ALPN, LinkSpec, Pair, payload};
 use proptest::prelude::*;
 use qfec_proto::{
     ClientConfig, ClientCryptoConfig, ConnectionError, ConnectionHandle, Dir, Endpoint,
     EndpointConfig, Event, ReadError, TransportConfig, error_code,
 };
+use qfec_testkit::{ALPN, LinkSpec, Pair, payload};
 
 fn established(seed: u64) -> (Pair, ConnectionHandle, ConnectionHandle) {
     let mut pair = Pair::new(
@@ -219,7 +217,7 @@ fn key_updates_initiated_and_followed() {
 fn restarted_server_resets_the_connection() {
     let (mut pair, ch, _) = established(5);
     // A server restart with the same reset key has lost the connection's state.
-    let sc = qfec_proto::ServerConfig::new(common::server_crypto());
+    let sc = qfec_proto::ServerConfig::new(qfec_testkit::server_crypto());
     pair.server = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 5);
     let id = pair
         .client

@@ -2,13 +2,11 @@
 //! rate and outages must deliver exactly the bytes sent. Each case is a seed; a failure
 //! prints the conditions that reproduce it.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{LinkSpec, Pair, payload};
 use proptest::prelude::*;
 use qfec_proto::{ConnectionHandle, Dir, Event, ReadError, StreamId, TransportConfig, WriteError};
+use qfec_testkit::{LinkSpec, Pair, payload};
 
 fn link(
     loss: f64,

@@ -1,12 +1,10 @@
 //! End-to-end transfers in virtual time over a lossy, reordering link: the bytes that arrive
 //! must be exactly the bytes that were sent.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{LinkSpec, Pair, payload};
 use qfec_proto::{ConnectionHandle, Dir, Event, ReadError, StreamId, TransportConfig, WriteError};
+use qfec_testkit::{LinkSpec, Pair, payload};
 use sha2::{Digest, Sha256};
 
 /// Client uploads `data` on one bidirectional stream; the server reads it all.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId};
 
+use super::Content;
 use crate::metrics::RunRecord;
 use crate::workload::{RealtimeSpec, Workload};
 
@@ -21,6 +22,8 @@ struct Playout {
     spec: RealtimeSpec,
     /// Per message: packets received, time it became complete.
     packets: Vec<u32>,
+    /// Per message and packet: received (a second copy is an error).
+    seen: Vec<bool>,
     complete_at: Vec<Option<Instant>>,
     first_arrival: Option<Instant>,
 }
@@ -32,6 +35,7 @@ enum Work {
 
 pub struct ClientApp {
     conn: ConnectionHandle,
+    content: Content,
     start: Instant,
     work: Work,
     app_bytes: u64,
@@ -70,6 +74,7 @@ impl ClientApp {
                 Work::Realtime(Playout {
                     spec: spec.clone(),
                     packets: vec![0; n],
+                    seen: vec![false; n * spec.packets_per_message as usize],
                     complete_at: vec![None; n],
                     first_arrival: None,
                 })
@@ -77,6 +82,7 @@ impl ClientApp {
         };
         ClientApp {
             conn,
+            content: Content::new(),
             start,
             work,
             app_bytes: 0,
@@ -114,13 +120,22 @@ impl ClientApp {
             return;
         }
         let finished = match &mut self.work {
-            Work::Requests { reqs, level } => {
-                drive_requests(now, c, reqs, level, &mut self.app_bytes, &mut self.error)
-            }
+            Work::Requests { reqs, level } => drive_requests(
+                now,
+                c,
+                reqs,
+                level,
+                &self.content,
+                &mut self.app_bytes,
+                &mut self.error,
+            ),
             Work::Realtime(p) => {
                 while let Some(d) = c.recv_datagram() {
                     self.app_bytes += d.len() as u64;
-                    p.on_datagram(now, &d);
+                    if let Err(e) = p.on_datagram(now, &d, &self.content) {
+                        self.error = Some(e);
+                        return;
+                    }
                 }
                 p.end_time().is_some_and(|t| now >= t)
             }
@@ -136,8 +151,14 @@ impl ClientApp {
             let s = c.stats();
             rec.bytes_on_wire += s.udp_tx_bytes;
             rec.packets_sent += s.packets_sent;
-            rec.retransmissions += s.packets_lost;
+            rec.retransmissions += s.packets_retransmitted;
             rec.spurious_retransmissions += s.spurious_losses;
+            if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
+                let f = f.stats();
+                rec.fec_bytes += f.fec_bytes_sent;
+                rec.repair_symbols += f.repair_symbols_sent;
+                rec.recovered_symbols += f.symbols_recovered;
+            }
         }
         rec.app_bytes = self.app_bytes;
         if let Some(e) = &self.error {
@@ -169,6 +190,7 @@ fn drive_requests(
     c: &mut qfec_proto::Connection,
     reqs: &mut [Request],
     level: &mut u32,
+    content: &Content,
     app_bytes: &mut u64,
     error: &mut Option<String>,
 ) -> bool {
@@ -202,6 +224,10 @@ fn drive_requests(
             loop {
                 match c.read(now, id, usize::MAX) {
                     Ok(Some(b)) => {
+                        if error.is_none() && !content.matches(id.0, r.received, &b) {
+                            *error =
+                                Some(format!("stream {id}: wrong bytes at offset {}", r.received));
+                        }
                         r.received += b.len() as u64;
                         *app_bytes += b.len() as u64;
                     }
@@ -236,19 +262,32 @@ impl Playout {
         Duration::from_secs(1) / self.spec.messages_per_sec.max(1)
     }
 
-    fn on_datagram(&mut self, now: Instant, d: &[u8]) {
-        if d.len() < 5 {
-            return;
+    /// A datagram of the source; an error if it is not one the server sent, or came twice.
+    fn on_datagram(&mut self, now: Instant, d: &[u8], content: &Content) -> Result<(), String> {
+        let per = self.spec.packets_per_message as usize;
+        let (msg, pkt) = match d {
+            [a, b, c, e, p, ..] => (u32::from_be_bytes([*a, *b, *c, *e]) as usize, *p as usize),
+            _ => return Err("datagram too short".into()),
+        };
+        if msg >= self.packets.len() || pkt >= per {
+            return Err(format!("datagram of unknown message {msg} packet {pkt}"));
         }
-        let msg = u32::from_be_bytes([d[0], d[1], d[2], d[3]]) as usize;
-        if msg >= self.packets.len() {
-            return;
+        if !content.matches(
+            super::server::datagram_key(msg as u64, pkt as u32),
+            0,
+            &d[5..],
+        ) {
+            return Err(format!("message {msg} packet {pkt}: wrong bytes"));
+        }
+        if std::mem::replace(&mut self.seen[msg * per + pkt], true) {
+            return Err(format!("message {msg} packet {pkt} delivered twice"));
         }
         self.first_arrival.get_or_insert(now);
         self.packets[msg] += 1;
         if self.packets[msg] == self.spec.packets_per_message && self.complete_at[msg].is_none() {
             self.complete_at[msg] = Some(now);
         }
+        Ok(())
     }
 
     /// Playback ends one second after the last message's scheduled play time.

@@ -6,24 +6,30 @@
 //! DATAGRAM frames.
 
 mod client;
+mod content;
 mod node;
 mod server;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
-use qfec_proto::recovery::cc::{CubicConfig, NewRenoConfig};
-use qfec_proto::{ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, TransportConfig};
+use qfec_proto::recovery::cc::{CongestionControl, CubicConfig, NewRenoConfig};
+use qfec_proto::{
+    ClientConfig, Endpoint, EndpointConfig, Instant, RecoveredLossMode, ServerConfig,
+    TransportConfig,
+};
 use qfec_sim::{RunOutcome, Simulator};
 
 use crate::campaign::RunSpec;
-use crate::config::{CongestionName, ProtocolSettings};
+use crate::config::ProtocolSettings;
 use crate::metrics::RunRecord;
 use crate::presets::{client_addr, server_addr};
 use crate::workload::Workload;
 
 pub use client::ClientApp;
+pub use content::Content;
 pub use node::QuicNode;
 pub use server::ServerApp;
 
@@ -39,25 +45,20 @@ pub fn transport_config(
 ) -> Result<TransportConfig, String> {
     let mut t = TransportConfig::default();
     let iw = settings.initial_window_packets.map(u64::from);
-    match settings.congestion.unwrap_or(CongestionName::Cubic) {
-        CongestionName::NewReno => {
+    match settings.congestion.unwrap_or(CongestionControl::Cubic) {
+        CongestionControl::NewReno => {
             let mut c = NewRenoConfig::default();
             if let Some(iw) = iw {
                 c.initial_window_packets = iw;
             }
             t.congestion_controller = Arc::new(c);
         }
-        CongestionName::Cubic => {
+        CongestionControl::Cubic => {
             let mut c = CubicConfig::default();
             if let Some(iw) = iw {
                 c.initial_window_packets = iw;
             }
             t.congestion_controller = Arc::new(c);
-        }
-        CongestionName::Bbr => {
-            return Err(
-                "protocol.congestion: bbr is not implemented yet (use newreno or cubic)".into(),
-            );
         }
     }
     if let Some(p) = settings.pacing {
@@ -86,10 +87,10 @@ pub fn transport_config(
         }
         t.max_udp_payload_size = m as u16;
     }
-    if settings.fec.as_deref().is_some_and(|f| f != "none") || settings.redundancy.is_some() {
-        return Err(
-            "protocol.fec: FEC inside QUIC is not implemented yet; use fec = \"none\"".into(),
-        );
+    if let Some(r) = settings.fec {
+        let mut c = FecConfig::new(Some(r));
+        c.mode = settings.fec_cc.unwrap_or(RecoveredLossMode::Signal);
+        c.install(&mut t);
     }
     // Windows large enough that flow control never limits a lab transfer.
     t.receive_window = 32 << 20;

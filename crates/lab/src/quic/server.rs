@@ -6,10 +6,26 @@ use std::time::Duration;
 use bytes::Bytes;
 use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, StreamId, WriteError};
 
+use super::Content;
 use crate::metrics::RunRecord;
 use crate::workload::{RealtimeSpec, Workload};
 
-/// Response body source: every response is these bytes, repeated.
+/// Packet `pkt` of real-time message `msg`: the message number (4 bytes), the packet index
+/// (1 byte), then content keyed by both.
+pub(super) fn datagram(content: &Content, spec: &RealtimeSpec, msg: u64, pkt: u32) -> Bytes {
+    let len = spec.packet_bytes.max(5) as usize;
+    let mut d = Vec::with_capacity(len);
+    d.extend_from_slice(&(msg as u32).to_be_bytes());
+    d.push(pkt as u8);
+    d.extend_from_slice(&content.slice(datagram_key(msg, pkt), 0, len - 5));
+    Bytes::from(d)
+}
+
+pub(super) fn datagram_key(msg: u64, pkt: u32) -> u64 {
+    msg * 256 + u64::from(pkt)
+}
+
+/// Largest piece of a response written at once.
 const CHUNK: usize = 64 * 1024;
 /// How often the path state is sampled for the traces.
 const TRACE_INTERVAL: Duration = Duration::from_millis(50);
@@ -18,6 +34,8 @@ struct Response {
     id: StreamId,
     request: Vec<u8>,
     remaining: Option<u64>,
+    /// Response bytes written so far.
+    written: u64,
 }
 
 struct Source {
@@ -31,7 +49,7 @@ pub struct ServerApp {
     conn: Option<ConnectionHandle>,
     responses: Vec<Response>,
     source: Option<Source>,
-    body: Bytes,
+    content: Content,
     next_trace: Instant,
     rtt_trace: Vec<(f64, f64)>,
     cwnd_trace: Vec<(f64, u64)>,
@@ -52,7 +70,7 @@ impl ServerApp {
             conn: None,
             responses: Vec::new(),
             source,
-            body: Bytes::from(vec![0x42; CHUNK]),
+            content: Content::new(),
             next_trace: Instant::ZERO,
             rtt_trace: Vec::new(),
             cwnd_trace: Vec::new(),
@@ -87,6 +105,7 @@ impl ServerApp {
                 id,
                 request: Vec::new(),
                 remaining: None,
+                written: 0,
             });
         }
         for r in &mut self.responses {
@@ -105,8 +124,11 @@ impl ServerApp {
             };
             while *left > 0 {
                 let n = (*left).min(CHUNK as u64) as usize;
-                match c.write_chunk(r.id, self.body.slice(..n)) {
-                    Ok(w) => *left -= w as u64,
+                match c.write_chunk(r.id, self.content.slice(r.id.0, r.written, n)) {
+                    Ok(w) => {
+                        *left -= w as u64;
+                        r.written += w as u64;
+                    }
                     Err(WriteError::Blocked) => break,
                     Err(_) => {
                         *left = 0;
@@ -125,10 +147,7 @@ impl ServerApp {
             while let Some(t) = src.next_at.filter(|t| *t <= now) {
                 let msg = src.next_msg;
                 for pkt in 0..src.spec.packets_per_message {
-                    let mut d = vec![0u8; src.spec.packet_bytes.max(5) as usize];
-                    d[..4].copy_from_slice(&(msg as u32).to_be_bytes());
-                    d[4] = pkt as u8;
-                    let _ = c.send_datagram(Bytes::from(d));
+                    let _ = c.send_datagram(datagram(&self.content, &src.spec, msg, pkt));
                 }
                 src.next_msg += 1;
                 src.next_at = (src.next_msg < src.total)
@@ -142,8 +161,14 @@ impl ServerApp {
             let s = c.stats();
             rec.bytes_on_wire += s.udp_tx_bytes;
             rec.packets_sent += s.packets_sent;
-            rec.retransmissions += s.packets_lost;
+            rec.retransmissions += s.packets_retransmitted;
             rec.spurious_retransmissions += s.spurious_losses;
+            if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
+                let f = f.stats();
+                rec.fec_bytes += f.fec_bytes_sent;
+                rec.repair_symbols += f.repair_symbols_sent;
+                rec.recovered_symbols += f.symbols_recovered;
+            }
         }
         rec.rtt_trace = self.rtt_trace.clone();
         rec.cwnd_trace = self.cwnd_trace.clone();

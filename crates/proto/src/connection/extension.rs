@@ -247,6 +247,12 @@ pub trait ConnectionExtension: Send + Any {
         false
     }
 
+    /// Bytes `write_frames` wants in the next packet (e.g. a pending REPAIR frame that fills
+    /// a packet): an ACK frame that may wait is held back when both would not fit.
+    fn room_wanted(&self) -> usize {
+        0
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }

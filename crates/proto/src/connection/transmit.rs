@@ -283,6 +283,17 @@ impl Connection {
             });
         }
 
+        // Room an extension wants for a frame that must not share the packet with an ACK
+        // that can wait (a REPAIR frame fills a packet).
+        let wanted = if space == SpaceId::Data && allowance.data {
+            self.extensions
+                .iter()
+                .map(|e| e.room_wanted())
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
         // ACK first: it is what keeps the peer's recovery going.
         let sp = &mut self.spaces[space.idx()];
         if sp.ack_pending && !sp.received.is_empty() {
@@ -292,7 +303,9 @@ impl Connection {
             let delay = delay_us >> self.config.ack_delay_exponent;
             let room = max_payload_end - buf.len();
             let ranges = sp.ack_ranges_to_report(MAX_ACK_RANGES);
-            if frame::ack_encoded_len(&sp.received, delay, None, ranges) <= room {
+            let len = frame::ack_encoded_len(&sp.received, delay, None, ranges);
+            let hold_back = !sp.ack_immediate && wanted > 0 && len + wanted > room;
+            if len <= room && !hold_back {
                 frame::encode_ack(buf, &sp.received, delay, None, ranges);
                 info.largest_acked_in_ack = sp.received.max();
                 sp.ack_pending = false;

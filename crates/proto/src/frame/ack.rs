@@ -131,6 +131,60 @@ pub(super) fn decode<'a>(t: u64, r: &mut Reader<'a>) -> Result<Ack<'a>, FrameErr
     let tr = FrameError::truncated(t);
     let largest = r.varint().map_err(&tr)?;
     let delay = r.varint().map_err(&tr)?;
+    let ranges = decode_ack_range_block(t, r, largest)?;
+    let ecn = if t == ty::ACK_ECN {
+        Some(EcnCounts {
+            ect0: r.varint().map_err(&tr)?,
+            ect1: r.varint().map_err(&tr)?,
+            ce: r.varint().map_err(&tr)?,
+        })
+    } else {
+        None
+    };
+    Ok(Ack {
+        largest,
+        delay,
+        first_range: ranges.first_range,
+        ecn,
+        additional: ranges.additional,
+        additional_count: ranges.additional_count,
+    })
+}
+
+/// The ranges of an ACK-shaped frame (ACK, or an extension's acknowledgement of other
+/// numbers such as FEC symbol ids), validated: they descend and never go below zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckRanges<'a> {
+    pub largest: u64,
+    pub first_range: u64,
+    additional: &'a [u8],
+    additional_count: u64,
+}
+
+impl<'a> AckRanges<'a> {
+    /// Acknowledged ranges, highest first.
+    pub fn iter(&self) -> AckRangeIter<'a> {
+        AckRangeIter {
+            r: Reader::new(self.additional),
+            next: Some(self.largest - self.first_range.min(self.largest)..=self.largest),
+        }
+    }
+
+    /// Total number of ranges, the first one included.
+    pub fn count(&self) -> u64 {
+        self.additional_count + 1
+    }
+}
+
+/// Decodes the range block that follows the Largest Acknowledged field (and, in ACK, the
+/// delay): ACK Range Count, First ACK Range, then (Gap, ACK Range Length) pairs (RFC 9000
+/// §19.3.1). `t` is the frame type for errors.
+pub fn decode_ack_range_block<'a>(
+    t: u64,
+    r: &mut Reader<'a>,
+    largest: u64,
+) -> Result<AckRanges<'a>, FrameError> {
+    let tr = FrameError::truncated(t);
     let additional_count = r.varint().map_err(&tr)?;
     let first_range = r.varint().map_err(&tr)?;
     let mut smallest = largest
@@ -152,20 +206,9 @@ pub(super) fn decode<'a>(t: u64, r: &mut Reader<'a>) -> Result<Ack<'a>, FrameErr
             .ok_or(FrameError::encoding(t, "ACK range below zero"))?;
     }
     let additional = r.bytes(body.position() - start).map_err(&tr)?;
-    let ecn = if t == ty::ACK_ECN {
-        Some(EcnCounts {
-            ect0: r.varint().map_err(&tr)?,
-            ect1: r.varint().map_err(&tr)?,
-            ce: r.varint().map_err(&tr)?,
-        })
-    } else {
-        None
-    };
-    Ok(Ack {
+    Ok(AckRanges {
         largest,
-        delay,
         first_range,
-        ecn,
         additional,
         additional_count,
     })
@@ -207,16 +250,10 @@ pub fn encode_ack(
     let Some(top) = ranges.last_range() else {
         return;
     };
-    let count = ranges.len().min(max_ranges.max(1));
     put_varint(buf, if ecn.is_some() { ty::ACK_ECN } else { ty::ACK });
     put_varint(buf, top.end - 1);
     put_varint(buf, delay);
-    put_varint(buf, count as u64 - 1);
-    put_varint(buf, top.end - 1 - top.start);
-    for (gap, len) in additional_fields(ranges, max_ranges) {
-        put_varint(buf, gap);
-        put_varint(buf, len);
-    }
+    encode_ack_range_block(buf, ranges, max_ranges);
     if let Some(e) = ecn {
         put_ecn(buf, e);
     }
@@ -232,14 +269,36 @@ pub fn ack_encoded_len(
     let Some(top) = ranges.last_range() else {
         return 0;
     };
-    let count = ranges.len().min(max_ranges.max(1));
-    let mut n = 1
-        + varint_len(top.end - 1)
+    1 + varint_len(top.end - 1)
         + varint_len(delay)
-        + varint_len(count as u64 - 1)
-        + varint_len(top.end - 1 - top.start);
-    n += additional_fields(ranges, max_ranges)
-        .map(|(g, l)| varint_len(g) + varint_len(l))
-        .sum::<usize>();
-    n + ecn.map_or(0, ecn_len)
+        + ack_range_block_len(ranges, max_ranges)
+        + ecn.map_or(0, ecn_len)
+}
+
+/// Writes the range block (count, first range, gaps and lengths) of the top `max_ranges`
+/// ranges of a non-empty `ranges`; the caller wrote the largest acknowledged before it.
+pub fn encode_ack_range_block(buf: &mut Vec<u8>, ranges: &RangeSet, max_ranges: usize) {
+    let Some(top) = ranges.last_range() else {
+        return;
+    };
+    let count = ranges.len().min(max_ranges.max(1));
+    put_varint(buf, count as u64 - 1);
+    put_varint(buf, top.end - 1 - top.start);
+    for (gap, len) in additional_fields(ranges, max_ranges) {
+        put_varint(buf, gap);
+        put_varint(buf, len);
+    }
+}
+
+/// Exact size of what [`encode_ack_range_block`] writes.
+pub fn ack_range_block_len(ranges: &RangeSet, max_ranges: usize) -> usize {
+    let Some(top) = ranges.last_range() else {
+        return 0;
+    };
+    let count = ranges.len().min(max_ranges.max(1));
+    varint_len(count as u64 - 1)
+        + varint_len(top.end - 1 - top.start)
+        + additional_fields(ranges, max_ranges)
+            .map(|(g, l)| varint_len(g) + varint_len(l))
+            .sum::<usize>()
 }

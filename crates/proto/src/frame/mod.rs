@@ -26,7 +26,10 @@ mod tests;
 use crate::coding::{Reader, Truncated, varint_len};
 use crate::types::{ConnectionId, Dir, StreamId, TransportError, error_code};
 
-pub use ack::{Ack, AckRangeIter, EcnCounts, ack_encoded_len, encode_ack};
+pub use ack::{
+    Ack, AckRangeIter, AckRanges, EcnCounts, ack_encoded_len, ack_range_block_len,
+    decode_ack_range_block, encode_ack, encode_ack_range_block,
+};
 pub use close::ConnectionClose;
 pub use crypto::{crypto_header_len, encode_crypto_header};
 pub use datagram::{datagram_header_len, encode_datagram_header};

@@ -1,5 +1,5 @@
-//! An in-process virtual-time harness: two endpoints joined by a seeded lossy link.
-#![allow(dead_code)]
+//! An in-process virtual-time harness for tests: two qfec-proto endpoints joined by a seeded
+//! lossy link (delay, jitter, rate, Bernoulli loss, blackholes, and a per-datagram drop hook).
 
 use std::collections::BinaryHeap;
 use std::net::SocketAddr;
@@ -85,8 +85,14 @@ pub struct Pair {
     pub delivered: [u64; 2],
     /// Datagrams per `poll_transmit` call (segmentation offload batches when > 1).
     pub batch: usize,
+    /// Decides per datagram whether the link drops it: (towards the server, how many datagrams
+    /// this direction carried so far including this one, the datagram) -> drop.
+    pub drop_hook: Option<DropHook>,
     buf: Vec<u8>,
 }
+
+/// See [`Pair::drop_hook`].
+pub type DropHook = Box<dyn FnMut(bool, u64, &[u8]) -> bool>;
 
 pub fn server_crypto() -> ServerCryptoConfig {
     let (chain, key) = qfec_proto::self_signed_certificate(&["localhost"]).unwrap();
@@ -130,6 +136,7 @@ impl Pair {
             sent_bytes: [0; 2],
             delivered: [0; 2],
             batch: 1,
+            drop_hook: None,
             buf: Vec::new(),
         }
     }
@@ -179,6 +186,12 @@ impl Pair {
             return;
         }
         if spec.drop_after.is_some_and(|n| self.sent[dir] > n) {
+            return;
+        }
+        let n = self.sent[dir];
+        if let Some(hook) = self.drop_hook.as_mut()
+            && hook(to_server, n, &data)
+        {
             return;
         }
         if spec.loss > 0.0 && self.rng.r#gen::<f64>() < spec.loss {

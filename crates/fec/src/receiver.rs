@@ -1,0 +1,397 @@
+//! The decoding direction: source symbols from SID-marked packets, REPAIR frames into the
+//! erasure decoder, recovered packets delivered once, SYMBOL_ACK and FEC_WINDOW sent back.
+//!
+//! Memory is bounded by local settings only: the coding window (source symbols the decoder
+//! keeps: its span covers twice the window, four windows for RLC), the symbol size (at most
+//! our `max_udp_payload_size`), and the fixed caps below. A peer changing the decoder's shape
+//! (scheme, symbol size, XOR depth or Reed-Solomon m) more than a few times is closed on.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use bytes::Bytes;
+use qfec_erasure::{DecoderLimits, FecDecoder, FecError, Field, Recovered, Scheme};
+use qfec_proto::range_set::RangeSet;
+use qfec_proto::{ExtensionCx, FrameOutcome, TransportError, error_code};
+
+use crate::FecStats;
+use crate::wire::{self, Repair, SchemeId};
+
+/// Ranges of received and of recovered SIDs remembered (older ones are forgotten).
+const MAX_SID_RANGES: usize = 1024;
+/// Ranges a SYMBOL_ACK reports, and unconfirmed ranges kept for it.
+const MAX_ACK_RANGES: usize = 32;
+/// Packets carrying SYMBOL_ACKs tracked until acknowledged or lost.
+const MAX_ACKS_IN_FLIGHT: usize = 64;
+/// Times the peer may change the decoder's shape.
+const MAX_DECODER_CHANGES: u32 = 16;
+
+fn violation(reason: &'static str) -> TransportError {
+    TransportError::new(error_code::PROTOCOL_VIOLATION, reason)
+}
+
+/// What fixes a decoder: the scheme, the symbol size, and XOR's depth or Reed-Solomon's m.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    scheme: SchemeId,
+    symbol_size: usize,
+    param: u16,
+}
+
+struct Decoder {
+    shape: Shape,
+    dec: Box<dyn FecDecoder>,
+}
+
+pub(crate) struct Receiver {
+    schemes: Vec<SchemeId>,
+    /// Our coding window now, and the largest we ever announced (repairs in flight may have
+    /// been built for it).
+    window: u64,
+    max_window: u64,
+    /// Largest symbol size accepted (our max_udp_payload_size).
+    max_symbol: usize,
+    decoder: Option<Decoder>,
+    decoder_changes: u32,
+    /// Source symbols that arrived before the first REPAIR told the decoder's shape.
+    early: VecDeque<(u64, Vec<u8>)>,
+    received: RangeSet,
+    recovered: RangeSet,
+    /// Recovered SIDs the peer has not yet confirmed hearing about.
+    unconfirmed: RangeSet,
+    symbol_ack_pending: bool,
+    /// The SYMBOL_ACK ranges of the packet being built.
+    ack_in_packet: Option<Vec<Range<u64>>>,
+    acks_in_flight: VecDeque<(u64, Vec<Range<u64>>)>,
+    /// The packet whose SID frame was seen last (one SID per packet).
+    last_sid_packet: Option<u64>,
+    /// FEC_WINDOW to send (epoch, size), and the packet that carries the latest.
+    window_frame_pending: bool,
+    window_epoch: Option<u64>,
+    window_frame_pn: Option<u64>,
+    window_in_packet: bool,
+    scratch: Vec<Recovered>,
+}
+
+impl Receiver {
+    pub fn new(schemes: Vec<SchemeId>, window: u64, max_symbol: usize) -> Receiver {
+        Receiver {
+            schemes,
+            window,
+            max_window: window,
+            max_symbol,
+            decoder: None,
+            decoder_changes: 0,
+            early: VecDeque::new(),
+            received: RangeSet::new(),
+            recovered: RangeSet::new(),
+            unconfirmed: RangeSet::new(),
+            symbol_ack_pending: false,
+            ack_in_packet: None,
+            acks_in_flight: VecDeque::new(),
+            last_sid_packet: None,
+            window_frame_pending: false,
+            window_epoch: None,
+            window_frame_pn: None,
+            window_in_packet: false,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn scheme(&self) -> Option<SchemeId> {
+        self.decoder.as_ref().map(|d| d.shape.scheme)
+    }
+
+    /// A SID frame: the frames in `rest` form source symbol `sid`.
+    pub fn on_sid(
+        &mut self,
+        cx: &mut ExtensionCx<'_>,
+        sid: u64,
+        rest: &Bytes,
+        stats: &mut FecStats,
+    ) -> Result<FrameOutcome, TransportError> {
+        let Some(pn) = cx.packet_number else {
+            return Err(violation("SID frame inside a recovered symbol"));
+        };
+        if self.last_sid_packet == Some(pn) {
+            return Err(violation("two SID frames in one packet"));
+        }
+        self.last_sid_packet = Some(pn);
+        if rest.is_empty() {
+            return Err(violation("SID frame without frames after it"));
+        }
+        if self.recovered.contains(sid) {
+            // Recovered before this late original: its frames were processed then.
+            stats.late_sources += 1;
+            return Ok(FrameOutcome::SkipRest);
+        }
+        if self.received.contains(sid) {
+            return Err(violation("SID used twice"));
+        }
+        insert_bounded(&mut self.received, sid);
+        stats.source_symbols_received += 1;
+        let data = trim_padding(rest);
+        match &mut self.decoder {
+            Some(d) => {
+                if data.len() > d.shape.symbol_size {
+                    return Err(violation("source symbol larger than the symbol size"));
+                }
+                let mut out = std::mem::take(&mut self.scratch);
+                // Older than the decoder's span: nothing to do with it.
+                let _ = d.dec.add_source(sid, data, &mut out);
+                self.deliver(cx, &mut out, stats);
+                self.scratch = out;
+            }
+            None => {
+                if self.early.len() as u64 >= self.max_window.max(1) {
+                    self.early.pop_front();
+                }
+                self.early.push_back((sid, data.to_vec()));
+            }
+        }
+        Ok(FrameOutcome::Continue)
+    }
+
+    /// A REPAIR frame.
+    pub fn on_repair(
+        &mut self,
+        cx: &mut ExtensionCx<'_>,
+        repair: &Repair<'_>,
+        stats: &mut FecStats,
+    ) -> Result<(), TransportError> {
+        if !self.schemes.contains(&repair.scheme) {
+            return Err(violation("REPAIR with a scheme we do not decode"));
+        }
+        if repair.symbol.len() > self.max_symbol {
+            return Err(violation("REPAIR symbol larger than our packets"));
+        }
+        let (_, step, _) = repair.span().map_err(TransportError::from)?;
+        if repair.extent().map_err(TransportError::from)? > self.max_window
+            || step > self.max_window
+        {
+            return Err(violation(
+                "REPAIR covers more symbols than the coding window",
+            ));
+        }
+        let param = match repair.scheme {
+            SchemeId::Xor => step as u16,
+            SchemeId::ReedSolomon => u16::from(repair.rs_repairs().unwrap_or(0)),
+            SchemeId::RlcGf256 | SchemeId::RlcGf2 => 0,
+        };
+        let shape = Shape {
+            scheme: repair.scheme,
+            symbol_size: repair.symbol.len(),
+            param,
+        };
+        if self.decoder.as_ref().is_none_or(|d| d.shape != shape) {
+            self.build_decoder(shape)?;
+        }
+        stats.repair_symbols_received += 1;
+        let d = self.decoder.as_mut().expect("built above");
+        let mut out = std::mem::take(&mut self.scratch);
+        let res = d.dec.add_repair(repair.meta, repair.symbol, &mut out);
+        self.deliver(cx, &mut out, stats);
+        self.scratch = out;
+        match res {
+            Ok(()) => Ok(()),
+            // Late (its block or window is gone): nothing to learn from it.
+            Err(FecError::OutOfWindow) => {
+                stats.repairs_ignored += 1;
+                Ok(())
+            }
+            Err(FecError::Duplicate) => Err(violation("duplicate REPAIR")),
+            Err(_) => Err(violation("REPAIR inconsistent with the earlier ones")),
+        }
+    }
+
+    /// A decoder of `shape`, fed with the source symbols that came before it.
+    fn build_decoder(&mut self, shape: Shape) -> Result<(), TransportError> {
+        if self.decoder.is_some() {
+            self.decoder_changes += 1;
+            if self.decoder_changes > MAX_DECODER_CHANGES {
+                return Err(violation("FEC decoder shape changed too often"));
+            }
+        }
+        let w = self.max_window.clamp(1, 4095);
+        let (scheme, limits) = match shape.scheme {
+            SchemeId::Xor => {
+                let depth = shape.param.max(1);
+                let k = (w / u64::from(depth)).clamp(1, 255) as u8;
+                (
+                    Scheme::Xor { k, depth },
+                    DecoderLimits {
+                        max_blocks: 4,
+                        max_span: 2 * w as usize,
+                    },
+                )
+            }
+            SchemeId::ReedSolomon => {
+                let m = shape.param.clamp(1, 254) as u8;
+                let k = w.min(255 - u64::from(m)).max(1) as u8;
+                (
+                    Scheme::ReedSolomon { k, m },
+                    DecoderLimits {
+                        max_blocks: 4,
+                        max_span: 2 * w as usize,
+                    },
+                )
+            }
+            SchemeId::RlcGf256 | SchemeId::RlcGf2 => (
+                Scheme::Rlc {
+                    window: w as u16,
+                    density: 15,
+                    field: if shape.scheme == SchemeId::RlcGf2 {
+                        Field::Gf2
+                    } else {
+                        Field::Gf256
+                    },
+                    interval: 1,
+                    repairs: 1,
+                },
+                DecoderLimits {
+                    max_blocks: 1,
+                    max_span: 4 * w as usize,
+                },
+            ),
+        };
+        let mut dec = scheme
+            .decoder(shape.symbol_size, limits)
+            .map_err(|_| violation("REPAIR shape our decoder cannot take"))?;
+        let mut out = Vec::new();
+        for (sid, data) in self.early.drain(..) {
+            if data.len() > shape.symbol_size {
+                return Err(violation("source symbol larger than the symbol size"));
+            }
+            let _ = dec.add_source(sid, &data, &mut out);
+        }
+        self.decoder = Some(Decoder { shape, dec });
+        Ok(())
+    }
+
+    /// Hands recovered symbols to the connection, once each.
+    fn deliver(
+        &mut self,
+        cx: &mut ExtensionCx<'_>,
+        out: &mut Vec<Recovered>,
+        stats: &mut FecStats,
+    ) {
+        for r in out.drain(..) {
+            if self.received.contains(r.id) || self.recovered.contains(r.id) {
+                continue;
+            }
+            insert_bounded(&mut self.recovered, r.id);
+            self.unconfirmed.insert_one(r.id);
+            while self.unconfirmed.len() > MAX_ACK_RANGES {
+                self.unconfirmed.pop_min();
+            }
+            self.symbol_ack_pending = true;
+            stats.symbols_recovered += 1;
+            cx.deliver_recovered(Bytes::from(r.data));
+            cx.ack_immediately();
+        }
+    }
+
+    /// Writes a SYMBOL_ACK of the recovered SIDs the peer has not confirmed, if news wait.
+    pub fn write_leading_frames(
+        &mut self,
+        buf: &mut Vec<u8>,
+        max: usize,
+        stats: &mut FecStats,
+    ) -> bool {
+        if !self.symbol_ack_pending || self.unconfirmed.is_empty() {
+            return false;
+        }
+        let len = wire::symbol_ack_len(&self.unconfirmed, MAX_ACK_RANGES);
+        if len > max {
+            return false;
+        }
+        wire::encode_symbol_ack(buf, &self.unconfirmed, MAX_ACK_RANGES);
+        stats.fec_bytes_sent += len as u64;
+        self.symbol_ack_pending = false;
+        self.ack_in_packet = Some(self.unconfirmed.iter().collect());
+        // SYMBOL_ACK is not ack-eliciting (like ACK).
+        false
+    }
+
+    /// Writes a FEC_WINDOW announcing a new coding window, if one is pending.
+    pub fn write_frames(&mut self, buf: &mut Vec<u8>, max: usize, stats: &mut FecStats) -> bool {
+        if !self.window_frame_pending {
+            return false;
+        }
+        let epoch = self.window_epoch.unwrap_or(0);
+        let mut f = Vec::new();
+        wire::encode_fec_window(&mut f, epoch, self.window);
+        if f.len() > max {
+            return false;
+        }
+        buf.extend_from_slice(&f);
+        stats.fec_bytes_sent += f.len() as u64;
+        self.window_frame_pending = false;
+        self.window_in_packet = true;
+        true
+    }
+
+    pub fn wants_to_send(&self) -> bool {
+        self.window_frame_pending
+    }
+
+    pub fn on_packet_sent(&mut self, pn: u64) {
+        if let Some(ranges) = self.ack_in_packet.take() {
+            if self.acks_in_flight.len() >= MAX_ACKS_IN_FLIGHT {
+                self.acks_in_flight.pop_front();
+            }
+            self.acks_in_flight.push_back((pn, ranges));
+        }
+        if std::mem::take(&mut self.window_in_packet) {
+            self.window_frame_pn = Some(pn);
+        }
+    }
+
+    pub fn on_packet_acked(&mut self, pn: u64) {
+        if let Ok(i) = self.acks_in_flight.binary_search_by_key(&pn, |a| a.0)
+            && let Some((_, ranges)) = self.acks_in_flight.remove(i)
+        {
+            for r in ranges {
+                self.unconfirmed.remove(r);
+            }
+        }
+        if self.window_frame_pn == Some(pn) {
+            self.window_frame_pn = None;
+        }
+    }
+
+    pub fn on_packet_lost(&mut self, pn: u64) {
+        if let Ok(i) = self.acks_in_flight.binary_search_by_key(&pn, |a| a.0) {
+            self.acks_in_flight.remove(i);
+            self.symbol_ack_pending = !self.unconfirmed.is_empty();
+        }
+        if self.window_frame_pn == Some(pn) {
+            self.window_frame_pn = None;
+            self.window_frame_pending = true;
+        }
+    }
+
+    /// Announces a new coding window (FEC_WINDOW). Repairs already in flight may still be
+    /// built for a larger one, so the decoder keeps accepting the largest ever announced.
+    pub fn set_coding_window(&mut self, size: u64) {
+        self.window = size;
+        self.max_window = self.max_window.max(size);
+        self.window_epoch = Some(self.window_epoch.map_or(0, |e| e + 1));
+        self.window_frame_pending = true;
+    }
+}
+
+/// Adds `sid` to a set whose number of ranges stays bounded (the oldest are forgotten).
+fn insert_bounded(set: &mut RangeSet, sid: u64) {
+    set.insert_one(sid);
+    while set.len() > MAX_SID_RANGES {
+        set.pop_min();
+    }
+}
+
+/// A source symbol is the frames after the SID without trailing PADDING: the zero padding of
+/// the symbol restores it.
+fn trim_padding(rest: &[u8]) -> &[u8] {
+    let end = rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    &rest[..end]
+}

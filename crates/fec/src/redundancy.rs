@@ -1,0 +1,361 @@
+//! How much repair a FEC sender sends: the [`RedundancyController`] trait and the built-in
+//! controllers, named by [`Redundancy`] on the command line and in scenarios.
+
+use std::fmt;
+use std::str::FromStr;
+
+use qfec_erasure::{Field, Scheme};
+use qfec_proto::{Instant, PathStats};
+
+/// What a controller may look at: only what a real sender sees.
+#[derive(Debug, Clone, Copy)]
+pub struct RedundancyCx {
+    pub now: Instant,
+    pub path: PathStats,
+    /// Source symbols added since the last repair symbol (not yet protected).
+    pub unprotected: u64,
+}
+
+/// What happened to a symbol the sender sent, for controllers that adapt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feedback {
+    SourceAcked,
+    /// Declared lost by loss detection (it may still be reported recovered later).
+    SourceLost,
+    /// The peer reported the source symbol recovered.
+    SourceRecovered,
+    RepairAcked,
+    RepairLost,
+}
+
+/// Decides how much repair to send. The sender asks it for the erasure code when it starts
+/// encoding (and again when the peer's coding window changes), whether to protect the
+/// symbols added so far after each source symbol and when the sender runs out of data, and
+/// tells it what became of each symbol.
+pub trait RedundancyController: Send + fmt::Debug {
+    fn name(&self) -> &'static str;
+
+    /// The code to encode with. Its span (a block's source symbols from first to last, or the
+    /// RLC window) must not exceed `max_span`, nor k + m for Reed-Solomon. `None`: no repair.
+    fn scheme(&mut self, max_span: u64) -> Option<Scheme>;
+
+    /// A source symbol went into the code (repair symbols the code's own cadence produced are
+    /// already out): whether to protect the unprotected symbols now (close the block, or emit
+    /// an RLC repair over the window).
+    fn protect_now(&mut self, _cx: &RedundancyCx) -> bool {
+        false
+    }
+
+    /// The sender has nothing more to send: whether to protect the unprotected tail now, so
+    /// that a tail loss does not wait for a probe timeout.
+    fn protect_tail(&mut self, _cx: &RedundancyCx) -> bool {
+        true
+    }
+
+    fn on_feedback(&mut self, _cx: &RedundancyCx, _feedback: Feedback) {}
+}
+
+/// Fixed redundancy: one code with its own cadence, the tail protected when the sender runs
+/// out of data.
+#[derive(Debug, Clone)]
+pub struct FixedRedundancy {
+    pub scheme: Scheme,
+}
+
+impl RedundancyController for FixedRedundancy {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+
+    fn scheme(&mut self, max_span: u64) -> Option<Scheme> {
+        fit_to_window(self.scheme, max_span)
+    }
+}
+
+/// `scheme` shrunk so that it fits a coding window of `max_span` source symbols.
+pub fn fit_to_window(scheme: Scheme, max_span: u64) -> Option<Scheme> {
+    let w = max_span.min(4095);
+    if w == 0 {
+        return None;
+    }
+    Some(match scheme {
+        Scheme::Xor { k, depth } => {
+            let depth = u64::from(depth).min(w);
+            // (k - 1) * depth + 1 <= w
+            let k = u64::from(k).min((w - 1) / depth + 1).max(1);
+            Scheme::Xor {
+                k: k as u8,
+                depth: depth as u16,
+            }
+        }
+        Scheme::ReedSolomon { k, m } => {
+            if w < 2 {
+                return None;
+            }
+            let m = u64::from(m).min(w / 2).max(1);
+            let k = u64::from(k).min(w - m).max(1);
+            Scheme::ReedSolomon {
+                k: k as u8,
+                m: m as u8,
+            }
+        }
+        Scheme::Rlc {
+            window,
+            density,
+            field,
+            interval,
+            repairs,
+        } => Scheme::Rlc {
+            window: u64::from(window).min(w) as u16,
+            density,
+            field,
+            interval,
+            repairs,
+        },
+    })
+}
+
+/// The built-in redundancy settings, as written on the command line and in scenarios:
+/// `xor`, `xor(k,depth)`, `rs`, `rs(k,m)`, `rlc`, `rlc(window,interval[,repairs][,gf2][,dt=N])`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redundancy {
+    /// A fixed code (see [`FixedRedundancy`]).
+    Fixed(Scheme),
+}
+
+impl Redundancy {
+    /// Paper 002's XOR: (3,2), i.e. one repair per 2 source symbols, 10 interleaved blocks.
+    pub const XOR: Scheme = Scheme::Xor { k: 2, depth: 10 };
+    /// Papers 002/003's Reed-Solomon: 20 source + 10 repair symbols per block.
+    pub const RS: Scheme = Scheme::ReedSolomon { k: 20, m: 10 };
+    /// Papers 002/003's RLC (3,2,20): one repair per 2 source symbols over a window of 20.
+    pub const RLC: Scheme = Scheme::Rlc {
+        window: 20,
+        density: 15,
+        field: Field::Gf256,
+        interval: 2,
+        repairs: 1,
+    };
+
+    /// A controller for one connection.
+    pub fn controller(&self) -> Box<dyn RedundancyController> {
+        match *self {
+            Redundancy::Fixed(scheme) => Box::new(FixedRedundancy { scheme }),
+        }
+    }
+
+    /// The code this setting starts with.
+    pub fn scheme(&self) -> Scheme {
+        match *self {
+            Redundancy::Fixed(s) => s,
+        }
+    }
+}
+
+impl fmt::Display for Redundancy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.scheme() {
+            Scheme::Xor { k, depth } => write!(f, "xor({k},{depth})"),
+            Scheme::ReedSolomon { k, m } => write!(f, "rs({k},{m})"),
+            Scheme::Rlc {
+                window,
+                density,
+                field,
+                interval,
+                repairs,
+            } => {
+                write!(f, "rlc({window},{interval}")?;
+                if repairs != 1 {
+                    write!(f, ",{repairs}")?;
+                }
+                if field == Field::Gf2 {
+                    f.write_str(",gf2")?;
+                }
+                if density != 15 {
+                    write!(f, ",dt={density}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+/// A FEC setting that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{reason} in FEC setting {input:?}: use none, xor, xor(K,DEPTH), rs, rs(K,M), rlc or \
+     rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N])"
+)]
+pub struct ParseRedundancyError {
+    pub input: String,
+    pub reason: String,
+}
+
+/// Parses a FEC setting: `none` (or `off`) gives `None`.
+pub fn parse_fec(s: &str) -> Result<Option<Redundancy>, ParseRedundancyError> {
+    let t = s.trim().to_ascii_lowercase();
+    if t == "none" || t == "off" {
+        return Ok(None);
+    }
+    t.parse()
+        .map(Some)
+        .map_err(|e: ParseRedundancyError| ParseRedundancyError {
+            input: s.to_string(),
+            reason: e.reason,
+        })
+}
+
+impl FromStr for Redundancy {
+    type Err = ParseRedundancyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: String| ParseRedundancyError {
+            input: s.to_string(),
+            reason,
+        };
+        let t = s.trim().to_ascii_lowercase();
+        let (name, args) = match t.split_once('(') {
+            Some((n, rest)) => {
+                let inner = rest
+                    .strip_suffix(')')
+                    .ok_or_else(|| err("missing closing parenthesis".into()))?;
+                let args: Vec<&str> = inner.split(',').map(str::trim).collect();
+                (n.trim(), args)
+            }
+            None => (t.as_str(), Vec::new()),
+        };
+        let num = |a: &str, what: &str, max: u64| -> Result<u64, ParseRedundancyError> {
+            match a.parse::<u64>() {
+                Ok(v) if (1..=max).contains(&v) => Ok(v),
+                _ => Err(err(format!(
+                    "{what} must be an integer in 1..={max}, got {a:?}"
+                ))),
+            }
+        };
+        let scheme = match (name, args.as_slice()) {
+            ("xor", []) => Redundancy::XOR,
+            ("xor", [k]) => Scheme::Xor {
+                k: num(k, "k", 255)? as u8,
+                depth: 1,
+            },
+            ("xor", [k, d]) => Scheme::Xor {
+                k: num(k, "k", 255)? as u8,
+                depth: num(d, "depth", 1024)? as u16,
+            },
+            ("rs", []) => Redundancy::RS,
+            ("rs", [k, m]) => {
+                let (k, m) = (num(k, "k", 254)?, num(m, "m", 254)?);
+                if k + m > 255 {
+                    return Err(err("k + m must not exceed 255".into()));
+                }
+                Scheme::ReedSolomon {
+                    k: k as u8,
+                    m: m as u8,
+                }
+            }
+            ("rlc", []) => Redundancy::RLC,
+            ("rlc", [w, i, rest @ ..]) => {
+                let Scheme::Rlc {
+                    mut density,
+                    mut field,
+                    mut repairs,
+                    ..
+                } = Redundancy::RLC
+                else {
+                    unreachable!("RLC default is an RLC scheme")
+                };
+                for (n, a) in rest.iter().enumerate() {
+                    if *a == "gf2" {
+                        field = Field::Gf2;
+                    } else if *a == "gf256" {
+                        field = Field::Gf256;
+                    } else if let Some(v) = a.strip_prefix("dt=") {
+                        density = match v.parse::<u8>() {
+                            Ok(d) if d <= 15 => d,
+                            _ => return Err(err(format!("dt must be 0..=15, got {v:?}"))),
+                        };
+                    } else if n == 0 {
+                        repairs = num(a, "repairs", 255)? as u8;
+                    } else {
+                        return Err(err(format!("unknown RLC option {a:?}")));
+                    }
+                }
+                Scheme::Rlc {
+                    window: num(w, "window", 4095)? as u16,
+                    density,
+                    field,
+                    interval: num(i, "interval", 65535)? as u16,
+                    repairs,
+                }
+            }
+            ("xor" | "rs" | "rlc", _) => {
+                return Err(err(format!("wrong number of parameters for {name}")));
+            }
+            _ => return Err(err(format!("unknown scheme {name:?}"))),
+        };
+        scheme
+            .validate()
+            .map_err(|e| err(e.to_string()))
+            .map(|()| Redundancy::Fixed(scheme))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_print() {
+        for (s, want) in [
+            ("xor", Redundancy::XOR),
+            ("rs", Redundancy::RS),
+            ("rlc", Redundancy::RLC),
+            ("RS(30, 5)", Scheme::ReedSolomon { k: 30, m: 5 }),
+            ("xor(4)", Scheme::Xor { k: 4, depth: 1 }),
+            (
+                "rlc(16,10,2,gf2,dt=7)",
+                Scheme::Rlc {
+                    window: 16,
+                    density: 7,
+                    field: Field::Gf2,
+                    interval: 10,
+                    repairs: 2,
+                },
+            ),
+        ] {
+            let r: Redundancy = s.parse().unwrap();
+            assert_eq!(r, Redundancy::Fixed(want), "{s}");
+            assert_eq!(r.to_string().parse::<Redundancy>().unwrap(), r);
+        }
+        assert_eq!(parse_fec(" None ").unwrap(), None);
+        for bad in [
+            "rs(200,100)",
+            "xor(0)",
+            "rlc(20)",
+            "ldpc",
+            "rs(20,10",
+            "rlc(20,2,x)",
+        ] {
+            let e = parse_fec(bad).unwrap_err().to_string();
+            assert!(e.contains(bad) && e.contains("rs(K,M)"), "{e}");
+        }
+    }
+
+    #[test]
+    fn schemes_shrink_to_the_window() {
+        assert_eq!(
+            fit_to_window(Redundancy::RS, 16),
+            Some(Scheme::ReedSolomon { k: 8, m: 8 })
+        );
+        assert_eq!(fit_to_window(Redundancy::RS, 64), Some(Redundancy::RS));
+        assert_eq!(
+            fit_to_window(Scheme::Xor { k: 5, depth: 10 }, 25),
+            Some(Scheme::Xor { k: 3, depth: 10 })
+        );
+        assert_eq!(fit_to_window(Redundancy::RLC, 0), None);
+        let Some(Scheme::Rlc { window, .. }) = fit_to_window(Redundancy::RLC, 8) else {
+            panic!()
+        };
+        assert_eq!(window, 8);
+    }
+}

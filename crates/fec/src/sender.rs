@@ -1,0 +1,393 @@
+//! The encoding direction: SIDs on protected packets, the erasure encoder, REPAIR frames, and
+//! the peer's recovery reports (SYMBOL_ACK) turned into released packets.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use qfec_erasure::{FecEncoder, RepairSymbol, Scheme};
+use qfec_proto::frame::AckRanges;
+use qfec_proto::{ExtensionCx, Instant, RecoveredLossMode, TransportError};
+
+use crate::FecStats;
+use crate::redundancy::{Feedback, RedundancyController, RedundancyCx};
+use crate::wire::{self, MAX_SYMBOL_SIZE, SchemeId};
+
+/// SIDs whose packets are tracked at most (beyond it the oldest are forgotten).
+const MAX_TRACKED_SIDS: usize = 1 << 15;
+
+/// The erasure encoder in use.
+struct Code {
+    id: SchemeId,
+    enc: Box<dyn FecEncoder>,
+    symbol_size: usize,
+    /// Block codes: source symbols per block group (k * depth); 0 for RLC.
+    group: u64,
+    /// Block codes: source symbols in the current group; RLC: since the last repair.
+    unprotected: u64,
+}
+
+impl Code {
+    fn new(scheme: Scheme, max_payload: usize) -> Option<Code> {
+        let id = SchemeId::of(&scheme);
+        // A REPAIR frame fills a full-size packet: its symbol is what remains after the
+        // frame's own fields (a two-byte symbol size).
+        let symbol_size = max_payload
+            .checked_sub(wire::repair_overhead(id, MAX_SYMBOL_SIZE))?
+            .min(MAX_SYMBOL_SIZE);
+        let enc = scheme.encoder(symbol_size).ok()?;
+        let group = match scheme {
+            Scheme::Xor { k, depth } => u64::from(k) * u64::from(depth),
+            Scheme::ReedSolomon { k, .. } => u64::from(k),
+            Scheme::Rlc { .. } => 0,
+        };
+        Some(Code {
+            id,
+            enc,
+            symbol_size,
+            group,
+            unprotected: 0,
+        })
+    }
+
+    fn repair_frame_len(&self) -> usize {
+        wire::repair_overhead(self.id, self.symbol_size) + self.symbol_size
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SidState {
+    InFlight,
+    Acked,
+    Lost(Instant),
+    Recovered,
+}
+
+/// Which packet carried each SID still of interest, oldest first. SIDs and packet numbers
+/// both increase, so a packet number is found by binary search.
+#[derive(Default)]
+struct SidMap {
+    base: u64,
+    entries: VecDeque<(u64, SidState)>,
+}
+
+impl SidMap {
+    fn push(&mut self, sid: u64, pn: u64) {
+        if self.entries.is_empty() {
+            self.base = sid;
+        }
+        debug_assert_eq!(self.base + self.entries.len() as u64, sid);
+        self.entries.push_back((pn, SidState::InFlight));
+    }
+
+    fn by_pn(&mut self, pn: u64) -> Option<&mut SidState> {
+        let i = self.entries.binary_search_by_key(&pn, |e| e.0).ok()?;
+        Some(&mut self.entries[i].1)
+    }
+
+    /// Forgets resolved SIDs at the front, and lost ones after `keep`.
+    fn trim(&mut self, now: Instant, keep: Duration) {
+        while let Some((_, s)) = self.entries.front() {
+            let done = match *s {
+                SidState::Acked | SidState::Recovered => true,
+                SidState::Lost(t) => now.saturating_duration_since(t) > keep,
+                SidState::InFlight => self.entries.len() > MAX_TRACKED_SIDS,
+            };
+            if !done {
+                break;
+            }
+            self.entries.pop_front();
+            self.base += 1;
+        }
+    }
+}
+
+pub(crate) struct Sender {
+    controller: Box<dyn RedundancyController>,
+    mode: RecoveredLossMode,
+    /// Schemes the peer decodes.
+    peer_schemes: Vec<SchemeId>,
+    /// The peer's coding window: initial_coding_window, then its latest FEC_WINDOW.
+    window: u64,
+    window_epoch: Option<u64>,
+    code: Option<Code>,
+    /// The code cannot be built (the peer decodes none of what the controller wants).
+    idle: bool,
+    next_sid: u64,
+    /// The SID written into the protected region of the packet being built.
+    region_sid: Option<u64>,
+    sids: SidMap,
+    /// Repair symbols waiting to be sent, oldest first (at most one block's worth).
+    repairs: Vec<RepairSymbol>,
+    /// Packets that carried repair symbols (for feedback), in packet-number order.
+    repair_pns: VecDeque<u64>,
+    /// The packet being built carries a repair symbol.
+    repair_in_packet: bool,
+}
+
+impl Sender {
+    pub fn new(
+        controller: Box<dyn RedundancyController>,
+        mode: RecoveredLossMode,
+        peer_schemes: Vec<SchemeId>,
+        window: u64,
+    ) -> Sender {
+        Sender {
+            controller,
+            mode,
+            peer_schemes,
+            window,
+            window_epoch: None,
+            code: None,
+            idle: false,
+            next_sid: 0,
+            region_sid: None,
+            sids: SidMap::default(),
+            repairs: Vec::new(),
+            repair_pns: VecDeque::new(),
+            repair_in_packet: false,
+        }
+    }
+
+    /// The scheme in use (or about to be), for statistics.
+    pub fn scheme(&self) -> Option<SchemeId> {
+        self.code.as_ref().map(|c| c.id)
+    }
+
+    fn rcx(&self, cx: &ExtensionCx<'_>) -> RedundancyCx {
+        RedundancyCx {
+            now: cx.now,
+            path: cx.path,
+            unprotected: self.code.as_ref().map_or(0, |c| c.unprotected),
+        }
+    }
+
+    /// Builds the code if there is none yet; false when no repair can be sent.
+    fn ensure_code(&mut self, cx: &ExtensionCx<'_>) -> bool {
+        if self.code.is_some() {
+            return true;
+        }
+        if self.idle || self.window == 0 {
+            return false;
+        }
+        let code = self
+            .controller
+            .scheme(self.window)
+            .filter(|s| self.peer_schemes.contains(&SchemeId::of(s)))
+            .and_then(|s| Code::new(s, cx.max_packet_payload));
+        match code {
+            Some(c) => {
+                self.code = Some(c);
+                true
+            }
+            None => {
+                self.idle = true;
+                false
+            }
+        }
+    }
+
+    pub fn begin_protected(
+        &mut self,
+        cx: &ExtensionCx<'_>,
+        room: usize,
+    ) -> Option<qfec_proto::ProtectedRegion> {
+        if !self.ensure_code(cx) {
+            return None;
+        }
+        let code = self.code.as_ref()?;
+        let header_len = wire::sid_len(self.next_sid);
+        Some(qfec_proto::ProtectedRegion {
+            header_len,
+            max_len: code.symbol_size.min(room.saturating_sub(header_len)),
+        })
+    }
+
+    pub fn write_protected_header(&mut self, header: &mut [u8]) {
+        wire::write_sid(header, self.next_sid);
+        self.region_sid = Some(self.next_sid);
+    }
+
+    /// Bytes the next REPAIR frame needs.
+    pub fn room_wanted(&self) -> usize {
+        match (&self.code, self.repairs.is_empty()) {
+            (Some(c), false) => c.repair_frame_len(),
+            _ => 0,
+        }
+    }
+
+    pub fn wants_to_send(&self) -> bool {
+        !self.repairs.is_empty()
+    }
+
+    /// Writes the pending repair symbols that fit.
+    pub fn write_frames(&mut self, buf: &mut Vec<u8>, max: usize, stats: &mut FecStats) -> bool {
+        let Some(code) = self.code.as_mut() else {
+            return false;
+        };
+        let start = buf.len();
+        while let Some(r) = self.repairs.first() {
+            if code.repair_frame_len() > max.saturating_sub(buf.len() - start) {
+                break;
+            }
+            wire::encode_repair(buf, code.id, r.meta(), &r.payload);
+            let r = self.repairs.remove(0);
+            code.enc.recycle(r);
+            stats.repair_symbols_sent += 1;
+            self.repair_in_packet = true;
+        }
+        buf.len() > start
+    }
+
+    pub fn on_packet_sent(
+        &mut self,
+        cx: &ExtensionCx<'_>,
+        pn: u64,
+        size: usize,
+        protected: Option<&[u8]>,
+        stats: &mut FecStats,
+    ) {
+        if std::mem::take(&mut self.repair_in_packet) {
+            stats.fec_bytes_sent += size as u64;
+            self.repair_pns.push_back(pn);
+            if self.repair_pns.len() > MAX_TRACKED_SIDS {
+                self.repair_pns.pop_front();
+            }
+        }
+        let (Some(data), Some(sid)) = (protected, self.region_sid.take()) else {
+            return;
+        };
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
+        self.next_sid += 1;
+        stats.source_symbols_sent += 1;
+        stats.fec_bytes_sent += wire::sid_len(sid) as u64;
+        self.sids.push(sid, pn);
+        if code.enc.add_source(sid, data).is_err() {
+            // Contiguous ids and a region no larger than the symbol: cannot happen.
+            debug_assert!(false, "source symbol rejected");
+            return;
+        }
+        let before = self.repairs.len();
+        code.enc.poll_repair(&mut self.repairs);
+        let emitted = self.repairs.len() > before;
+        code.unprotected = if code.group > 0 {
+            (code.unprotected + 1) % code.group
+        } else if emitted {
+            0
+        } else {
+            code.unprotected + 1
+        };
+        let rcx = self.rcx(cx);
+        if rcx.unprotected > 0 && self.controller.protect_now(&rcx) {
+            self.flush();
+        }
+    }
+
+    /// Protects the unprotected source symbols now.
+    fn flush(&mut self) {
+        if let Some(code) = self.code.as_mut()
+            && code.unprotected > 0
+        {
+            code.enc.flush();
+            code.enc.poll_repair(&mut self.repairs);
+            code.unprotected = 0;
+        }
+    }
+
+    /// Before packets are built: protect the tail when the application has nothing to send.
+    pub fn prepare_transmit(&mut self, cx: &ExtensionCx<'_>) {
+        let rcx = self.rcx(cx);
+        if rcx.unprotected > 0 && !cx.app_data_pending() && self.controller.protect_tail(&rcx) {
+            self.flush();
+        }
+    }
+
+    pub fn on_packet_acked(&mut self, cx: &ExtensionCx<'_>, pn: u64) {
+        let rcx = self.rcx(cx);
+        if let Some(s) = self.sids.by_pn(pn) {
+            if *s != SidState::Recovered {
+                *s = SidState::Acked;
+            }
+            self.controller.on_feedback(&rcx, Feedback::SourceAcked);
+            self.sids.trim(cx.now, cx.path.pto * 3);
+        } else if self.take_repair_pn(pn) {
+            self.controller.on_feedback(&rcx, Feedback::RepairAcked);
+        }
+    }
+
+    pub fn on_packet_lost(&mut self, cx: &ExtensionCx<'_>, pn: u64) {
+        let rcx = self.rcx(cx);
+        if let Some(s) = self.sids.by_pn(pn) {
+            if *s == SidState::InFlight {
+                *s = SidState::Lost(cx.now);
+            }
+            self.controller.on_feedback(&rcx, Feedback::SourceLost);
+        } else if self.take_repair_pn(pn) {
+            self.controller.on_feedback(&rcx, Feedback::RepairLost);
+        }
+    }
+
+    fn take_repair_pn(&mut self, pn: u64) -> bool {
+        match self.repair_pns.binary_search(&pn) {
+            Ok(i) => {
+                self.repair_pns.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The peer recovered these SIDs: release their packets from retransmission.
+    pub fn on_symbol_ack(
+        &mut self,
+        cx: &mut ExtensionCx<'_>,
+        ranges: &AckRanges<'_>,
+        stats: &mut FecStats,
+    ) -> Result<(), TransportError> {
+        if ranges.largest >= self.next_sid {
+            return Err(TransportError::protocol_violation(
+                "SYMBOL_ACK of a SID never sent",
+            ));
+        }
+        let rcx = self.rcx(cx);
+        let base = self.sids.base;
+        // Ranges descend without overlap: the work is bounded by the SIDs tracked.
+        for r in ranges.iter() {
+            let lo = (*r.start()).max(base);
+            let hi = *r.end();
+            if hi < lo {
+                continue;
+            }
+            for sid in lo..=hi {
+                let Some((pn, state)) = self.sids.entries.get_mut((sid - base) as usize) else {
+                    break;
+                };
+                if matches!(*state, SidState::InFlight | SidState::Lost(_)) {
+                    *state = SidState::Recovered;
+                    stats.peer_recovered += 1;
+                    cx.peer_recovered(*pn, self.mode);
+                    self.controller.on_feedback(&rcx, Feedback::SourceRecovered);
+                }
+            }
+        }
+        self.sids.trim(cx.now, cx.path.pto * 3);
+        Ok(())
+    }
+
+    /// The peer's FEC_WINDOW: a newer epoch replaces the window; the code is rebuilt to fit
+    /// at its next use (what it holds is protected first).
+    pub fn on_fec_window(&mut self, epoch: u64, size: u64) {
+        if self.window_epoch.is_some_and(|e| epoch <= e) {
+            return;
+        }
+        self.window_epoch = Some(epoch);
+        if size == self.window {
+            return;
+        }
+        self.window = size;
+        self.flush();
+        self.code = None;
+        self.idle = false;
+    }
+}
