@@ -24,6 +24,8 @@ struct Code {
     group: u64,
     /// Block codes: source symbols in the current group; RLC: since the last repair.
     unprotected: u64,
+    /// Reed-Solomon (k, m): a block closed early keeps the code rate, m * k' / k repairs.
+    rs: Option<(u64, u64)>,
 }
 
 impl Code {
@@ -40,12 +42,17 @@ impl Code {
             Scheme::ReedSolomon { k, .. } => u64::from(k),
             Scheme::Rlc { .. } => 0,
         };
+        let rs = match scheme {
+            Scheme::ReedSolomon { k, m } => Some((u64::from(k), u64::from(m))),
+            _ => None,
+        };
         Some(Code {
             id,
             enc,
             symbol_size,
             group,
             unprotected: 0,
+            rs,
         })
     }
 
@@ -289,8 +296,20 @@ impl Sender {
         if let Some(code) = self.code.as_mut()
             && code.unprotected > 0
         {
+            let before = self.repairs.len();
             code.enc.flush();
             code.enc.poll_repair(&mut self.repairs);
+            if let Some((k, m)) = code.rs {
+                // The shortened block keeps the code's rate: a 1-symbol tail of RS(20,10)
+                // gets one repair symbol, not ten.
+                let keep = (m * code.unprotected).div_ceil(k).max(1) as usize;
+                for r in self
+                    .repairs
+                    .drain((before + keep).min(self.repairs.len())..)
+                {
+                    code.enc.recycle(r);
+                }
+            }
             code.unprotected = 0;
         }
     }

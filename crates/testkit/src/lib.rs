@@ -85,14 +85,31 @@ pub struct Pair {
     pub delivered: [u64; 2],
     /// Datagrams per `poll_transmit` call (segmentation offload batches when > 1).
     pub batch: usize,
-    /// Decides per datagram whether the link drops it: (towards the server, how many datagrams
-    /// this direction carried so far including this one, the datagram) -> drop.
+    /// Decides per datagram whether the link drops it.
     pub drop_hook: Option<DropHook>,
     buf: Vec<u8>,
 }
 
-/// See [`Pair::drop_hook`].
-pub type DropHook = Box<dyn FnMut(bool, u64, &[u8]) -> bool>;
+/// See [`Pair::drop_hook`]: returns whether to drop the datagram.
+pub type DropHook = Box<dyn FnMut(&Datagram<'_>) -> bool>;
+
+/// A datagram entering the link.
+#[derive(Debug, Clone, Copy)]
+pub struct Datagram<'a> {
+    pub to_server: bool,
+    /// Datagrams this direction carried so far, this one included.
+    pub index: u64,
+    /// When it was sent.
+    pub now: Instant,
+    pub data: &'a [u8],
+}
+
+impl Datagram<'_> {
+    /// Whether it starts with a short header (a 1-RTT packet).
+    pub fn is_short(&self) -> bool {
+        self.data.first().is_some_and(|b| b & 0x80 == 0)
+    }
+}
 
 pub fn server_crypto() -> ServerCryptoConfig {
     let (chain, key) = qfec_proto::self_signed_certificate(&["localhost"]).unwrap();
@@ -188,9 +205,14 @@ impl Pair {
         if spec.drop_after.is_some_and(|n| self.sent[dir] > n) {
             return;
         }
-        let n = self.sent[dir];
+        let d = Datagram {
+            to_server,
+            index: self.sent[dir],
+            now: self.now,
+            data: &data,
+        };
         if let Some(hook) = self.drop_hook.as_mut()
-            && hook(to_server, n, &data)
+            && hook(&d)
         {
             return;
         }
@@ -280,4 +302,133 @@ pub fn payload(len: usize, seed: u64) -> Vec<u8> {
     let mut v = vec![0u8; len];
     rng.fill(&mut v[..]);
     v
+}
+
+/// One direction of an [`Exchange`]: a stream's bytes, and datagrams.
+#[derive(Default)]
+pub struct Flow {
+    pub data: Vec<u8>,
+    written: usize,
+    stream: Option<qfec_proto::StreamId>,
+    finished: bool,
+    /// What arrived on the peer's stream, and whether its end did.
+    pub received: Vec<u8>,
+    incoming: Option<qfec_proto::StreamId>,
+    pub complete: bool,
+    /// Datagrams still to send, and those received.
+    pub datagrams_out: std::collections::VecDeque<Vec<u8>>,
+    pub datagrams_in: Vec<Vec<u8>>,
+}
+
+/// Both endpoints send a unidirectional stream (and datagrams) to each other; `drive` moves
+/// the application side along and says when both streams arrived whole.
+pub struct Exchange {
+    pub client: ConnectionHandle,
+    pub server: Option<ConnectionHandle>,
+    /// Index 0: what the client sends (and receives); 1: the server.
+    pub flows: [Flow; 2],
+    /// Why a connection ended, if it did.
+    pub error: Option<String>,
+}
+
+impl Exchange {
+    pub fn new(client: ConnectionHandle, client_data: Vec<u8>, server_data: Vec<u8>) -> Self {
+        Exchange {
+            client,
+            server: None,
+            flows: [
+                Flow {
+                    data: client_data,
+                    ..Flow::default()
+                },
+                Flow {
+                    data: server_data,
+                    ..Flow::default()
+                },
+            ],
+            error: None,
+        }
+    }
+
+    /// Runs until both streams arrived whole (true) or a connection failed or `limit` passed.
+    pub fn run(&mut self, pair: &mut Pair, limit: Duration) -> bool {
+        pair.run_until(limit, |p| self.drive(p)) && self.error.is_none()
+    }
+
+    /// One step of both applications; true when done or failed.
+    pub fn drive(&mut self, p: &mut Pair) -> bool {
+        while let Some(h) = p.server.accept() {
+            self.server.get_or_insert(h);
+        }
+        let now = p.now;
+        let conns = [Some(self.client), self.server];
+        for (i, h) in conns.into_iter().enumerate() {
+            let Some(h) = h else { continue };
+            let ep = if i == 0 { &mut p.client } else { &mut p.server };
+            let Some(c) = ep.connection_mut(h) else {
+                continue;
+            };
+            if let Err(e) = Self::step(c, now, &mut self.flows[i]) {
+                let who = if i == 0 { "client" } else { "server" };
+                self.error.get_or_insert(format!("{who}: {e}"));
+            }
+        }
+        self.error.is_some() || self.flows.iter().all(|f| f.complete)
+    }
+
+    fn step(c: &mut qfec_proto::Connection, now: Instant, f: &mut Flow) -> Result<(), String> {
+        use qfec_proto::{Dir, Event, ReadError, WriteError};
+        while let Some(ev) = c.poll() {
+            if let Event::ConnectionLost(e) = ev {
+                return Err(e.to_string());
+            }
+        }
+        if !c.is_established() {
+            return Ok(());
+        }
+        if f.stream.is_none() {
+            f.stream = c.open_stream(Dir::Uni);
+        }
+        if let Some(id) = f.stream {
+            while f.written < f.data.len() {
+                match c.write(id, &f.data[f.written..]) {
+                    Ok(n) => f.written += n,
+                    Err(WriteError::Blocked) => break,
+                    Err(e) => return Err(format!("write: {e:?}")),
+                }
+            }
+            if f.written == f.data.len() && !f.finished {
+                c.finish(id).map_err(|e| format!("finish: {e:?}"))?;
+                f.finished = true;
+            }
+        }
+        for _ in 0..4 {
+            let Some(d) = f.datagrams_out.pop_front() else {
+                break;
+            };
+            if c.send_datagram(d.into()).is_err() {
+                break;
+            }
+        }
+        while let Some(d) = c.recv_datagram() {
+            f.datagrams_in.push(d.to_vec());
+        }
+        if f.incoming.is_none() {
+            f.incoming = c.accept_stream(Dir::Uni);
+        }
+        if let Some(id) = f.incoming.filter(|_| !f.complete) {
+            loop {
+                match c.read(now, id, usize::MAX) {
+                    Ok(Some(chunk)) => f.received.extend_from_slice(&chunk),
+                    Ok(None) => {
+                        f.complete = true;
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(e) => return Err(format!("read: {e:?}")),
+                }
+            }
+        }
+        Ok(())
+    }
 }

@@ -17,7 +17,7 @@ use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
 use qfec_proto::recovery::cc::{CongestionControl, CubicConfig, NewRenoConfig};
 use qfec_proto::{
-    ClientConfig, Endpoint, EndpointConfig, Instant, RecoveredLossMode, ServerConfig,
+    ClientConfig, Endpoint, EndpointConfig, Instant, RecoveredLossMode, ServerConfig, Side,
     TransportConfig,
 };
 use qfec_sim::{RunOutcome, Simulator};
@@ -38,10 +38,13 @@ pub const ALPN: &[u8] = b"qfec-lab";
 /// Largest DATAGRAM frame both sides accept in the real-time workload.
 const MAX_DATAGRAM: u64 = 1400;
 
-/// The transport configuration that `settings` describe; an error names the setting.
+/// The transport configuration that `settings` describe for one side; an error names the
+/// setting. Every lab workload is a download, so FEC is sent by the server; the client only
+/// decodes.
 pub fn transport_config(
     settings: &ProtocolSettings,
     workload: &Workload,
+    side: Side,
 ) -> Result<TransportConfig, String> {
     let mut t = TransportConfig::default();
     let iw = settings.initial_window_packets.map(u64::from);
@@ -88,7 +91,7 @@ pub fn transport_config(
         t.max_udp_payload_size = m as u16;
     }
     if let Some(r) = settings.fec {
-        let mut c = FecConfig::new(Some(r));
+        let mut c = FecConfig::new(side.is_server().then_some(r));
         c.mode = settings.fec_cc.unwrap_or(RecoveredLossMode::Signal);
         c.install(&mut t);
     }
@@ -124,16 +127,17 @@ pub fn run(spec: &RunSpec) -> RunRecord {
 /// Like [`run`], with captures.
 pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     let mut rec = spec.record();
-    let transport = match transport_config(&spec.protocol, &spec.workload) {
-        Ok(t) => Arc::new(t),
-        Err(e) => {
+    let config = |side| transport_config(&spec.protocol, &spec.workload, side).map(Arc::new);
+    let (server_transport, client_transport) = match (config(Side::Server), config(Side::Client)) {
+        (Ok(s), Ok(c)) => (s, c),
+        (Err(e), _) | (_, Err(e)) => {
             rec.error = Some(e);
             return rec;
         }
     };
     deterministic::seed_thread(spec.seed);
     let mut server_cfg = ServerConfig::new(deterministic::server_config(&[ALPN]));
-    server_cfg.transport = transport.clone();
+    server_cfg.transport = server_transport;
     let server_ep = Endpoint::new(
         Arc::new(EndpointConfig::default()),
         Some(Arc::new(server_cfg)),
@@ -145,7 +149,7 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         spec.seed ^ 0xc11e,
     );
     let mut client_cfg = ClientConfig::new(deterministic::client_config(&[ALPN]));
-    client_cfg.transport = transport;
+    client_cfg.transport = client_transport;
     let start = Instant::ZERO;
     let conn = match client_ep.connect(start, client_cfg, server_addr(), "localhost") {
         Ok(h) => h,

@@ -1,0 +1,81 @@
+//! Shared helpers of the FEC tests: transport configurations and checked exchanges.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use qfec_fec::{FecConfig, FecExtension, FecStats, SchemeId};
+use qfec_proto::{ConnectionHandle, RecoveredLossMode, TransportConfig};
+use qfec_testkit::{Exchange, LinkSpec, Pair, payload};
+use sha2::{Digest, Sha256};
+
+/// A transport that sends `send` ("none" sends nothing) and decodes `decode`.
+pub fn fec(send: &str, decode: &[SchemeId], mode: RecoveredLossMode) -> TransportConfig {
+    let mut t = TransportConfig::default();
+    t.max_datagram_frame_size = Some(1400);
+    let mut c = FecConfig::new(qfec_fec::parse_fec(send).unwrap());
+    c.decode = decode.to_vec();
+    c.mode = mode;
+    c.install(&mut t);
+    t
+}
+
+pub fn plain() -> TransportConfig {
+    TransportConfig {
+        max_datagram_frame_size: Some(1400),
+        ..TransportConfig::default()
+    }
+}
+
+pub fn link(delay_ms: u64, loss: f64) -> LinkSpec {
+    LinkSpec {
+        delay: Duration::from_millis(delay_ms),
+        loss,
+        ..LinkSpec::default()
+    }
+}
+
+/// Runs an exchange of `len` bytes each way and checks both arrived identical.
+pub fn exchange(
+    seed: u64,
+    server: TransportConfig,
+    client: TransportConfig,
+    c2s: LinkSpec,
+    s2c: LinkSpec,
+    len: usize,
+) -> (Pair, Exchange) {
+    let mut pair = Pair::new(seed, server, c2s, s2c);
+    let ch = pair.connect(client);
+    let mut x = Exchange::new(ch, payload(len, seed), payload(len, seed + 1));
+    let ok = x.run(&mut pair, Duration::from_secs(120));
+    assert!(ok, "exchange failed: {:?}", x.error);
+    assert_same(&x.flows[1].received, &x.flows[0].data, "client -> server");
+    assert_same(&x.flows[0].received, &x.flows[1].data, "server -> client");
+    (pair, x)
+}
+
+pub fn assert_same(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    assert_eq!(
+        Sha256::digest(got),
+        Sha256::digest(want),
+        "{what}: bytes differ"
+    );
+}
+
+/// FEC counters of the client's (`client`) or the server's connection.
+pub fn stats(pair: &Pair, x: &Exchange, client: bool) -> Option<FecStats> {
+    let c = if client {
+        pair.client.connection(x.client)?
+    } else {
+        pair.server.connection(x.server?)?
+    };
+    c.extension::<FecExtension>().map(|e| e.stats())
+}
+
+pub fn handle(x: &Exchange, client: bool) -> (bool, ConnectionHandle) {
+    if client {
+        (true, x.client)
+    } else {
+        (false, x.server.expect("server connection"))
+    }
+}

@@ -1,0 +1,95 @@
+//! Each direction is negotiated on its own, and a peer without FEC gets plain QUIC.
+
+mod common;
+
+use common::{exchange, fec, link, plain, stats};
+use qfec_fec::SchemeId;
+use qfec_proto::RecoveredLossMode::Signal;
+
+const ALL: &[SchemeId] = &SchemeId::ALL;
+
+#[test]
+fn fec_client_with_plain_server() {
+    let (pair, x) = exchange(
+        1,
+        plain(),
+        fec("rlc", ALL, Signal),
+        link(10, 0.02),
+        link(10, 0.02),
+        300_000,
+    );
+    let c = stats(&pair, &x, true).unwrap();
+    assert_eq!((c.source_symbols_sent, c.repair_symbols_sent), (0, 0));
+    assert!(stats(&pair, &x, false).is_none());
+}
+
+#[test]
+fn plain_client_with_fec_server() {
+    let (pair, x) = exchange(
+        2,
+        fec("rs", ALL, Signal),
+        plain(),
+        link(10, 0.02),
+        link(10, 0.02),
+        300_000,
+    );
+    let s = stats(&pair, &x, false).unwrap();
+    assert_eq!((s.source_symbols_sent, s.repair_symbols_sent), (0, 0));
+    assert!(stats(&pair, &x, true).is_none());
+}
+
+#[test]
+fn different_schemes_per_direction() {
+    let (pair, x) = exchange(
+        3,
+        fec("rlc(16,4)", ALL, Signal),
+        fec("rs(10,5)", ALL, Signal),
+        link(10, 0.03),
+        link(10, 0.03),
+        400_000,
+    );
+    let c = stats(&pair, &x, true).unwrap();
+    let s = stats(&pair, &x, false).unwrap();
+    assert_eq!(c.sending, Some(SchemeId::ReedSolomon));
+    assert_eq!(s.receiving, Some(SchemeId::ReedSolomon));
+    assert_eq!(s.sending, Some(SchemeId::RlcGf256));
+    assert_eq!(c.receiving, Some(SchemeId::RlcGf256));
+    assert!(c.repair_symbols_sent > 0 && s.repair_symbols_sent > 0);
+    assert!(
+        c.symbols_recovered > 0 && s.symbols_recovered > 0,
+        "{c:?} {s:?}"
+    );
+}
+
+#[test]
+fn sender_uses_only_what_the_receiver_decodes() {
+    // The server decodes XOR only; the client wants to send RLC: it sends nothing, while
+    // the server's XOR reaches the client, which decodes everything.
+    let (pair, x) = exchange(
+        4,
+        fec("xor", &[SchemeId::Xor], Signal),
+        fec("rlc", ALL, Signal),
+        link(10, 0.02),
+        link(10, 0.02),
+        300_000,
+    );
+    let c = stats(&pair, &x, true).unwrap();
+    let s = stats(&pair, &x, false).unwrap();
+    assert_eq!(
+        (c.sending, c.source_symbols_sent, c.repair_symbols_sent),
+        (None, 0, 0)
+    );
+    assert_eq!(s.sending, Some(SchemeId::Xor));
+    assert!(s.repair_symbols_sent > 0);
+    // A receiver that decodes nothing gets no repair either.
+    let (pair, x) = exchange(
+        5,
+        fec("rlc", ALL, Signal),
+        fec("none", &[], Signal),
+        link(10, 0.0),
+        link(10, 0.0),
+        50_000,
+    );
+    let s = stats(&pair, &x, false).unwrap();
+    assert_eq!((s.source_symbols_sent, s.repair_symbols_sent), (0, 0));
+}
