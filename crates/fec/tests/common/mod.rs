@@ -10,8 +10,7 @@ use sha2::{Digest, Sha256};
 
 /// A transport that sends `send` ("none" sends nothing) and decodes `decode`.
 pub fn fec(send: &str, decode: &[SchemeId], mode: RecoveredLossMode) -> TransportConfig {
-    let mut t = TransportConfig::default();
-    t.max_datagram_frame_size = Some(1400);
+    let mut t = plain();
     let mut c = FecConfig::new(qfec_fec::parse_fec(send).unwrap());
     c.decode = decode.to_vec();
     c.mode = mode;
