@@ -407,10 +407,12 @@ impl Connection {
         self.run_extension_actions(now);
     }
 
-    /// The peer recovered our 1-RTT packet `pn`. Still outstanding: its content counts as
-    /// delivered and congestion control learns of the loss as `mode` says. Already declared
-    /// lost: a retransmission not yet sent is cancelled, and in mask mode a window reduction
-    /// caused only by such losses is undone. Returns whether the packet was known.
+    /// The peer recovered the protected region of our 1-RTT packet `pn`. Still outstanding:
+    /// the packet leaves loss detection, the region's frames count as delivered, the frames
+    /// outside it as lost, and congestion control learns of the loss as `mode` says. Already
+    /// declared lost: a retransmission of the region not yet sent is cancelled, and in mask
+    /// mode a window reduction caused only by such losses is undone. Returns whether the
+    /// packet was known.
     pub(super) fn on_peer_recovered(
         &mut self,
         now: Instant,
@@ -434,7 +436,9 @@ impl Connection {
                     }
                 }
             }
-            self.on_packet_acked(SpaceId::Data, pn, p.info);
+            let (outside, inside) = p.info.split_protected();
+            self.requeue_frames(SpaceId::Data, &outside);
+            self.release_frames(SpaceId::Data, inside);
             self.set_loss_timer(now);
             return true;
         }
@@ -445,7 +449,9 @@ impl Connection {
         if mode == RecoveredLossMode::Mask {
             self.explain_loss(pn, true);
         }
-        self.on_packet_acked(SpaceId::Data, pn, lost.info);
+        // What lay outside the region was queued again when the loss was declared.
+        let (_, inside) = lost.info.split_protected();
+        self.release_frames(SpaceId::Data, inside);
         true
     }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::extension::{LossEpisode, LostPacket};
-use super::sent::{SentFrame, SentInfo};
+use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{Connection, ConnectionError, SpaceId, State};
 use crate::frame::Ack;
 use crate::recovery::PersistentCongestion;
@@ -70,6 +70,11 @@ impl Connection {
         if space == SpaceId::Handshake && self.side == Side::Client {
             self.peer_validated_address = true;
         }
+        if space == SpaceId::Data && self.side == Side::Client && summary.newly_acked > 0 {
+            // RFC 9001 §4.1.2: an acknowledged 1-RTT packet confirms the handshake, so a
+            // lost HANDSHAKE_DONE does not leave Handshake probes filling the window.
+            self.on_handshake_confirmed(now);
+        }
         let app_limited = self.app_limited;
         let mut acked_pns: Vec<u64> = Vec::new();
         for (pn, p) in acked {
@@ -109,7 +114,7 @@ impl Connection {
         Ok(())
     }
 
-    /// Releases what an acknowledged (or peer-recovered) packet carried.
+    /// Releases what an acknowledged packet carried.
     pub(super) fn on_packet_acked(&mut self, space: SpaceId, pn: u64, info: SentInfo) {
         if let Some(l) = info.largest_acked_in_ack {
             self.spaces[space.idx()].on_ack_of_ack(l);
@@ -120,7 +125,12 @@ impl Connection {
         {
             k.phase_acked = true;
         }
-        for f in info.frames {
+        self.release_frames(space, info.frames);
+    }
+
+    /// The peer has these frames: stop tracking them for retransmission.
+    pub(super) fn release_frames(&mut self, space: SpaceId, frames: SentFrames) {
+        for f in frames {
             match f {
                 SentFrame::Stream {
                     id,

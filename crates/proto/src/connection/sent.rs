@@ -43,4 +43,57 @@ pub struct SentInfo {
     /// Largest packet number acknowledged by an ACK frame in this packet: once this packet is
     /// acknowledged, the peer knows our ACK state up to there (RFC 9000 §13.2.4).
     pub largest_acked_in_ack: Option<u64>,
+    /// Index in `frames` of the first frame of the protected region (an extension's, e.g. a
+    /// FEC source symbol): a peer that recovers the region gets those frames, not the others.
+    pub protected_from: Option<u8>,
+}
+
+impl SentInfo {
+    /// Splits into (the frames outside the protected region, those inside it); without a
+    /// region every frame is outside.
+    pub fn split_protected(self) -> (SentFrames, SentFrames) {
+        let mut outside = self.frames;
+        let inside = match self.protected_from {
+            Some(i) => outside.drain(usize::from(i).min(outside.len())..).collect(),
+            None => SentFrames::new(),
+        };
+        (outside, inside)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (found by the FEC randomized test): a peer that recovered a packet's
+    /// protected region does not have the control frames before it (a lost HANDSHAKE_DONE was
+    /// never sent again and the client's Handshake probes filled its window).
+    #[test]
+    fn a_recovered_region_leaves_the_frames_before_it_lost() {
+        let stream = SentFrame::Stream {
+            id: StreamId(3),
+            offset: 0,
+            len: 10,
+            fin: false,
+        };
+        let mut frames = SentFrames::new();
+        frames.extend([SentFrame::HandshakeDone, SentFrame::MaxData, stream]);
+        let info = SentInfo {
+            frames: frames.clone(),
+            largest_acked_in_ack: Some(7),
+            protected_from: Some(2),
+        };
+        let (outside, inside) = info.split_protected();
+        assert_eq!(
+            &outside[..],
+            &[SentFrame::HandshakeDone, SentFrame::MaxData]
+        );
+        assert_eq!(&inside[..], &[stream]);
+        let plain = SentInfo {
+            frames,
+            ..SentInfo::default()
+        };
+        let (outside, inside) = plain.split_protected();
+        assert_eq!((outside.len(), inside.len()), (3, 0));
+    }
 }

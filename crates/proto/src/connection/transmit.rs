@@ -32,6 +32,8 @@ struct DataFrames {
     ack_eliciting: bool,
     /// The protected region: the extension that opened it, and its frames (after the header).
     protected: Option<(usize, Range<usize>)>,
+    /// Index of the first sent frame inside the region.
+    protected_from: u8,
 }
 
 /// What the transmit path may put in a packet right now.
@@ -340,6 +342,9 @@ impl Connection {
             if space == SpaceId::Data {
                 let d = self.write_data_frames(now, buf, max_payload_end, &mut frames);
                 ack_eliciting |= d.ack_eliciting;
+                if d.protected.is_some() {
+                    info.protected_from = Some(d.protected_from);
+                }
                 protected = d.protected;
             }
             let want_ping = probe || (space == SpaceId::Data && self.ping_pending);
@@ -537,6 +542,7 @@ impl Connection {
             });
         }
         let region = self.open_protected_region(now, buf, end);
+        let protected_from = frames.len() as u8;
         let app_start = buf.len();
         let app_end = region.map_or(end, |(_, g)| end.min(buf.len() + g.max_len));
         let app_room = |buf: &Vec<u8>| app_end.saturating_sub(buf.len());
@@ -578,6 +584,7 @@ impl Connection {
         DataFrames {
             ack_eliciting,
             protected,
+            protected_from,
         }
     }
 

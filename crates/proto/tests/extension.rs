@@ -1,0 +1,147 @@
+//! The extension seam without FEC: a test extension that sees the protected bytes of each
+//! packet, plays the peer's FEC decoder for a lost packet, and reports the recovery late,
+//! after loss detection declared the packet lost but before its retransmission went out.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use qfec_proto::{
+    ConnectionExtension, ExtensionCx, ExtensionFactory, ProtectedRegion, RecoveredLossMode,
+    SentPacketInfo, Side, TransportConfig,
+};
+use qfec_testkit::{Datagram, Exchange, LinkSpec, Pair, payload};
+use sha2::{Digest, Sha256};
+
+/// What the test and the extension share.
+#[derive(Default)]
+struct Shared {
+    /// Protected frames of packets declared lost, for the test to hand to the receiver.
+    lost: Vec<Bytes>,
+}
+
+#[derive(Debug)]
+struct OracleFactory {
+    shared: Arc<Mutex<Shared>>,
+    report: bool,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} lost", self.lost.len())
+    }
+}
+
+impl ExtensionFactory for OracleFactory {
+    fn build(&self, _side: Side) -> Box<dyn ConnectionExtension> {
+        Box::new(Oracle {
+            shared: self.shared.clone(),
+            report: self.report,
+            copies: BTreeMap::new(),
+            to_report: Vec::new(),
+        })
+    }
+}
+
+struct Oracle {
+    shared: Arc<Mutex<Shared>>,
+    report: bool,
+    copies: BTreeMap<u64, Vec<u8>>,
+    to_report: Vec<u64>,
+}
+
+impl ConnectionExtension for Oracle {
+    fn name(&self) -> &'static str {
+        "oracle"
+    }
+    fn begin_protected(
+        &mut self,
+        _cx: &mut ExtensionCx<'_>,
+        room: usize,
+    ) -> Option<ProtectedRegion> {
+        Some(ProtectedRegion {
+            header_len: 0,
+            max_len: room,
+        })
+    }
+    fn on_packet_sent(&mut self, _cx: &mut ExtensionCx<'_>, p: &SentPacketInfo<'_>) {
+        if let Some(b) = p.protected {
+            self.copies.insert(p.pn, b.to_vec());
+        }
+    }
+    fn on_packet_acked(&mut self, _cx: &mut ExtensionCx<'_>, pn: u64) {
+        self.copies.remove(&pn);
+    }
+    fn on_packet_lost(&mut self, _cx: &mut ExtensionCx<'_>, pn: u64) {
+        if let Some(b) = self.copies.remove(&pn) {
+            self.shared.lock().unwrap().lost.push(b.into());
+            if self.report {
+                self.to_report.push(pn);
+            }
+        }
+    }
+    fn prepare_transmit(&mut self, cx: &mut ExtensionCx<'_>) {
+        for pn in self.to_report.drain(..) {
+            cx.peer_recovered(pn, RecoveredLossMode::Signal);
+        }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A download with one data packet dropped, whose content the client gets from the oracle;
+/// returns the server's counters.
+fn download(report: bool) -> qfec_proto::ConnectionStats {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let mut server = TransportConfig::default();
+    server.extensions.push(Arc::new(OracleFactory {
+        shared: shared.clone(),
+        report,
+    }));
+    let link = LinkSpec {
+        delay: Duration::from_millis(20),
+        ..LinkSpec::default()
+    };
+    let mut pair = Pair::new(3, server, link.clone(), link);
+    let ch = pair.connect(TransportConfig::default());
+    let mut big = 0;
+    pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
+        if !d.to_server && d.is_short() && d.data.len() > 1300 {
+            big += 1;
+            return big == 50;
+        }
+        false
+    }));
+    let data = payload(400_000, 3);
+    let mut x = Exchange::new(ch, b"get".to_vec(), data.clone());
+    let ok = pair.run_until(Duration::from_secs(20), |p| {
+        let lost = std::mem::take(&mut shared.lock().unwrap().lost);
+        let now = p.now;
+        let c = p.client.connection_mut(x.client).unwrap();
+        for b in lost {
+            c.handle_recovered_payload(now, b);
+        }
+        x.drive(p)
+    });
+    assert!(ok && x.error.is_none(), "{:?}", x.error);
+    assert_eq!(Sha256::digest(&x.flows[0].received), Sha256::digest(&data));
+    pair.server.connection(x.server.unwrap()).unwrap().stats()
+}
+
+#[test]
+fn a_late_recovery_report_cancels_the_queued_retransmission() {
+    let reported = download(true);
+    assert_eq!(reported.packets_lost, 1, "{reported:?}");
+    assert_eq!(reported.late_recoveries_by_peer, 1, "{reported:?}");
+    assert_eq!(reported.packets_retransmitted, 0, "{reported:?}");
+    // Without the report, the same loss is retransmitted.
+    let unreported = download(false);
+    assert_eq!(unreported.packets_lost, 1, "{unreported:?}");
+    assert!(unreported.packets_retransmitted >= 1, "{unreported:?}");
+}
