@@ -122,7 +122,7 @@ impl ConnectionExtension for Attacker {
                 put_varint(buf, 1000);
                 self.done = true;
             }
-            Attack::DuplicateRepair if self.next_sid > 2 && self.packets % 2 == 0 => {
+            Attack::DuplicateRepair if self.next_sid > 2 && self.packets.is_multiple_of(2) => {
                 repair_frame(buf, SchemeId::Xor, &xor_meta(1, 1));
             }
             Attack::Inconsistent if self.next_sid > 12 && !self.done => {
@@ -140,7 +140,7 @@ impl ConnectionExtension for Attacker {
                     }
                 }
             }
-            Attack::Inconsistent if self.done && self.packets % 3 == 0 => {
+            Attack::Inconsistent if self.done && self.packets.is_multiple_of(3) => {
                 let meta = BlockMeta::Rs {
                     first: 4,
                     k: 6,
