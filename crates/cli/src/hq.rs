@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use qfec_fec::{FecConfig, FecExtension, FecStats};
 use qfec_io::{Application, Driver};
 use qfec_proto::{
     ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, EndpointConfig, Event,
-    Instant, ReadError, ServerConfig, ServerCryptoConfig, StreamEvent, StreamId, TransportConfig,
-    WriteError, recovery::cc::CongestionControl,
+    Instant, ReadError, RecoveredLossMode, ServerConfig, ServerCryptoConfig, StreamEvent, StreamId,
+    TransportConfig, WriteError, recovery::cc::CongestionControl,
 };
 
 use crate::tls;
@@ -44,18 +45,47 @@ pub struct TransportArgs {
     /// Idle timeout in seconds.
     #[arg(long, default_value_t = 30)]
     idle_timeout: u64,
+    /// FEC to send when the peer decodes it: none, xor, xor(K,DEPTH), rs, rs(K,M), rlc,
+    /// rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]).
+    #[arg(long, default_value = "none", value_parser = parse_fec)]
+    fec: FecArg,
+    /// How losses the peer recovered reach congestion control: signal or mask.
+    #[arg(long, default_value = "signal")]
+    fec_cc: RecoveredLossMode,
+    /// Do not offer to decode the peer's FEC (plain QUIC unless --fec is given).
+    #[arg(long)]
+    no_fec_decode: bool,
+}
+
+/// A `--fec` value: `None` for "none".
+#[derive(Clone, Copy, Debug)]
+struct FecArg(Option<qfec_fec::Redundancy>);
+
+fn parse_fec(s: &str) -> Result<FecArg, String> {
+    qfec_fec::parse_fec(s)
+        .map(FecArg)
+        .map_err(|e| e.to_string())
 }
 
 impl TransportArgs {
     fn transport(&self) -> TransportConfig {
-        TransportConfig {
+        let mut t = TransportConfig {
             congestion_controller: self.cc.factory(),
             pacing: !self.no_pacing,
             max_idle_timeout: Duration::from_secs(self.idle_timeout),
             receive_window: 16 << 20,
             stream_receive_window: 8 << 20,
             ..TransportConfig::default()
+        };
+        if self.fec.0.is_some() || !self.no_fec_decode {
+            let mut f = FecConfig::new(self.fec.0);
+            f.mode = self.fec_cc;
+            if self.no_fec_decode {
+                f.decode.clear();
+            }
+            f.install(&mut t);
         }
+        t
     }
 }
 
@@ -470,6 +500,8 @@ pub struct HqClient {
     deadline: Instant,
     error: Option<String>,
     finished: Option<Instant>,
+    /// FEC counters when the downloads ended.
+    fec: Option<FecStats>,
 }
 
 impl HqClient {
@@ -511,6 +543,7 @@ impl HqClient {
             deadline,
             error: None,
             finished: None,
+            fec: None,
         }
     }
 
@@ -567,6 +600,22 @@ impl HqClient {
             self.downloads.len() - failed,
             self.downloads.len()
         );
+        if let Some(f) = self
+            .fec
+            .filter(|f| f.receiving.is_some() || f.sending.is_some())
+        {
+            let name = |s: Option<qfec_fec::SchemeId>| s.map_or("none", |s| s.name());
+            println!(
+                "fec: received {} ({} repair symbols), {} symbols recovered; sent {} ({} repair \
+                 symbols), {} recovered by the server",
+                name(f.receiving),
+                f.repair_symbols_received,
+                f.symbols_recovered,
+                name(f.sending),
+                f.repair_symbols_sent,
+                f.peer_recovered
+            );
+        }
         Ok(if failed == 0 {
             ExitCode::SUCCESS
         } else {
@@ -651,6 +700,7 @@ impl Application for HqClient {
         if self.downloads.iter().all(|d| d.done.is_some()) {
             if self.finished.is_none() {
                 self.finished = Some(now);
+                self.fec = conn.extension::<FecExtension>().map(|f| f.stats());
                 conn.close(now, 0, b"done");
             }
             return ControlFlow::Break(());

@@ -90,6 +90,30 @@ fn server_and_client_move_files_identical_by_hash() {
 }
 
 #[test]
+fn fec_server_and_client_negotiate_and_report() {
+    let root = temp_dir("root-fec");
+    let out = temp_dir("out-fec");
+    let data = file_bytes(2_000_000, 3);
+    std::fs::write(root.join("f.bin"), &data).unwrap();
+    let server = start_server(&root, &["--fec", "rs(10,2)", "--fec-cc", "mask"]);
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--fec", "xor(4)", "-o"])
+        .arg(&out)
+        .arg(format!("https://{}/f.bin", server.addr))
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), data);
+    // The server's repair symbols arrive (nothing is lost on loopback, so nothing to recover).
+    assert!(stdout.contains("fec: received rs ("), "{stdout}");
+    one_line_error(
+        &["client", "--fec", "ldpc", "https://127.0.0.1:1/"],
+        "rs(K,M)",
+    );
+    one_line_error(&["server", "--fec-cc", "hide"], "signal or mask");
+}
+
+#[test]
 fn missing_file_and_escaping_paths_fail_cleanly() {
     let root = temp_dir("root2");
     std::fs::write(root.join("a.txt"), b"a").unwrap();
@@ -244,4 +268,50 @@ fn lab_compares_controllers_as_variants() {
         "one row per controller: {stdout}"
     );
     assert!(stdout.contains("4 runs"), "{stdout}");
+}
+
+#[test]
+fn lab_compares_fec_variants_against_plain_quic() {
+    let o = Command::new(QFEC)
+        .args(["lab", "run", "--preset", "da2gc", "--loss", "0,5%"])
+        .args([
+            "--workload",
+            "bulk:10kB",
+            "--workload",
+            "bulk:50kB",
+            "--seeds",
+            "3",
+        ])
+        .args(["--fec", "none,rs(10,5),rlc", "--fec-cc", "signal,mask"])
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    // 2 losses x 2 workloads x (none + 2 schemes x 2 modes) x 3 seeds.
+    assert!(stdout.contains("60 runs"), "{stdout}");
+    let header = stdout.lines().next().unwrap();
+    for col in ["xi_med", "ovh%", "repairs", "recovered", "retx_mean"] {
+        assert!(header.contains(col), "{header}");
+    }
+    let row = |variant: &str, workload: &str, loss: &str| {
+        stdout
+            .lines()
+            .find(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(2) == Some(&variant) && f.get(3) == Some(&workload) && f.get(4) == Some(&loss)
+            })
+            .unwrap_or_else(|| panic!("no row {variant} {workload} {loss}: {stdout}"))
+            .to_string()
+    };
+    // The plain variant has no ratio; FEC variants have one, and overhead.
+    assert!(row("none", "bulk-10kB", "5.00").contains(" - "));
+    let fec_row = row("rs(10,5)/mask", "bulk-50kB", "5.00");
+    let cells: Vec<&str> = fec_row.split_whitespace().collect();
+    let xi: f64 = cells[cells.len() - 5].parse().unwrap();
+    let ovh: f64 = cells[cells.len() - 3].parse().unwrap();
+    assert!(xi > 0.3 && xi < 3.0, "{fec_row}");
+    assert!(ovh > 10.0, "{fec_row}");
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--fec", "rs(300,1)"],
+        "--fec",
+    );
 }
