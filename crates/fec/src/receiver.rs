@@ -165,9 +165,11 @@ impl Receiver {
         if repair.symbol.len() > self.max_symbol {
             return Err(violation("REPAIR symbol larger than our packets"));
         }
-        let (_, step, _) = repair.span().map_err(TransportError::from)?;
+        let (_, step, count) = repair.span().map_err(TransportError::from)?;
+        let rs_total = count + repair.rs_repairs().map_or(0, u64::from);
         if repair.extent().map_err(TransportError::from)? > self.max_window
             || step > self.max_window
+            || (repair.scheme == SchemeId::ReedSolomon && rs_total > self.max_window)
         {
             return Err(violation(
                 "REPAIR covers more symbols than the coding window",
