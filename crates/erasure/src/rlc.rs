@@ -523,6 +523,11 @@ impl RlcDecoder {
         self.recent[h] = key;
         self.store.advance_to(last);
         self.slide();
+        // Every covered source is known (the common case without loss): nothing to learn,
+        // and no arithmetic spent to find it out.
+        if (first..=last).all(|id| self.store.contains(id)) {
+            return Ok(());
+        }
         generate_coding_coefficients(m.repair_key, &mut self.cc[..nss], m.dt, self.field)?;
 
         let e = self.alloc();

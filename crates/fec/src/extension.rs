@@ -234,33 +234,33 @@ impl ConnectionExtension for FecExtension {
         }
     }
 
-    fn on_packet_acked(&mut self, cx: &mut ExtensionCx<'_>, pn: u64) {
+    fn on_packets_acked(&mut self, cx: &mut ExtensionCx<'_>, pns: &[u64]) {
         if let Some(r) = self.receiver.as_mut() {
-            r.on_packet_acked(pn);
+            r.on_packets_acked(pns);
         }
         if let Some(s) = self.sender.as_mut() {
-            s.on_packet_acked(cx, pn);
+            s.on_packets_acked(cx, pns);
         }
     }
 
-    fn on_packet_lost(&mut self, cx: &mut ExtensionCx<'_>, pn: u64) {
+    fn on_packets_lost(&mut self, cx: &mut ExtensionCx<'_>, pns: &[u64]) {
         if let Some(r) = self.receiver.as_mut() {
-            r.on_packet_lost(pn);
+            r.on_packets_lost(pns);
         }
         if let Some(s) = self.sender.as_mut() {
-            s.on_packet_lost(cx, pn);
-        }
-    }
-
-    fn prepare_transmit(&mut self, cx: &mut ExtensionCx<'_>) {
-        if let Some(s) = self.sender.as_mut() {
-            s.prepare_transmit(cx);
+            s.on_packets_lost(cx, pns);
         }
     }
 
     fn wants_to_send(&self) -> bool {
         self.sender.as_ref().is_some_and(|s| s.wants_to_send())
             || self.receiver.as_ref().is_some_and(|r| r.wants_to_send())
+    }
+
+    fn has_leading_frames(&self) -> bool {
+        self.receiver
+            .as_ref()
+            .is_some_and(|r| r.has_leading_frames())
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -337,6 +337,10 @@ impl Receiver {
         self.window_frame_pending
     }
 
+    pub fn has_leading_frames(&self) -> bool {
+        self.symbol_ack_pending && !self.unconfirmed.is_empty()
+    }
+
     pub fn on_packet_sent(&mut self, pn: u64) {
         if let Some(ranges) = self.ack_in_packet.take() {
             if self.acks_in_flight.len() >= MAX_ACKS_IN_FLIGHT {
@@ -349,27 +353,34 @@ impl Receiver {
         }
     }
 
-    pub fn on_packet_acked(&mut self, pn: u64) {
-        if let Ok(i) = self.acks_in_flight.binary_search_by_key(&pn, |a| a.0)
-            && let Some((_, ranges)) = self.acks_in_flight.remove(i)
-        {
-            for r in ranges {
-                self.unconfirmed.remove(r);
-            }
+    pub fn on_packets_acked(&mut self, pns: &[u64]) {
+        if self.acks_in_flight.is_empty() && self.window_frame_pn.is_none() {
+            return;
         }
-        if self.window_frame_pn == Some(pn) {
-            self.window_frame_pn = None;
+        for &pn in pns {
+            if let Ok(i) = self.acks_in_flight.binary_search_by_key(&pn, |a| a.0)
+                && let Some((_, ranges)) = self.acks_in_flight.remove(i)
+            {
+                for r in ranges {
+                    self.unconfirmed.remove(r);
+                }
+            }
+            if self.window_frame_pn == Some(pn) {
+                self.window_frame_pn = None;
+            }
         }
     }
 
-    pub fn on_packet_lost(&mut self, pn: u64) {
-        if let Ok(i) = self.acks_in_flight.binary_search_by_key(&pn, |a| a.0) {
-            self.acks_in_flight.remove(i);
-            self.symbol_ack_pending = !self.unconfirmed.is_empty();
-        }
-        if self.window_frame_pn == Some(pn) {
-            self.window_frame_pn = None;
-            self.window_frame_pending = true;
+    pub fn on_packets_lost(&mut self, pns: &[u64]) {
+        for &pn in pns {
+            if let Ok(i) = self.acks_in_flight.binary_search_by_key(&pn, |a| a.0) {
+                self.acks_in_flight.remove(i);
+                self.symbol_ack_pending = !self.unconfirmed.is_empty();
+            }
+            if self.window_frame_pn == Some(pn) {
+                self.window_frame_pn = None;
+                self.window_frame_pending = true;
+            }
         }
     }
 

@@ -5,15 +5,33 @@ use std::fmt;
 use std::str::FromStr;
 
 use qfec_erasure::{Field, Scheme};
-use qfec_proto::{Instant, PathStats};
+use qfec_proto::{ConnectionStats, ExtensionCx, Instant, PathStats};
 
-/// What a controller may look at: only what a real sender sees.
-#[derive(Debug, Clone, Copy)]
-pub struct RedundancyCx {
-    pub now: Instant,
-    pub path: PathStats,
+/// What a controller may look at: only what a real sender sees. Computed on demand.
+pub struct RedundancyCx<'c, 'a> {
+    cx: &'c ExtensionCx<'a>,
     /// Source symbols added since the last repair symbol (not yet protected).
     pub unprotected: u64,
+}
+
+impl<'c, 'a> RedundancyCx<'c, 'a> {
+    pub(crate) fn new(cx: &'c ExtensionCx<'a>, unprotected: u64) -> Self {
+        RedundancyCx { cx, unprotected }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.cx.now
+    }
+
+    /// RTT, congestion window, bytes in flight, PTO.
+    pub fn path(&self) -> PathStats {
+        self.cx.path()
+    }
+
+    /// The connection's counters (packets sent, lost, retransmitted, ...).
+    pub fn stats(&self) -> &ConnectionStats {
+        self.cx.stats()
+    }
 }
 
 /// What happened to a symbol the sender sent, for controllers that adapt.
@@ -40,19 +58,25 @@ pub trait RedundancyController: Send + fmt::Debug {
     fn scheme(&mut self, max_span: u64) -> Option<Scheme>;
 
     /// A source symbol went into the code (repair symbols the code's own cadence produced are
-    /// already out): whether to protect the unprotected symbols now (close the block, or emit
-    /// an RLC repair over the window).
-    fn protect_now(&mut self, _cx: &RedundancyCx) -> bool {
+    /// already out) and some are unprotected: whether to protect them now (close the block,
+    /// or emit an RLC repair over the window).
+    fn protect_now(&mut self, _cx: &RedundancyCx<'_, '_>) -> bool {
         false
     }
 
-    /// The sender has nothing more to send: whether to protect the unprotected tail now, so
-    /// that a tail loss does not wait for a probe timeout.
-    fn protect_tail(&mut self, _cx: &RedundancyCx) -> bool {
+    /// The application has nothing more to send (for now) and some source symbols are
+    /// unprotected: whether to protect them now, so that a tail loss does not wait for a
+    /// probe timeout.
+    fn protect_tail(&mut self, _cx: &RedundancyCx<'_, '_>) -> bool {
         true
     }
 
-    fn on_feedback(&mut self, _cx: &RedundancyCx, _feedback: Feedback) {}
+    /// Whether to receive `on_feedback` (it costs a lookup per acknowledged packet).
+    fn wants_feedback(&self) -> bool {
+        false
+    }
+
+    fn on_feedback(&mut self, _cx: &RedundancyCx<'_, '_>, _feedback: Feedback) {}
 }
 
 /// Fixed redundancy: one code with its own cadence, the tail protected when the sender runs

@@ -61,45 +61,46 @@ impl Code {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum SidState {
-    InFlight,
-    Acked,
-    Lost(Instant),
-    Recovered,
-}
-
-/// Which packet carried each SID still of interest, oldest first. SIDs and packet numbers
-/// both increase, so a packet number is found by binary search.
+/// Which packet carried each SID still of interest, oldest first, with when it was sent.
+/// SIDs and packet numbers both increase, so a packet number is found by binary search.
+/// Entries leave by age: a recovery report for a packet already acknowledged, or forgotten
+/// by loss detection, is a no-op for the connection.
 #[derive(Default)]
 struct SidMap {
     base: u64,
-    entries: VecDeque<(u64, SidState)>,
+    entries: VecDeque<SidEntry>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SidEntry {
+    pn: u64,
+    sent: Instant,
+    reported: bool,
 }
 
 impl SidMap {
-    fn push(&mut self, sid: u64, pn: u64) {
+    fn push(&mut self, sid: u64, pn: u64, sent: Instant) {
         if self.entries.is_empty() {
             self.base = sid;
         }
         debug_assert_eq!(self.base + self.entries.len() as u64, sid);
-        self.entries.push_back((pn, SidState::InFlight));
+        self.entries.push_back(SidEntry {
+            pn,
+            sent,
+            reported: false,
+        });
     }
 
-    fn by_pn(&mut self, pn: u64) -> Option<&mut SidState> {
-        let i = self.entries.binary_search_by_key(&pn, |e| e.0).ok()?;
-        Some(&mut self.entries[i].1)
+    fn has_pn(&self, pn: u64) -> bool {
+        self.entries.binary_search_by_key(&pn, |e| e.pn).is_ok()
     }
 
-    /// Forgets resolved SIDs at the front, and lost ones after `keep`.
+    /// Forgets SIDs sent more than `keep` before `now` (and beyond the count bound).
     fn trim(&mut self, now: Instant, keep: Duration) {
-        while let Some((_, s)) = self.entries.front() {
-            let done = match *s {
-                SidState::Acked | SidState::Recovered => true,
-                SidState::Lost(t) => now.saturating_duration_since(t) > keep,
-                SidState::InFlight => self.entries.len() > MAX_TRACKED_SIDS,
-            };
-            if !done {
+        while let Some(e) = self.entries.front() {
+            if now.saturating_duration_since(e.sent) <= keep
+                && self.entries.len() <= MAX_TRACKED_SIDS
+            {
                 break;
             }
             self.entries.pop_front();
@@ -110,6 +111,8 @@ impl SidMap {
 
 pub(crate) struct Sender {
     controller: Box<dyn RedundancyController>,
+    /// The controller's `wants_feedback`, asked once.
+    feedback: bool,
     mode: RecoveredLossMode,
     /// Schemes the peer decodes.
     peer_schemes: Vec<SchemeId>,
@@ -125,7 +128,7 @@ pub(crate) struct Sender {
     sids: SidMap,
     /// Repair symbols waiting to be sent, oldest first (at most one block's worth).
     repairs: Vec<RepairSymbol>,
-    /// Packets that carried repair symbols (for feedback), in packet-number order.
+    /// Packets that carried repair symbols, in packet-number order (kept for feedback only).
     repair_pns: VecDeque<u64>,
     /// The packet being built carries a repair symbol.
     repair_in_packet: bool,
@@ -139,6 +142,7 @@ impl Sender {
         window: u64,
     ) -> Sender {
         Sender {
+            feedback: controller.wants_feedback(),
             controller,
             mode,
             peer_schemes,
@@ -160,12 +164,8 @@ impl Sender {
         self.code.as_ref().map(|c| c.id)
     }
 
-    fn rcx(&self, cx: &ExtensionCx<'_>) -> RedundancyCx {
-        RedundancyCx {
-            now: cx.now,
-            path: cx.path,
-            unprotected: self.code.as_ref().map_or(0, |c| c.unprotected),
-        }
+    fn unprotected(&self) -> u64 {
+        self.code.as_ref().map_or(0, |c| c.unprotected)
     }
 
     /// Builds the code if there is none yet; false when no repair can be sent.
@@ -180,7 +180,7 @@ impl Sender {
             .controller
             .scheme(self.window)
             .filter(|s| self.peer_schemes.contains(&SchemeId::of(s)))
-            .and_then(|s| Code::new(s, cx.max_packet_payload));
+            .and_then(|s| Code::new(s, cx.max_packet_payload()));
         match code {
             Some(c) => {
                 self.code = Some(c);
@@ -255,9 +255,11 @@ impl Sender {
     ) {
         if std::mem::take(&mut self.repair_in_packet) {
             stats.fec_bytes_sent += size as u64;
-            self.repair_pns.push_back(pn);
-            if self.repair_pns.len() > MAX_TRACKED_SIDS {
-                self.repair_pns.pop_front();
+            if self.feedback {
+                self.repair_pns.push_back(pn);
+                if self.repair_pns.len() > MAX_TRACKED_SIDS {
+                    self.repair_pns.pop_front();
+                }
             }
         }
         let (Some(data), Some(sid)) = (protected, self.region_sid.take()) else {
@@ -269,7 +271,7 @@ impl Sender {
         self.next_sid += 1;
         stats.source_symbols_sent += 1;
         stats.fec_bytes_sent += wire::sid_len(sid) as u64;
-        self.sids.push(sid, pn);
+        self.sids.push(sid, pn, cx.now);
         if code.enc.add_source(sid, data).is_err() {
             // Contiguous ids and a region no larger than the symbol: cannot happen.
             debug_assert!(false, "source symbol rejected");
@@ -285,8 +287,16 @@ impl Sender {
         } else {
             code.unprotected + 1
         };
-        let rcx = self.rcx(cx);
-        if rcx.unprotected > 0 && self.controller.protect_now(&rcx) {
+        let unprotected = code.unprotected;
+        if unprotected == 0 {
+            return;
+        }
+        let rcx = RedundancyCx::new(cx, unprotected);
+        // The application ran out of data (for now): protect the tail at once, so that a
+        // tail loss does not wait for a probe timeout.
+        if self.controller.protect_now(&rcx)
+            || (!cx.app_data_pending() && self.controller.protect_tail(&rcx))
+        {
             self.flush();
         }
     }
@@ -314,46 +324,33 @@ impl Sender {
         }
     }
 
-    /// Before packets are built: protect the tail when the application has nothing to send.
-    pub fn prepare_transmit(&mut self, cx: &ExtensionCx<'_>) {
-        let rcx = self.rcx(cx);
-        if rcx.unprotected > 0 && !cx.app_data_pending() && self.controller.protect_tail(&rcx) {
-            self.flush();
+    pub fn on_packets_acked(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {
+        if self.feedback {
+            let rcx = RedundancyCx::new(cx, self.unprotected());
+            for &pn in pns {
+                if self.sids.has_pn(pn) {
+                    self.controller.on_feedback(&rcx, Feedback::SourceAcked);
+                } else if take_pn(&mut self.repair_pns, pn) {
+                    self.controller.on_feedback(&rcx, Feedback::RepairAcked);
+                }
+            }
         }
+        // Loss detection keeps a lost packet's content for 3 PTO: a recovery reported later
+        // changes nothing.
+        self.sids.trim(cx.now, cx.path().pto * 3);
     }
 
-    pub fn on_packet_acked(&mut self, cx: &ExtensionCx<'_>, pn: u64) {
-        let rcx = self.rcx(cx);
-        if let Some(s) = self.sids.by_pn(pn) {
-            if *s != SidState::Recovered {
-                *s = SidState::Acked;
-            }
-            self.controller.on_feedback(&rcx, Feedback::SourceAcked);
-            self.sids.trim(cx.now, cx.path.pto * 3);
-        } else if self.take_repair_pn(pn) {
-            self.controller.on_feedback(&rcx, Feedback::RepairAcked);
+    pub fn on_packets_lost(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {
+        if !self.feedback {
+            return;
         }
-    }
-
-    pub fn on_packet_lost(&mut self, cx: &ExtensionCx<'_>, pn: u64) {
-        let rcx = self.rcx(cx);
-        if let Some(s) = self.sids.by_pn(pn) {
-            if *s == SidState::InFlight {
-                *s = SidState::Lost(cx.now);
+        let rcx = RedundancyCx::new(cx, self.unprotected());
+        for &pn in pns {
+            if self.sids.has_pn(pn) {
+                self.controller.on_feedback(&rcx, Feedback::SourceLost);
+            } else if take_pn(&mut self.repair_pns, pn) {
+                self.controller.on_feedback(&rcx, Feedback::RepairLost);
             }
-            self.controller.on_feedback(&rcx, Feedback::SourceLost);
-        } else if self.take_repair_pn(pn) {
-            self.controller.on_feedback(&rcx, Feedback::RepairLost);
-        }
-    }
-
-    fn take_repair_pn(&mut self, pn: u64) -> bool {
-        match self.repair_pns.binary_search(&pn) {
-            Ok(i) => {
-                self.repair_pns.remove(i);
-                true
-            }
-            Err(_) => false,
         }
     }
 
@@ -369,8 +366,8 @@ impl Sender {
                 "SYMBOL_ACK of a SID never sent",
             ));
         }
-        let rcx = self.rcx(cx);
         let base = self.sids.base;
+        let mut recovered = Vec::new();
         // Ranges descend without overlap: the work is bounded by the SIDs tracked.
         for r in ranges.iter() {
             let lo = (*r.start()).max(base);
@@ -379,18 +376,25 @@ impl Sender {
                 continue;
             }
             for sid in lo..=hi {
-                let Some((pn, state)) = self.sids.entries.get_mut((sid - base) as usize) else {
+                let Some(e) = self.sids.entries.get_mut((sid - base) as usize) else {
                     break;
                 };
-                if matches!(*state, SidState::InFlight | SidState::Lost(_)) {
-                    *state = SidState::Recovered;
-                    stats.peer_recovered += 1;
-                    cx.peer_recovered(*pn, self.mode);
-                    self.controller.on_feedback(&rcx, Feedback::SourceRecovered);
+                if !e.reported {
+                    e.reported = true;
+                    recovered.push(e.pn);
                 }
             }
         }
-        self.sids.trim(cx.now, cx.path.pto * 3);
+        stats.peer_recovered += recovered.len() as u64;
+        for pn in &recovered {
+            cx.peer_recovered(*pn, self.mode);
+        }
+        if self.feedback {
+            let rcx = RedundancyCx::new(cx, self.unprotected());
+            for _ in &recovered {
+                self.controller.on_feedback(&rcx, Feedback::SourceRecovered);
+            }
+        }
         Ok(())
     }
 
@@ -408,5 +412,16 @@ impl Sender {
         self.flush();
         self.code = None;
         self.idle = false;
+    }
+}
+
+/// Removes `pn` from an ascending list; whether it was there.
+fn take_pn(pns: &mut VecDeque<u64>, pn: u64) -> bool {
+    match pns.binary_search(&pn) {
+        Ok(i) => {
+            pns.remove(i);
+            true
+        }
+        Err(_) => false,
     }
 }

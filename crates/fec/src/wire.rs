@@ -5,7 +5,7 @@
 use qfec_erasure::block::{BLOCK_META_LEN, BlockMeta};
 use qfec_erasure::rlc::{RLC_META_LEN, RlcMeta};
 use qfec_erasure::{Field, Scheme};
-use qfec_proto::coding::{Reader, put_varint, varint_len};
+use qfec_proto::coding::{Reader, patch_varint_fixed, put_varint, varint_len};
 use qfec_proto::frame::{
     AckRanges, FrameError, ack_range_block_len, decode_ack_range_block, encode_ack_range_block,
 };
@@ -255,10 +255,9 @@ pub fn sid_len(sid: u64) -> usize {
 
 /// Writes a SID frame into exactly `sid_len(sid)` bytes.
 pub fn write_sid(out: &mut [u8], sid: u64) {
-    let mut b = Vec::with_capacity(out.len());
-    put_varint(&mut b, frame_type::SID);
-    put_varint(&mut b, sid);
-    out.copy_from_slice(&b);
+    let t = varint_len(frame_type::SID);
+    patch_varint_fixed(out, frame_type::SID, t);
+    patch_varint_fixed(&mut out[t..], sid, varint_len(sid));
 }
 
 /// Writes a REPAIR frame.
@@ -346,6 +345,20 @@ mod tests {
         let mut r = Reader::new(buf);
         let ty = r.varint().unwrap();
         (ty, r.rest())
+    }
+
+    #[test]
+    fn sid_frames_decode_to_their_sid() {
+        for sid in [0, 63, 64, 16_383, 16_384, 1 << 30, (1 << 62) - 1] {
+            let mut b = vec![0u8; sid_len(sid)];
+            write_sid(&mut b, sid);
+            let (ty, body) = body(&b);
+            assert_eq!(ty, frame_type::SID);
+            assert_eq!(
+                decode_all(ty, body).unwrap(),
+                (FecFrame::Sid(sid), body.len())
+            );
+        }
     }
 
     #[test]

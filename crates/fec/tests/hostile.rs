@@ -105,6 +105,9 @@ impl ConnectionExtension for Attacker {
     fn decode_frame(&self, ty: u64, r: &mut Reader<'_>) -> Result<(), FrameError> {
         wire::decode(ty, r).map(|_| ())
     }
+    fn wants_to_send(&self) -> bool {
+        true
+    }
     fn write_frames(&mut self, _cx: &mut ExtensionCx<'_>, buf: &mut Vec<u8>, max: usize) -> bool {
         self.packets += 1;
         if max < SYMBOL + 64 || self.packets < 3 {

@@ -1,7 +1,9 @@
-//! Bulk goodput over real loopback UDP: qfec client <- qfec server, and quinn <- quinn, in
-//! the same run, printed side by side with the ratio qfec/quinn.
+//! Bulk goodput over real loopback UDP: qfec client <- qfec server, the same with FEC on
+//! (RLC, one repair symbol per ten source symbols over a window of 20), and quinn <- quinn, in
+//! the same run, printed side by side with the ratios qfec/quinn and FEC on/off.
 //!
-//! `cargo bench -p qfec-io --bench loopback` (QFEC_BENCH_MB=300 QFEC_BENCH_RUNS=7 to change).
+//! `cargo bench -p qfec-io --bench loopback` (QFEC_BENCH_MB=300 QFEC_BENCH_RUNS=7 to change;
+//! QFEC_BENCH_FEC sets the FEC scheme).
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -23,15 +25,22 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn transport() -> TransportConfig {
-    TransportConfig {
+/// The bench's transport; with `fec`, both sides decode and the server sends that FEC.
+fn transport(fec: Option<&str>, server: bool) -> TransportConfig {
+    let mut t = TransportConfig {
         receive_window: 32 << 20,
         max_receive_window: 64 << 20,
         stream_receive_window: 16 << 20,
         max_stream_receive_window: 32 << 20,
         send_buffer: 8 << 20,
+        pacing: std::env::var_os("QFEC_BENCH_NO_PACING").is_none(),
         ..TransportConfig::default()
+    };
+    if let Some(f) = fec {
+        let send = qfec_fec::parse_fec(f).expect("QFEC_BENCH_FEC");
+        qfec_fec::FecConfig::new(send.filter(|_| server)).install(&mut t);
     }
+    t
 }
 
 /// Server: on each stream, reads an 8-byte length and sends that many bytes.
@@ -143,13 +152,14 @@ impl Application for Receiver {
     }
 }
 
-fn qfec_run(bytes: u64) -> Duration {
+fn qfec_run(bytes: u64, fec: Option<&str>) -> Duration {
     let (chain, key) = qfec_proto::self_signed_certificate(&["localhost"]).unwrap();
     let mut sc = ServerConfig::new(ServerCryptoConfig::new(chain, key, &[ALPN]).unwrap());
-    sc.transport = Arc::new(transport());
+    sc.transport = Arc::new(transport(fec, true));
     let server_ep = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 1);
     let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let recovered = fec.is_some();
     // The server runs on its own thread (the other core), as a real server would.
     let server = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -180,7 +190,7 @@ fn qfec_run(bytes: u64) -> Duration {
         let ep = Endpoint::new(Arc::new(EndpointConfig::default()), None, 2);
         let mut d = Driver::bind(loopback, ep).unwrap();
         let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
-        cc.transport = Arc::new(transport());
+        cc.transport = Arc::new(transport(fec, false));
         let start = StdInstant::now();
         let h = d.endpoint.connect(d.now(), cc, addr, "localhost").unwrap();
         let mut app = Receiver {
@@ -193,6 +203,10 @@ fn qfec_run(bytes: u64) -> Duration {
         d.run(&mut app).await.unwrap();
         if std::env::var_os("QFEC_BENCH_STATS").is_some() {
             eprintln!("  receiver driver: {:?}", d.stats());
+            if recovered && let Some(c) = d.endpoint.connection(h) {
+                let f = c.extension::<qfec_fec::FecExtension>().map(|f| f.stats());
+                eprintln!("  receiver fec: {f:?}");
+            }
         }
         assert!(app.done && app.got == bytes, "qfec transfer incomplete");
         start.elapsed()
@@ -281,31 +295,32 @@ fn gbps(bytes: u64, d: Duration) -> f64 {
 fn main() {
     let mb = env_usize("QFEC_BENCH_MB", 300) as u64;
     let runs = env_usize("QFEC_BENCH_RUNS", 7);
+    let fec = std::env::var("QFEC_BENCH_FEC").unwrap_or_else(|_| "rlc(20,10)".into());
     let bytes = mb * 1_000_000;
     println!("bulk download over loopback UDP, {mb} MB, {runs} alternating runs each");
-    let mut qs = Vec::new();
-    let mut ns = Vec::new();
-    // QFEC_BENCH_ONLY=qfec (or quinn) runs one side, for profiling.
+    let (mut qs, mut fs, mut ns) = (Vec::new(), Vec::new(), Vec::new());
+    // QFEC_BENCH_ONLY=qfec,fec (any of qfec, fec, quinn) runs only those sides.
     let only = std::env::var("QFEC_BENCH_ONLY").unwrap_or_default();
+    let side = |name: &str, f: &dyn Fn() -> f64| {
+        if only.is_empty() || only.split(',').any(|o| o.trim() == name) {
+            f()
+        } else {
+            f64::NAN
+        }
+    };
     for i in 0..runs {
-        let q = if only == "quinn" {
-            f64::NAN
-        } else {
-            gbps(bytes, qfec_run(bytes))
-        };
-        let n = if only == "qfec" {
-            f64::NAN
-        } else {
-            gbps(bytes, quinn_run(bytes))
-        };
+        let q = side("qfec", &|| gbps(bytes, qfec_run(bytes, None)));
+        let f = side("fec", &|| gbps(bytes, qfec_run(bytes, Some(&fec))));
+        let n = side("quinn", &|| gbps(bytes, quinn_run(bytes)));
         println!(
-            "run {}: qfec {:.2} Gb/s   quinn {:.2} Gb/s   ratio {:.2}",
+            "run {}: qfec {q:.2} Gb/s   qfec+{fec} {f:.2} Gb/s   quinn {n:.2} Gb/s   \
+             qfec/quinn {:.2}   fec/qfec {:.2}",
             i + 1,
-            q,
-            n,
-            q / n
+            q / n,
+            f / q
         );
         qs.push(q);
+        fs.push(f);
         ns.push(n);
     }
     let median = |v: &mut Vec<f64>| {
@@ -313,14 +328,18 @@ fn main() {
         v[v.len() / 2]
     };
     let best = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::max);
-    let (bq, bn) = (best(&qs), best(&ns));
-    let (mq, mn) = (median(&mut qs), median(&mut ns));
+    let (bq, bf, bn) = (best(&qs), best(&fs), best(&ns));
+    let (mq, mf, mn) = (median(&mut qs), median(&mut fs), median(&mut ns));
     println!(
-        "median: qfec {mq:.2} Gb/s   quinn {mn:.2} Gb/s   ratio qfec/quinn {:.2}",
-        mq / mn
+        "median: qfec {mq:.2}   qfec+fec {mf:.2}   quinn {mn:.2} Gb/s   qfec/quinn {:.2}   \
+         fec/qfec {:.2}",
+        mq / mn,
+        mf / mq
     );
     println!(
-        "best:   qfec {bq:.2} Gb/s   quinn {bn:.2} Gb/s   ratio qfec/quinn {:.2}",
-        bq / bn
+        "best:   qfec {bq:.2}   qfec+fec {bf:.2}   quinn {bn:.2} Gb/s   qfec/quinn {:.2}   \
+         fec/qfec {:.2}",
+        bq / bn,
+        bf / bq
     );
 }

@@ -50,7 +50,11 @@ fn every_scheme_over_bernoulli_and_gilbert_elliott_losses() {
         let total = |fec: Option<&str>| {
             (1..=3).fold((0, 0, 0), |acc, seed| {
                 let r = run(loss.clone(), fec, &bulk, seed);
-                (acc.0 + r.retransmissions, acc.1 + r.recovered_symbols, acc.2 + r.repair_symbols)
+                (
+                    acc.0 + r.retransmissions,
+                    acc.1 + r.recovered_symbols,
+                    acc.2 + r.repair_symbols,
+                )
             })
         };
         let (base, _, _) = total(None);
@@ -59,7 +63,10 @@ fn every_scheme_over_bernoulli_and_gilbert_elliott_losses() {
             assert!(repairs > 0, "{fec}");
             if loss.is_some() {
                 assert!(recovered > 0, "{fec} {loss:?}: nothing recovered");
-                assert!(retx < base, "{fec} {loss:?}: {retx} retransmissions, {base} without");
+                assert!(
+                    retx < base,
+                    "{fec} {loss:?}: {retx} retransmissions, {base} without"
+                );
             }
         }
     }

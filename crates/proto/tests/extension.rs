@@ -1,6 +1,7 @@
 //! The extension seam without FEC: a test extension that sees the protected bytes of each
 //! packet, plays the peer's FEC decoder for a lost packet, and reports the recovery late,
-//! after loss detection declared the packet lost but before its retransmission went out.
+//! after loss detection declared the packet lost (from the loss hook, whose actions run once
+//! the datagram is processed) but before its retransmission went out.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -40,7 +41,6 @@ impl ExtensionFactory for OracleFactory {
             shared: self.shared.clone(),
             report: self.report,
             copies: BTreeMap::new(),
-            to_report: Vec::new(),
         })
     }
 }
@@ -49,7 +49,6 @@ struct Oracle {
     shared: Arc<Mutex<Shared>>,
     report: bool,
     copies: BTreeMap<u64, Vec<u8>>,
-    to_report: Vec<u64>,
 }
 
 impl ConnectionExtension for Oracle {
@@ -71,20 +70,19 @@ impl ConnectionExtension for Oracle {
             self.copies.insert(p.pn, b.to_vec());
         }
     }
-    fn on_packet_acked(&mut self, _cx: &mut ExtensionCx<'_>, pn: u64) {
-        self.copies.remove(&pn);
-    }
-    fn on_packet_lost(&mut self, _cx: &mut ExtensionCx<'_>, pn: u64) {
-        if let Some(b) = self.copies.remove(&pn) {
-            self.shared.lock().unwrap().lost.push(b.into());
-            if self.report {
-                self.to_report.push(pn);
-            }
+    fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, pns: &[u64]) {
+        for pn in pns {
+            self.copies.remove(pn);
         }
     }
-    fn prepare_transmit(&mut self, cx: &mut ExtensionCx<'_>) {
-        for pn in self.to_report.drain(..) {
-            cx.peer_recovered(pn, RecoveredLossMode::Signal);
+    fn on_packets_lost(&mut self, cx: &mut ExtensionCx<'_>, pns: &[u64]) {
+        for &pn in pns {
+            if let Some(b) = self.copies.remove(&pn) {
+                self.shared.lock().unwrap().lost.push(b.into());
+                if self.report {
+                    cx.peer_recovered(pn, RecoveredLossMode::Signal);
+                }
+            }
         }
     }
     fn as_any(&self) -> &dyn Any {

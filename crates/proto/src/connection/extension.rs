@@ -22,7 +22,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use super::{ConnectionStats, PathStats};
+use super::{Connection, ConnectionStats, PathStats};
 use crate::coding::Reader;
 use crate::frame::{FrameError, PacketKind};
 use crate::time::Instant;
@@ -88,30 +88,50 @@ pub(crate) enum ExtensionAction {
     AckImmediately,
 }
 
-/// An extension's view of its connection during a hook, and its way to act on it.
+/// An extension's view of its connection during a hook, and its way to act on it. What it
+/// reads is computed on demand, so a hook that looks at nothing costs nothing.
 pub struct ExtensionCx<'a> {
     pub now: Instant,
-    pub side: Side,
-    pub path: PathStats,
-    pub stats: &'a ConnectionStats,
-    /// Largest payload a full-size 1-RTT packet carries (with the longest packet number).
-    pub max_packet_payload: usize,
-    app_data_pending: bool,
     /// In a frame hook: the number of the packet the frame came in; `None` for frames of a
     /// recovered payload (and outside frame hooks).
     pub packet_number: Option<u64>,
+    conn: &'a Connection,
     pub(crate) actions: &'a mut Vec<ExtensionAction>,
 }
 
 impl ExtensionCx<'_> {
+    pub fn side(&self) -> Side {
+        self.conn.side
+    }
+
+    /// RTT, congestion window, bytes in flight, PTO.
+    pub fn path(&self) -> PathStats {
+        self.conn.path_stats()
+    }
+
+    pub fn stats(&self) -> &ConnectionStats {
+        &self.conn.stats
+    }
+
+    /// Largest payload a full-size 1-RTT packet carries (with the longest packet number).
+    pub fn max_packet_payload(&self) -> usize {
+        self.conn.max_1rtt_payload()
+    }
+
+    /// The application has STREAM data or DATAGRAMs that it could send now.
+    pub fn app_data_pending(&self) -> bool {
+        !self.conn.datagrams_out.is_empty() || self.conn.streams.has_stream_data()
+    }
+
     /// Processes `frames` as if a packet carrying them had arrived (after this hook).
     pub fn deliver_recovered(&mut self, frames: Bytes) {
         self.actions.push(ExtensionAction::DeliverRecovered(frames));
     }
 
-    /// The peer reports that it recovered our 1-RTT packet `pn`: its content counts as
-    /// delivered, and congestion control learns of the loss as `mode` says. Also cancels a
-    /// retransmission of it that is queued but not yet sent.
+    /// The peer reports that it recovered the protected region of our 1-RTT packet `pn`:
+    /// those frames count as delivered, the others as lost, and congestion control learns of
+    /// the loss as `mode` says. Also cancels a retransmission of the region that is queued but
+    /// not yet sent.
     pub fn peer_recovered(&mut self, pn: u64, mode: RecoveredLossMode) {
         self.actions
             .push(ExtensionAction::PeerRecovered { pn, mode });
@@ -235,15 +255,20 @@ pub trait ConnectionExtension: Send + Any {
     /// A 1-RTT packet is final (before encryption).
     fn on_packet_sent(&mut self, _cx: &mut ExtensionCx<'_>, _packet: &SentPacketInfo<'_>) {}
 
-    fn on_packet_acked(&mut self, _cx: &mut ExtensionCx<'_>, _pn: u64) {}
+    /// 1-RTT packets newly acknowledged by one ACK frame (in increasing order, except that
+    /// packets declared lost earlier and acknowledged late come last).
+    fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, _pns: &[u64]) {}
 
-    fn on_packet_lost(&mut self, _cx: &mut ExtensionCx<'_>, _pn: u64) {}
+    /// 1-RTT packets loss detection declared lost at once, in increasing order.
+    fn on_packets_lost(&mut self, _cx: &mut ExtensionCx<'_>, _pns: &[u64]) {}
 
-    /// Called once per `poll_transmit`, before packets are built.
-    fn prepare_transmit(&mut self, _cx: &mut ExtensionCx<'_>) {}
-
-    /// Whether `write_frames` has something to send.
+    /// Whether `write_frames` has something to send (it is called only then).
     fn wants_to_send(&self) -> bool {
+        false
+    }
+
+    /// Whether `write_leading_frames` has something to send (it is called only then).
+    fn has_leading_frames(&self) -> bool {
         false
     }
 
@@ -265,17 +290,9 @@ pub trait ConnectionExtension: Send + Any {
 
 // ---- the connection's side of the seam ----
 
+use super::SpaceId;
 use super::sent::SentInfo;
-use super::streams::Streams;
-use super::{Connection, SpaceId};
 use crate::frame::ExtensionFrames;
-
-impl ExtensionCx<'_> {
-    /// The application has STREAM data or DATAGRAMs that it could send now.
-    pub fn app_data_pending(&self) -> bool {
-        self.app_data_pending
-    }
-}
 
 /// The frame types of a connection's extensions, for the frame parser.
 impl ExtensionFrames for Vec<Box<dyn ConnectionExtension>> {
@@ -328,12 +345,8 @@ impl Connection {
         let r = {
             let mut cx = ExtensionCx {
                 now,
-                side: self.side,
-                path: self.path_stats(),
-                stats: &self.stats,
-                max_packet_payload: self.max_1rtt_payload(),
-                app_data_pending: app_data_pending(&self.streams, &self.datagrams_out),
                 packet_number,
+                conn: self,
                 actions: &mut actions,
             };
             f(&mut exts, &mut cx)
@@ -475,9 +488,4 @@ impl Connection {
             }
         }
     }
-}
-
-/// STREAM data or DATAGRAMs wait to be sent.
-fn app_data_pending(streams: &Streams, datagrams: &std::collections::VecDeque<Bytes>) -> bool {
-    !datagrams.is_empty() || streams.has_stream_data()
 }

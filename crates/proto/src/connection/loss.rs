@@ -76,13 +76,14 @@ impl Connection {
             self.on_handshake_confirmed(now);
         }
         let app_limited = self.app_limited;
+        let tell_extensions = space == SpaceId::Data && !self.extensions.is_empty();
         let mut acked_pns: Vec<u64> = Vec::new();
         for (pn, p) in acked {
             if p.in_flight {
                 self.cc
                     .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
             }
-            if space == SpaceId::Data {
+            if tell_extensions {
                 acked_pns.push(pn);
             }
             self.on_packet_acked(space, pn, p.info);
@@ -90,17 +91,13 @@ impl Connection {
         for l in late {
             // Declared lost, acknowledged after all: its content arrived.
             self.explain_loss(l.pn, false);
-            if space == SpaceId::Data {
+            if tell_extensions {
                 acked_pns.push(l.pn);
             }
             self.on_packet_acked(space, l.pn, l.info);
         }
         if !acked_pns.is_empty() {
-            self.for_each_extension(now, |e, cx| {
-                for &pn in &acked_pns {
-                    e.on_packet_acked(cx, pn);
-                }
-            });
+            self.for_each_extension(now, |e, cx| e.on_packets_acked(cx, &acked_pns));
         }
         if summary.newly_acked > 0 {
             let in_flight = self.bytes_in_flight();
@@ -182,12 +179,9 @@ impl Connection {
             }
             self.requeue_frames(space, &p.info.frames);
         }
-        if space == SpaceId::Data {
-            self.for_each_extension(now, |e, cx| {
-                for (pn, _) in &lost {
-                    e.on_packet_lost(cx, *pn);
-                }
-            });
+        if space == SpaceId::Data && !self.extensions.is_empty() {
+            let pns: Vec<u64> = lost.iter().map(|(pn, _)| *pn).collect();
+            self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &pns));
         }
         let keep = self.pto_duration(SpaceId::Data) * 3;
         for (pn, p) in lost {

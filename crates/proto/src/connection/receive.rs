@@ -52,6 +52,8 @@ impl Connection {
         if !self.undecryptable.is_empty() {
             self.replay_undecryptable(now);
         }
+        // What extensions asked for during acknowledgement and loss processing.
+        self.run_extension_actions(now);
         self.set_loss_timer(now);
     }
 

@@ -63,10 +63,7 @@ impl Connection {
             }
             _ => {}
         }
-        if !self.extensions.is_empty() {
-            self.for_each_extension(now, |e, cx| e.prepare_transmit(cx));
-            self.run_extension_actions(now);
-        }
+        self.run_extension_actions(now);
         let mtu = self.max_datagram_size();
         let start = buf.len();
         let mut segment = None;
@@ -273,11 +270,11 @@ impl Connection {
 
         // Extension frames the peer must read before the ACK frame (e.g. FEC recovery
         // reports, which must reach the peer's loss detection first).
-        if space == SpaceId::Data && !self.extensions.is_empty() {
+        if space == SpaceId::Data && self.extensions.iter().any(|e| e.has_leading_frames()) {
             let end = max_payload_end;
             ack_eliciting |= self.with_extensions(now, None, |exts, cx| {
                 let mut any = false;
-                for e in exts.iter_mut() {
+                for e in exts.iter_mut().filter(|e| e.has_leading_frames()) {
                     let room = end.saturating_sub(buf.len());
                     any |= e.write_leading_frames(cx, buf, room);
                 }
@@ -531,10 +528,10 @@ impl Connection {
         self.streams.write_control(buf, r, frames);
         // Every core frame above is ack-eliciting.
         let mut ack_eliciting = buf.len() > start;
-        if !self.extensions.is_empty() {
+        if self.extensions.iter().any(|e| e.wants_to_send()) {
             ack_eliciting |= self.with_extensions(now, None, |exts, cx| {
                 let mut any = false;
-                for e in exts.iter_mut() {
+                for e in exts.iter_mut().filter(|e| e.wants_to_send()) {
                     let r = end.saturating_sub(buf.len());
                     any |= e.write_frames(cx, buf, r);
                 }
