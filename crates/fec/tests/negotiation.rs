@@ -93,3 +93,38 @@ fn sender_uses_only_what_the_receiver_decodes() {
     let s = stats(&pair, &x, false).unwrap();
     assert_eq!((s.source_symbols_sent, s.repair_symbols_sent), (0, 0));
 }
+
+#[test]
+fn fec_window_from_the_receiver_reshapes_the_senders_code() {
+    use qfec_fec::FecExtension;
+    use qfec_testkit::{Exchange, Pair, payload};
+    use std::time::Duration;
+
+    let mut pair = Pair::new(6, fec("rs", ALL, Signal), link(10, 0.02), link(10, 0.02));
+    let ch = pair.connect(fec("none", ALL, Signal));
+    let mut x = Exchange::new(ch, b"get".to_vec(), payload(3_000_000, 6));
+    let server_repairs = |p: &Pair, x: &Exchange| {
+        let c = p.server.connection(x.server.unwrap()).unwrap();
+        c.extension::<FecExtension>().unwrap().stats().repair_symbols_sent
+    };
+    let set_window = |p: &mut Pair, x: &Exchange, w: u64| {
+        let c = p.client.connection_mut(x.client).unwrap();
+        c.extension_mut::<FecExtension>().unwrap().set_coding_window(w);
+    };
+    // A first part with the full window.
+    assert!(!pair.run_until(Duration::from_millis(300), |p| x.drive(p)));
+    let before = server_repairs(&pair, &x);
+    assert!(before > 0);
+    // Window 0: the server stops protecting (give the FEC_WINDOW and the repairs in flight
+    // a moment).
+    set_window(&mut pair, &x, 0);
+    pair.run_until(Duration::from_millis(100), |p| x.drive(p));
+    let stopped = server_repairs(&pair, &x);
+    pair.run_until(Duration::from_millis(300), |p| x.drive(p));
+    assert_eq!(server_repairs(&pair, &x), stopped, "repairs after window 0");
+    // Window 16: protection resumes with Reed-Solomon shrunk to fit (k + m <= 16).
+    set_window(&mut pair, &x, 16);
+    assert!(x.run(&mut pair, Duration::from_secs(60)), "{:?}", x.error);
+    assert!(server_repairs(&pair, &x) > stopped);
+    common::assert_same(&x.flows[0].received, &x.flows[1].data, "download");
+}
