@@ -105,11 +105,16 @@ fn fec_window_from_the_receiver_reshapes_the_senders_code() {
     let mut x = Exchange::new(ch, b"get".to_vec(), payload(3_000_000, 6));
     let server_repairs = |p: &Pair, x: &Exchange| {
         let c = p.server.connection(x.server.unwrap()).unwrap();
-        c.extension::<FecExtension>().unwrap().stats().repair_symbols_sent
+        c.extension::<FecExtension>()
+            .unwrap()
+            .stats()
+            .repair_symbols_sent
     };
     let set_window = |p: &mut Pair, x: &Exchange, w: u64| {
         let c = p.client.connection_mut(x.client).unwrap();
-        c.extension_mut::<FecExtension>().unwrap().set_coding_window(w);
+        c.extension_mut::<FecExtension>()
+            .unwrap()
+            .set_coding_window(w);
     };
     // A first part with the full window.
     assert!(!pair.run_until(Duration::from_millis(300), |p| x.drive(p)));
