@@ -26,7 +26,8 @@ struct Shared {
 #[derive(Debug)]
 struct OracleFactory {
     shared: Arc<Mutex<Shared>>,
-    report: bool,
+    /// Report recoveries of lost packets, in this mode.
+    report: Option<RecoveredLossMode>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -47,7 +48,7 @@ impl ExtensionFactory for OracleFactory {
 
 struct Oracle {
     shared: Arc<Mutex<Shared>>,
-    report: bool,
+    report: Option<RecoveredLossMode>,
     copies: BTreeMap<u64, Vec<u8>>,
 }
 
@@ -79,8 +80,8 @@ impl ConnectionExtension for Oracle {
         for &pn in pns {
             if let Some(b) = self.copies.remove(&pn) {
                 self.shared.lock().unwrap().lost.push(b.into());
-                if self.report {
-                    cx.peer_recovered(pn, RecoveredLossMode::Signal);
+                if let Some(mode) = self.report {
+                    cx.peer_recovered(pn, mode);
                 }
             }
         }
@@ -94,8 +95,11 @@ impl ConnectionExtension for Oracle {
 }
 
 /// A download with one data packet dropped, whose content the client gets from the oracle;
-/// returns the server's counters.
-fn download(report: bool) -> qfec_proto::ConnectionStats {
+/// returns the server's counters and its congestion window just before and just after the
+/// datagram that made it declare the loss.
+fn download(
+    report: Option<RecoveredLossMode>,
+) -> (qfec_proto::ConnectionStats, Option<(u64, u64)>) {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut server = TransportConfig::default();
     server.extensions.push(Arc::new(OracleFactory {
@@ -118,8 +122,17 @@ fn download(report: bool) -> qfec_proto::ConnectionStats {
     }));
     let data = payload(400_000, 3);
     let mut x = Exchange::new(ch, b"get".to_vec(), data.clone());
+    let (mut cwnd, mut around_loss) = (0, None);
     let ok = pair.run_until(Duration::from_secs(20), |p| {
         let lost = std::mem::take(&mut shared.lock().unwrap().lost);
+        let server_cwnd = x
+            .server
+            .and_then(|h| p.server.connection(h))
+            .map_or(0, |c| c.path_stats().cwnd);
+        if !lost.is_empty() {
+            around_loss = Some((cwnd, server_cwnd));
+        }
+        cwnd = server_cwnd;
         let now = p.now;
         let c = p.client.connection_mut(x.client).unwrap();
         for b in lost {
@@ -129,17 +142,31 @@ fn download(report: bool) -> qfec_proto::ConnectionStats {
     });
     assert!(ok && x.error.is_none(), "{:?}", x.error);
     assert_eq!(Sha256::digest(&x.flows[0].received), Sha256::digest(&data));
-    pair.server.connection(x.server.unwrap()).unwrap().stats()
+    let stats = pair.server.connection(x.server.unwrap()).unwrap().stats();
+    (stats, around_loss)
 }
 
 #[test]
 fn a_late_recovery_report_cancels_the_queued_retransmission() {
-    let reported = download(true);
+    let (reported, _) = download(Some(RecoveredLossMode::Signal));
     assert_eq!(reported.packets_lost, 1, "{reported:?}");
     assert_eq!(reported.late_recoveries_by_peer, 1, "{reported:?}");
     assert_eq!(reported.packets_retransmitted, 0, "{reported:?}");
     // Without the report, the same loss is retransmitted.
-    let unreported = download(false);
+    let (unreported, _) = download(None);
     assert_eq!(unreported.packets_lost, 1, "{unreported:?}");
     assert!(unreported.packets_retransmitted >= 1, "{unreported:?}");
+}
+
+#[test]
+fn a_masked_late_recovery_undoes_the_window_reduction() {
+    // Signalled: the loss cuts the window and the report leaves it cut.
+    let (_, signal) = download(Some(RecoveredLossMode::Signal));
+    let (before, after) = signal.expect("a loss");
+    assert!(after < before, "signal: window {before} -> {after}");
+    // Masked: the only loss of the reduction was recovered, so the reduction is undone.
+    let (stats, mask) = download(Some(RecoveredLossMode::Mask));
+    let (before, after) = mask.expect("a loss");
+    assert!(after >= before, "mask: window {before} -> {after}");
+    assert_eq!(stats.late_recoveries_by_peer, 1);
 }
