@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use qfec_proto::coding::Reader;
-use qfec_proto::frame::FrameError;
+use qfec_proto::frame::{FrameError, PacketKind};
 use qfec_proto::transport_params::TransportParameters;
 use qfec_proto::{
     ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, ProtectedRegion,
@@ -106,9 +106,8 @@ impl ConnectionExtension for FecExtension {
     ) -> Result<(), TransportError> {
         let peer = FecParams::decode(&params.extensions)?;
         if peer.enabled {
-            if let Some(r) = &self.config.send
-                && peer.coding_window > 0
-            {
+            // With a coding window of 0 the sender waits for a FEC_WINDOW.
+            if let Some(r) = &self.config.send {
                 self.sender = Some(Sender::new(
                     r.controller(),
                     self.config.mode,
@@ -138,6 +137,10 @@ impl ConnectionExtension for FecExtension {
 
     fn frame_is_ack_eliciting(&self, ty: u64) -> bool {
         ty != frame_type::SYMBOL_ACK
+    }
+
+    fn frame_allowed_in(&self, _ty: u64, kind: PacketKind) -> bool {
+        kind == PacketKind::OneRtt
     }
 
     fn on_frame(
@@ -194,7 +197,7 @@ impl ConnectionExtension for FecExtension {
         }
     }
 
-    fn write_frames(&mut self, _cx: &mut ExtensionCx<'_>, buf: &mut Vec<u8>, max: usize) -> bool {
+    fn write_frames(&mut self, cx: &mut ExtensionCx<'_>, buf: &mut Vec<u8>, max: usize) -> bool {
         let start = buf.len();
         let mut any = false;
         if let Some(r) = self.receiver.as_mut() {
@@ -202,7 +205,7 @@ impl ConnectionExtension for FecExtension {
         }
         if let Some(s) = self.sender.as_mut() {
             let room = max.saturating_sub(buf.len() - start);
-            any |= s.write_frames(buf, room, &mut self.stats);
+            any |= s.write_frames(cx, buf, room, &mut self.stats);
         }
         any
     }

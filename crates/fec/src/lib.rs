@@ -111,4 +111,6 @@ pub struct FecStats {
     pub late_sources: u64,
     /// Repair symbols that arrived too late to matter.
     pub repairs_ignored: u64,
+    /// Repair symbols dropped unsent because they no longer fit a packet.
+    pub repairs_dropped: u64,
 }

@@ -25,12 +25,15 @@ const MAX_ACK_RANGES: usize = 32;
 const MAX_ACKS_IN_FLIGHT: usize = 64;
 /// Times the peer may change the decoder's shape.
 const MAX_DECODER_CHANGES: u32 = 16;
+/// Largest coding window a decoder is built for (the RLC window field's limit).
+const MAX_WINDOW: u64 = 4095;
 
 fn violation(reason: &'static str) -> TransportError {
     TransportError::new(error_code::PROTOCOL_VIOLATION, reason)
 }
 
-/// What fixes a decoder: the scheme, the symbol size, and XOR's depth or Reed-Solomon's m.
+/// What the peer fixes of a decoder: the scheme, the symbol size, and XOR's depth or
+/// Reed-Solomon's m.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Shape {
     scheme: SchemeId,
@@ -40,6 +43,8 @@ struct Shape {
 
 struct Decoder {
     shape: Shape,
+    /// The coding window it was built for (it takes blocks and windows up to that).
+    window: u64,
     dec: Box<dyn FecDecoder>,
 }
 
@@ -143,7 +148,7 @@ impl Receiver {
                 self.scratch = out;
             }
             None => {
-                if self.early.len() as u64 >= self.max_window.max(1) {
+                if self.early.len() as u64 >= self.max_window.clamp(1, MAX_WINDOW) {
                     self.early.pop_front();
                 }
                 self.early.push_back((sid, data.to_vec()));
@@ -165,7 +170,7 @@ impl Receiver {
         if repair.symbol.len() > self.max_symbol {
             return Err(violation("REPAIR symbol larger than our packets"));
         }
-        let (_, step, count) = repair.span().map_err(TransportError::from)?;
+        let (step, count) = repair.spacing().map_err(TransportError::from)?;
         let rs_total = count + repair.rs_repairs().map_or(0, u64::from);
         if repair.extent().map_err(TransportError::from)? > self.max_window
             || step > self.max_window
@@ -185,8 +190,15 @@ impl Receiver {
             symbol_size: repair.symbol.len(),
             param,
         };
-        if self.decoder.as_ref().is_none_or(|d| d.shape != shape) {
-            self.build_decoder(shape)?;
+        match &self.decoder {
+            Some(d) if d.shape == shape && d.window == self.max_window => {}
+            Some(d) if d.shape == shape => {
+                // Our window grew (FEC_WINDOW): a decoder for the larger one. What the old
+                // one held is lost, once.
+                self.decoder = None;
+                self.build_decoder(shape)?;
+            }
+            _ => self.build_decoder(shape)?,
         }
         stats.repair_symbols_received += 1;
         let d = self.decoder.as_mut().expect("built above");
@@ -206,7 +218,8 @@ impl Receiver {
         }
     }
 
-    /// A decoder of `shape`, fed with the source symbols that came before it.
+    /// A decoder of `shape` for our largest coding window, fed with the source symbols that
+    /// came before it. A peer changing the shape is counted.
     fn build_decoder(&mut self, shape: Shape) -> Result<(), TransportError> {
         if self.decoder.is_some() {
             self.decoder_changes += 1;
@@ -214,11 +227,12 @@ impl Receiver {
                 return Err(violation("FEC decoder shape changed too often"));
             }
         }
-        let w = self.max_window.clamp(1, 4095);
+        let w = self.max_window.clamp(1, MAX_WINDOW);
         let (scheme, limits) = match shape.scheme {
             SchemeId::Xor => {
                 let depth = shape.param.max(1);
-                let k = (w / u64::from(depth)).clamp(1, 255) as u8;
+                // Blocks whose extent (k - 1) * depth + 1 fits the window.
+                let k = ((w - 1) / u64::from(depth) + 1).clamp(1, 255) as u8;
                 (
                     Scheme::Xor { k, depth },
                     DecoderLimits {
@@ -266,7 +280,11 @@ impl Receiver {
             }
             let _ = dec.add_source(sid, &data, &mut out);
         }
-        self.decoder = Some(Decoder { shape, dec });
+        self.decoder = Some(Decoder {
+            shape,
+            window: self.max_window,
+            dec,
+        });
         Ok(())
     }
 

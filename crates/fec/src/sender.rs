@@ -14,6 +14,9 @@ use crate::wire::{self, MAX_SYMBOL_SIZE, SchemeId};
 
 /// SIDs whose packets are tracked at most (beyond it the oldest are forgotten).
 const MAX_TRACKED_SIDS: usize = 1 << 15;
+/// SIDs a packet's SYMBOL_ACK frames may make us look at, together: a hostile peer cannot
+/// make one packet cost more.
+const MAX_SIDS_VISITED_PER_PACKET: usize = 4096;
 
 /// The erasure encoder in use.
 struct Code {
@@ -55,10 +58,6 @@ impl Code {
             rs,
         })
     }
-
-    fn repair_frame_len(&self) -> usize {
-        wire::repair_overhead(self.id, self.symbol_size) + self.symbol_size
-    }
 }
 
 /// Which packet carried each SID still of interest, oldest first, with when it was sent.
@@ -84,6 +83,10 @@ impl SidMap {
             self.base = sid;
         }
         debug_assert_eq!(self.base + self.entries.len() as u64, sid);
+        if self.entries.len() >= MAX_TRACKED_SIDS {
+            self.entries.pop_front();
+            self.base += 1;
+        }
         self.entries.push_back(SidEntry {
             pn,
             sent,
@@ -95,12 +98,10 @@ impl SidMap {
         self.entries.binary_search_by_key(&pn, |e| e.pn).is_ok()
     }
 
-    /// Forgets SIDs sent more than `keep` before `now` (and beyond the count bound).
+    /// Forgets SIDs sent more than `keep` before `now`.
     fn trim(&mut self, now: Instant, keep: Duration) {
         while let Some(e) = self.entries.front() {
-            if now.saturating_duration_since(e.sent) <= keep
-                && self.entries.len() <= MAX_TRACKED_SIDS
-            {
+            if now.saturating_duration_since(e.sent) <= keep {
                 break;
             }
             self.entries.pop_front();
@@ -126,8 +127,15 @@ pub(crate) struct Sender {
     /// The SID written into the protected region of the packet being built.
     region_sid: Option<u64>,
     sids: SidMap,
-    /// Repair symbols waiting to be sent, oldest first (at most one block's worth).
-    repairs: Vec<RepairSymbol>,
+    /// Repair symbols waiting to be sent, oldest first (about one block's worth), each with
+    /// the scheme that made it (the code may change while they wait).
+    repairs: VecDeque<(SchemeId, RepairSymbol)>,
+    /// Scratch for the encoder's output.
+    fresh: Vec<RepairSymbol>,
+    /// Largest 1-RTT payload seen: a repair that cannot fit is dropped, not waited for.
+    max_payload: usize,
+    /// The packet whose SYMBOL_ACK frames are being processed, and the SIDs they visited.
+    ack_budget: (Option<u64>, usize),
     /// Packets that carried repair symbols, in packet-number order (kept for feedback only).
     repair_pns: VecDeque<u64>,
     /// The packet being built carries a repair symbol.
@@ -153,7 +161,10 @@ impl Sender {
             next_sid: 0,
             region_sid: None,
             sids: SidMap::default(),
-            repairs: Vec::new(),
+            repairs: VecDeque::new(),
+            fresh: Vec::new(),
+            max_payload: usize::MAX,
+            ack_budget: (None, 0),
             repair_pns: VecDeque::new(),
             repair_in_packet: false,
         }
@@ -170,6 +181,7 @@ impl Sender {
 
     /// Builds the code if there is none yet; false when no repair can be sent.
     fn ensure_code(&mut self, cx: &ExtensionCx<'_>) -> bool {
+        self.max_payload = cx.max_packet_payload();
         if self.code.is_some() {
             return true;
         }
@@ -180,7 +192,7 @@ impl Sender {
             .controller
             .scheme(self.window)
             .filter(|s| self.peer_schemes.contains(&SchemeId::of(s)))
-            .and_then(|s| Code::new(s, cx.max_packet_payload()));
+            .and_then(|s| Code::new(s, self.max_payload));
         match code {
             Some(c) => {
                 self.code = Some(c);
@@ -214,10 +226,10 @@ impl Sender {
         self.region_sid = Some(self.next_sid);
     }
 
-    /// Bytes the next REPAIR frame needs.
+    /// Bytes the next REPAIR frame needs (0 if it can never fit a packet).
     pub fn room_wanted(&self) -> usize {
-        match (&self.code, self.repairs.is_empty()) {
-            (Some(c), false) => c.repair_frame_len(),
+        match self.repairs.front() {
+            Some((id, r)) if repair_len(*id, r) <= self.max_payload => repair_len(*id, r),
             _ => 0,
         }
     }
@@ -227,22 +239,47 @@ impl Sender {
     }
 
     /// Writes the pending repair symbols that fit.
-    pub fn write_frames(&mut self, buf: &mut Vec<u8>, max: usize, stats: &mut FecStats) -> bool {
-        let Some(code) = self.code.as_mut() else {
-            return false;
-        };
+    pub fn write_frames(
+        &mut self,
+        cx: &ExtensionCx<'_>,
+        buf: &mut Vec<u8>,
+        max: usize,
+        stats: &mut FecStats,
+    ) -> bool {
+        self.max_payload = cx.max_packet_payload();
         let start = buf.len();
-        while let Some(r) = self.repairs.first() {
-            if code.repair_frame_len() > max.saturating_sub(buf.len() - start) {
+        while let Some((id, r)) = self.repairs.front() {
+            let len = repair_len(*id, r);
+            if len > self.max_payload {
+                // Too large for any packet now (the path's connection ID grew): drop it.
+                self.repairs.pop_front();
+                stats.repairs_dropped += 1;
+                continue;
+            }
+            if len > max.saturating_sub(buf.len() - start) {
                 break;
             }
-            wire::encode_repair(buf, code.id, r.meta(), &r.payload);
-            let r = self.repairs.remove(0);
-            code.enc.recycle(r);
+            wire::encode_repair(buf, *id, r.meta(), &r.payload);
+            let (_, r) = self.repairs.pop_front().expect("non-empty");
+            if let Some(code) = self.code.as_mut() {
+                code.enc.recycle(r);
+            }
             stats.repair_symbols_sent += 1;
             self.repair_in_packet = true;
         }
         buf.len() > start
+    }
+
+    /// Moves what the encoder emitted to the send queue.
+    fn take_repairs(&mut self) -> usize {
+        let Some(code) = self.code.as_mut() else {
+            return 0;
+        };
+        code.enc.poll_repair(&mut self.fresh);
+        let n = self.fresh.len();
+        let id = code.id;
+        self.repairs.extend(self.fresh.drain(..).map(|r| (id, r)));
+        n
     }
 
     pub fn on_packet_sent(
@@ -277,9 +314,10 @@ impl Sender {
             debug_assert!(false, "source symbol rejected");
             return;
         }
-        let before = self.repairs.len();
-        code.enc.poll_repair(&mut self.repairs);
-        let emitted = self.repairs.len() > before;
+        let emitted = self.take_repairs() > 0;
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
         code.unprotected = if code.group > 0 {
             (code.unprotected + 1) % code.group
         } else if emitted {
@@ -303,25 +341,24 @@ impl Sender {
 
     /// Protects the unprotected source symbols now.
     fn flush(&mut self) {
-        if let Some(code) = self.code.as_mut()
-            && code.unprotected > 0
-        {
-            let before = self.repairs.len();
-            code.enc.flush();
-            code.enc.poll_repair(&mut self.repairs);
-            if let Some((k, m)) = code.rs {
-                // The shortened block keeps the code's rate: a 1-symbol tail of RS(20,10)
-                // gets one repair symbol, not ten.
-                let keep = (m * code.unprotected).div_ceil(k).max(1) as usize;
-                for r in self
-                    .repairs
-                    .drain((before + keep).min(self.repairs.len())..)
-                {
-                    code.enc.recycle(r);
-                }
-            }
-            code.unprotected = 0;
+        let Some(code) = self.code.as_mut() else {
+            return;
+        };
+        if code.unprotected == 0 {
+            return;
         }
+        code.enc.flush();
+        code.enc.poll_repair(&mut self.fresh);
+        if let Some((k, m)) = code.rs {
+            // The shortened block keeps the code's rate: a 1-symbol tail of RS(20,10) gets
+            // one repair symbol, not ten.
+            let keep = (m * code.unprotected).div_ceil(k).max(1) as usize;
+            for r in self.fresh.drain(keep.min(self.fresh.len())..) {
+                code.enc.recycle(r);
+            }
+        }
+        code.unprotected = 0;
+        self.take_repairs();
     }
 
     pub fn on_packets_acked(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {
@@ -335,9 +372,9 @@ impl Sender {
                 }
             }
         }
-        // Loss detection keeps a lost packet's content for 3 PTO: a recovery reported later
-        // changes nothing.
-        self.sids.trim(cx.now, cx.path().pto * 3);
+        // Loss detection keeps a lost packet's content for 3 PTO after declaring it lost; a
+        // recovery reported later changes nothing. Declaring it takes about a PTO at most.
+        self.sids.trim(cx.now, cx.path().pto * 6);
     }
 
     pub fn on_packets_lost(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {
@@ -368,8 +405,11 @@ impl Sender {
         }
         let base = self.sids.base;
         let mut recovered = Vec::new();
-        // Ranges descend without overlap: the work is bounded by the SIDs tracked.
-        for r in ranges.iter() {
+        if self.ack_budget.0 != cx.packet_number {
+            self.ack_budget = (cx.packet_number, 0);
+        }
+        // Ranges descend without overlap; what one packet's frames make us visit is bounded.
+        'ranges: for r in ranges.iter() {
             let lo = (*r.start()).max(base);
             let hi = *r.end();
             if hi < lo {
@@ -379,6 +419,10 @@ impl Sender {
                 let Some(e) = self.sids.entries.get_mut((sid - base) as usize) else {
                     break;
                 };
+                self.ack_budget.1 += 1;
+                if self.ack_budget.1 > MAX_SIDS_VISITED_PER_PACKET {
+                    break 'ranges;
+                }
                 if !e.reported {
                     e.reported = true;
                     recovered.push(e.pn);
@@ -413,6 +457,11 @@ impl Sender {
         self.code = None;
         self.idle = false;
     }
+}
+
+/// Length of the REPAIR frame that carries `r`.
+fn repair_len(id: SchemeId, r: &RepairSymbol) -> usize {
+    wire::repair_overhead(id, r.payload.len()) + r.payload.len()
 }
 
 /// Removes `pn` from an ascending list; whether it was there.

@@ -191,26 +191,21 @@ pub struct Repair<'a> {
 }
 
 impl Repair<'_> {
-    /// The source symbols the repair covers: (first SID, distance, count). RLC metadata holds
-    /// only the low 32 bits of the first SID, so its `first` is that value.
-    pub fn span(&self) -> Result<(u64, u64, u64), FrameError> {
+    /// How the repair's source symbols are spaced and how many there are: (distance between
+    /// SIDs, count).
+    pub fn spacing(&self) -> Result<(u64, u64), FrameError> {
         let bad = |_| FrameError::encoding(frame_type::REPAIR, "malformed repair metadata");
-        let (first, step, count) = match self.scheme {
+        let (step, count) = match self.scheme {
             SchemeId::Xor => match BlockMeta::parse_xor(self.meta).map_err(bad)? {
-                BlockMeta::Xor {
-                    first,
-                    stride,
-                    count,
-                } => (first, u64::from(stride), u64::from(count)),
+                BlockMeta::Xor { stride, count, .. } => (u64::from(stride), u64::from(count)),
                 BlockMeta::Rs { .. } => unreachable!("parse_xor returns Xor"),
             },
             SchemeId::ReedSolomon => match BlockMeta::parse_rs(self.meta).map_err(bad)? {
-                BlockMeta::Rs { first, k, .. } => (first, 1, u64::from(k)),
+                BlockMeta::Rs { k, .. } => (1, u64::from(k)),
                 BlockMeta::Xor { .. } => unreachable!("parse_rs returns Rs"),
             },
             SchemeId::RlcGf256 | SchemeId::RlcGf2 => {
-                let m = RlcMeta::parse(self.meta).map_err(bad)?;
-                (u64::from(m.esi), 1, u64::from(m.nss))
+                (1, u64::from(RlcMeta::parse(self.meta).map_err(bad)?.nss))
             }
         };
         if count == 0 || step == 0 {
@@ -219,12 +214,12 @@ impl Repair<'_> {
                 "repair covers no source symbol",
             ));
         }
-        Ok((first, step, count))
+        Ok((step, count))
     }
 
     /// Number of SIDs from the first to the last covered one.
     pub fn extent(&self) -> Result<u64, FrameError> {
-        let (_, step, count) = self.span()?;
+        let (step, count) = self.spacing()?;
         Ok((count - 1).saturating_mul(step).saturating_add(1))
     }
 
@@ -376,7 +371,7 @@ mod tests {
     }
 
     #[test]
-    fn repair_roundtrip_and_span() {
+    fn repair_roundtrip_and_spacing() {
         let meta = BlockMeta::Xor {
             first: 40,
             stride: 10,
@@ -392,7 +387,7 @@ mod tests {
         let FecFrame::Repair(r) = f else {
             panic!("{f:?}")
         };
-        assert_eq!(r.span().unwrap(), (40, 10, 2));
+        assert_eq!(r.spacing().unwrap(), (10, 2));
         assert_eq!(r.extent().unwrap(), 11);
         assert_eq!(r.symbol, &[7u8; 100][..]);
     }
@@ -450,7 +445,7 @@ mod tests {
                 prop_assert!(used <= bytes.len());
                 match f {
                     FecFrame::Repair(r) => {
-                        let _ = r.span();
+                        let _ = r.spacing();
                         let _ = r.extent();
                         prop_assert_eq!(r.meta.len(), r.scheme.meta_len());
                     }

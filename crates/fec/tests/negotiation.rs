@@ -133,3 +133,52 @@ fn fec_window_from_the_receiver_reshapes_the_senders_code() {
     assert!(server_repairs(&pair, &x) > stopped);
     common::assert_same(&x.flows[0].received, &x.flows[1].data, "download");
 }
+
+/// A transport decoding every scheme with coding window `window`, sending `send`.
+fn windowed(send: &str, window: u64) -> qfec_proto::TransportConfig {
+    let mut t = common::plain();
+    let mut c = qfec_fec::FecConfig::new(qfec_fec::parse_fec(send).unwrap());
+    c.coding_window = window;
+    c.install(&mut t);
+    t
+}
+
+/// Regression: the receiver sized its XOR decoder with k = window / depth while the sender
+/// fits blocks of extent (k - 1) * depth + 1, so interleaved XOR at a window of 11-19 closed
+/// the connection.
+#[test]
+fn interleaved_xor_fills_a_small_coding_window() {
+    for window in [11, 15, 19] {
+        let (pair, x) = exchange(
+            7,
+            windowed("xor(2,10)", 64),
+            windowed("none", window),
+            link(10, 0.03),
+            link(10, 0.03),
+            300_000,
+        );
+        let s = stats(&pair, &x, false).unwrap();
+        assert!(s.repair_symbols_sent > 0, "{window}: {s:?}");
+    }
+}
+
+/// Regression: a receiver that raised its coding window kept a decoder built for the old
+/// one and closed the connection on the first wider repair.
+#[test]
+fn raising_the_coding_window_rebuilds_the_decoder() {
+    use qfec_fec::FecExtension;
+    use qfec_testkit::{Exchange, Pair, payload};
+    use std::time::Duration;
+
+    let mut pair = Pair::new(8, windowed("rlc", 64), link(10, 0.03), link(10, 0.03));
+    let ch = pair.connect(windowed("none", 8));
+    let mut x = Exchange::new(ch, b"get".to_vec(), payload(2_000_000, 8));
+    assert!(!pair.run_until(Duration::from_millis(300), |p| x.drive(p)));
+    let c = pair.client.connection_mut(x.client).unwrap();
+    c.extension_mut::<FecExtension>()
+        .unwrap()
+        .set_coding_window(64);
+    assert!(x.run(&mut pair, Duration::from_secs(60)), "{:?}", x.error);
+    common::assert_same(&x.flows[0].received, &x.flows[1].data, "download");
+    assert!(stats(&pair, &x, true).unwrap().symbols_recovered > 0);
+}

@@ -28,6 +28,8 @@ struct OracleFactory {
     shared: Arc<Mutex<Shared>>,
     /// Report recoveries of lost packets, in this mode.
     report: Option<RecoveredLossMode>,
+    /// Instead of each loss, report only the first one, once this many were declared.
+    first_after: Option<usize>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -41,6 +43,8 @@ impl ExtensionFactory for OracleFactory {
         Box::new(Oracle {
             shared: self.shared.clone(),
             report: self.report,
+            first_after: self.first_after,
+            lost: Vec::new(),
             copies: BTreeMap::new(),
         })
     }
@@ -49,6 +53,8 @@ impl ExtensionFactory for OracleFactory {
 struct Oracle {
     shared: Arc<Mutex<Shared>>,
     report: Option<RecoveredLossMode>,
+    first_after: Option<usize>,
+    lost: Vec<u64>,
     copies: BTreeMap<u64, Vec<u8>>,
 }
 
@@ -80,8 +86,13 @@ impl ConnectionExtension for Oracle {
         for &pn in pns {
             if let Some(b) = self.copies.remove(&pn) {
                 self.shared.lock().unwrap().lost.push(b.into());
-                if let Some(mode) = self.report {
-                    cx.peer_recovered(pn, mode);
+                self.lost.push(pn);
+                match (self.report, self.first_after) {
+                    (Some(mode), None) => cx.peer_recovered(pn, mode),
+                    (Some(mode), Some(n)) if self.lost.len() == n => {
+                        cx.peer_recovered(self.lost[0], mode)
+                    }
+                    _ => {}
                 }
             }
         }
@@ -100,11 +111,23 @@ impl ConnectionExtension for Oracle {
 fn download(
     report: Option<RecoveredLossMode>,
 ) -> (qfec_proto::ConnectionStats, Option<(u64, u64)>) {
+    let (stats, windows) = download_dropping(report, None, &[50]);
+    (stats, windows.first().copied())
+}
+
+/// Like `download`, dropping the `drops`-th full-size datagrams of the server; returns the
+/// window around each datagram that made the server declare losses.
+fn download_dropping(
+    report: Option<RecoveredLossMode>,
+    first_after: Option<usize>,
+    drops: &[u32],
+) -> (qfec_proto::ConnectionStats, Vec<(u64, u64)>) {
     let shared = Arc::new(Mutex::new(Shared::default()));
     let mut server = TransportConfig::default();
     server.extensions.push(Arc::new(OracleFactory {
         shared: shared.clone(),
         report,
+        first_after,
     }));
     let link = LinkSpec {
         delay: Duration::from_millis(20),
@@ -113,16 +136,17 @@ fn download(
     let mut pair = Pair::new(3, server, link.clone(), link);
     let ch = pair.connect(TransportConfig::default());
     let mut big = 0;
+    let drops = drops.to_vec();
     pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
         if !d.to_server && d.is_short() && d.data.len() > 1300 {
             big += 1;
-            return big == 50;
+            return drops.contains(&big);
         }
         false
     }));
     let data = payload(400_000, 3);
     let mut x = Exchange::new(ch, b"get".to_vec(), data.clone());
-    let (mut cwnd, mut around_loss) = (0, None);
+    let (mut cwnd, mut around_loss) = (0, Vec::new());
     let ok = pair.run_until(Duration::from_secs(20), |p| {
         let lost = std::mem::take(&mut shared.lock().unwrap().lost);
         let server_cwnd = x
@@ -130,7 +154,7 @@ fn download(
             .and_then(|h| p.server.connection(h))
             .map_or(0, |c| c.path_stats().cwnd);
         if !lost.is_empty() {
-            around_loss = Some((cwnd, server_cwnd));
+            around_loss.push((cwnd, server_cwnd));
         }
         cwnd = server_cwnd;
         let now = p.now;
@@ -169,4 +193,22 @@ fn a_masked_late_recovery_undoes_the_window_reduction() {
     let (before, after) = mask.expect("a loss");
     assert!(after >= before, "mask: window {before} -> {after}");
     assert_eq!(stats.late_recoveries_by_peer, 1);
+}
+
+/// Regression: a loss declared after the window reduction, in the same recovery period,
+/// did not join the reduction's losses, so recovering only the first one undid a reduction
+/// that a genuine loss still called for.
+#[test]
+fn a_masked_recovery_does_not_undo_a_reduction_another_loss_stands_for() {
+    let (stats, windows) = download_dropping(Some(RecoveredLossMode::Mask), Some(2), &[50, 56]);
+    assert_eq!(stats.packets_lost, 2, "{stats:?}");
+    assert_eq!(stats.late_recoveries_by_peer, 1, "{stats:?}");
+    let [(before, reduced), (_, after)] = windows[..] else {
+        panic!("two loss events expected: {windows:?}")
+    };
+    assert!(
+        reduced < before,
+        "the first loss cuts the window: {windows:?}"
+    );
+    assert!(after < before, "the cut stays: {windows:?}");
 }

@@ -45,8 +45,6 @@ pub enum RecoveredLossMode {
 }
 
 impl RecoveredLossMode {
-    pub const ALL: [RecoveredLossMode; 2] = [RecoveredLossMode::Signal, RecoveredLossMode::Mask];
-
     pub fn as_str(self) -> &'static str {
         match self {
             RecoveredLossMode::Signal => "signal",
@@ -167,7 +165,6 @@ pub struct SentPacketInfo<'a> {
     pub pn: u64,
     /// Bytes on the wire, header and tag included.
     pub size: usize,
-    pub ack_eliciting: bool,
     /// The frames of the protected region this extension opened (after its header, without
     /// trailing padding), if it opened one and frames went in.
     pub protected: Option<&'a [u8]>,
@@ -255,11 +252,12 @@ pub trait ConnectionExtension: Send + Any {
     /// A 1-RTT packet is final (before encryption).
     fn on_packet_sent(&mut self, _cx: &mut ExtensionCx<'_>, _packet: &SentPacketInfo<'_>) {}
 
-    /// 1-RTT packets newly acknowledged by one ACK frame (in increasing order, except that
-    /// packets declared lost earlier and acknowledged late come last).
+    /// 1-RTT packets newly acknowledged by one ACK frame (in no particular order; packets
+    /// declared lost earlier and acknowledged late come last).
     fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, _pns: &[u64]) {}
 
-    /// 1-RTT packets loss detection declared lost at once, in increasing order.
+    /// 1-RTT packets declared lost at once, in increasing order; also a packet whose
+    /// protected region the peer recovered (the frames outside the region are lost).
     fn on_packets_lost(&mut self, _cx: &mut ExtensionCx<'_>, _pns: &[u64]) {}
 
     /// Whether `write_frames` has something to send (it is called only then).
@@ -321,11 +319,14 @@ pub(crate) struct LostPacket {
     pub info: SentInfo,
 }
 
-/// The losses behind the last reduction of the congestion window, so that it can be undone
-/// when all of them turn out to be spurious or masked recoveries.
+/// The losses behind the last reduction of the congestion window and those declared after
+/// it without a further reduction, so that the reduction can be undone in mask mode: once
+/// every one turned out delivered (a spurious loss) or recovered by the peer, and at least one
+/// was a recovery hidden from congestion control. A lost in-flight packet whose content is not
+/// kept (padding only) is never explained: its loss stands.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LossEpisode {
-    /// In-flight packets declared lost by the event, not yet explained.
+    /// In-flight packets declared lost, not yet explained.
     pub unexplained: Vec<u64>,
     /// At least one was a recovery hidden from congestion control (mask mode).
     pub masked: bool,
@@ -452,6 +453,8 @@ impl Connection {
             let (outside, inside) = p.info.split_protected();
             self.requeue_frames(SpaceId::Data, &outside);
             self.release_frames(SpaceId::Data, inside);
+            // What the extensions put outside the region (theirs to resend) is lost too.
+            self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &[pn]));
             self.set_loss_timer(now);
             return true;
         }

@@ -51,7 +51,7 @@ impl Connection {
             return Ok(());
         }
         if let Some((largest, sent_time, eliciting)) = summary.largest_newly_acked
-            && largest == ack.largest
+            && largest == ack.largest()
             && (eliciting || summary.any_ack_eliciting_newly_acked)
         {
             let sample = now.saturating_duration_since(sent_time);
@@ -206,6 +206,9 @@ impl Connection {
                     unexplained: in_flight_lost,
                     masked: false,
                 });
+            } else if let Some(ep) = self.loss_episode.as_mut() {
+                // Losses in the same recovery period: the reduction stands for them too.
+                ep.unexplained.extend(in_flight_lost);
             }
             if persistent {
                 self.rtt.reset_min_rtt();

@@ -135,7 +135,7 @@ pub struct ConnectionStats {
     pub bytes_lost: u64,
     /// Packets declared lost that were acknowledged later.
     pub spurious_losses: u64,
-    /// Packets that carried STREAM or CRYPTO data sent before (after a loss or a probe).
+    /// 1-RTT packets that carried STREAM data sent before (after a loss or a probe).
     pub packets_retransmitted: u64,
     /// STREAM bytes sent again after a loss or probe.
     pub stream_bytes_retransmitted: u64,

@@ -501,7 +501,8 @@ impl Connection {
     }
 
     /// The frame types this connection accepts: core, DATAGRAM when we advertised it, and
-    /// those its extensions own.
+    /// those its extensions own. ACK_FREQUENCY needs min_ack_delay, which qfec does not
+    /// advertise (yet).
     pub(super) fn frame_registry(&self) -> FrameRegistry<'_> {
         FrameRegistry {
             datagram: self.config.max_datagram_frame_size.is_some(),

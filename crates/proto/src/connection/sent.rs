@@ -45,7 +45,7 @@ pub struct SentInfo {
     pub largest_acked_in_ack: Option<u64>,
     /// Index in `frames` of the first frame of the protected region (an extension's, e.g. a
     /// FEC source symbol): a peer that recovers the region gets those frames, not the others.
-    pub protected_from: Option<u8>,
+    pub protected_from: Option<u16>,
 }
 
 impl SentInfo {

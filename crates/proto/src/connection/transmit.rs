@@ -33,7 +33,7 @@ struct DataFrames {
     /// The protected region: the extension that opened it, and its frames (after the header).
     protected: Option<(usize, Range<usize>)>,
     /// Index of the first sent frame inside the region.
-    protected_from: u8,
+    protected_from: u16,
 }
 
 /// What the transmit path may put in a packet right now.
@@ -411,7 +411,6 @@ impl Connection {
                     let sent = SentPacketInfo {
                         pn,
                         size,
-                        ack_eliciting,
                         protected: region,
                     };
                     e.on_packet_sent(cx, &sent);
@@ -539,7 +538,7 @@ impl Connection {
             });
         }
         let region = self.open_protected_region(now, buf, end);
-        let protected_from = frames.len() as u8;
+        let protected_from = u16::try_from(frames.len()).unwrap_or(u16::MAX);
         let app_start = buf.len();
         let app_end = region.map_or(end, |(_, g)| end.min(buf.len() + g.max_len));
         let app_room = |buf: &Vec<u8>| app_end.saturating_sub(buf.len());

@@ -20,13 +20,11 @@ pub struct EcnCounts {
 /// A decoded ACK frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ack<'a> {
-    pub largest: u64,
     /// Raw encoded ACK Delay; scale with the peer's ack_delay_exponent ([`Ack::delay_micros`]).
     pub delay: u64,
-    pub first_range: u64,
     pub ecn: Option<EcnCounts>,
-    additional: &'a [u8],
-    additional_count: u64,
+    /// Largest Acknowledged and the ranges.
+    pub ranges: AckRanges<'a>,
 }
 
 impl<'a> Ack<'a> {
@@ -34,31 +32,35 @@ impl<'a> Ack<'a> {
     pub fn single(largest: u64, delay: u64, first_range: u64, ecn: Option<EcnCounts>) -> Self {
         debug_assert!(first_range <= largest);
         Ack {
-            largest,
             delay,
-            first_range,
             ecn,
-            additional: &[],
-            additional_count: 0,
+            ranges: AckRanges {
+                largest,
+                first_range,
+                additional: &[],
+                additional_count: 0,
+            },
         }
+    }
+
+    /// Largest acknowledged packet number.
+    pub fn largest(&self) -> u64 {
+        self.ranges.largest
     }
 
     /// Acknowledged ranges, highest first, as inclusive packet-number ranges.
     pub fn ranges(&self) -> AckRangeIter<'a> {
-        AckRangeIter {
-            r: Reader::new(self.additional),
-            next: Some(self.largest - self.first_range.min(self.largest)..=self.largest),
-        }
+        self.ranges.iter()
     }
 
     /// Total number of ranges, the first one included.
     pub fn range_count(&self) -> u64 {
-        self.additional_count + 1
+        self.ranges.count()
     }
 
     /// Smallest acknowledged packet number.
     pub fn smallest(&self) -> u64 {
-        self.ranges().last().map_or(self.largest, |r| *r.start())
+        self.ranges().last().map_or(self.largest(), |r| *r.start())
     }
 
     /// ACK Delay in microseconds, given the sender's ack_delay_exponent (saturating).
@@ -70,12 +72,13 @@ impl<'a> Ack<'a> {
     }
 
     pub(super) fn encoded_len(&self) -> usize {
+        let r = &self.ranges;
         let mut n = varint_len(self.ty())
-            + varint_len(self.largest)
+            + varint_len(r.largest)
             + varint_len(self.delay)
-            + varint_len(self.additional_count)
-            + varint_len(self.first_range)
-            + self.additional.len();
+            + varint_len(r.additional_count)
+            + varint_len(r.first_range)
+            + r.additional.len();
         if let Some(e) = &self.ecn {
             n += ecn_len(e);
         }
@@ -83,12 +86,13 @@ impl<'a> Ack<'a> {
     }
 
     pub(super) fn encode(&self, buf: &mut Vec<u8>) {
+        let r = &self.ranges;
         put_varint(buf, self.ty());
-        put_varint(buf, self.largest);
+        put_varint(buf, r.largest);
         put_varint(buf, self.delay);
-        put_varint(buf, self.additional_count);
-        put_varint(buf, self.first_range);
-        buf.extend_from_slice(self.additional);
+        put_varint(buf, r.additional_count);
+        put_varint(buf, r.first_range);
+        buf.extend_from_slice(r.additional);
         if let Some(e) = &self.ecn {
             put_ecn(buf, e);
         }
@@ -141,14 +145,7 @@ pub(super) fn decode<'a>(t: u64, r: &mut Reader<'a>) -> Result<Ack<'a>, FrameErr
     } else {
         None
     };
-    Ok(Ack {
-        largest,
-        delay,
-        first_range: ranges.first_range,
-        ecn,
-        additional: ranges.additional,
-        additional_count: ranges.additional_count,
-    })
+    Ok(Ack { delay, ecn, ranges })
 }
 
 /// The ranges of an ACK-shaped frame (ACK, or an extension's acknowledgement of other

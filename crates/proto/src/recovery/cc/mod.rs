@@ -52,10 +52,11 @@ pub trait Controller: Send + fmt::Debug {
         lost_bytes: u64,
     );
 
-    /// The last congestion event was spurious (its "lost" packets arrived after all, or the
-    /// peer recovered them by FEC and the losses are masked): controllers that can, undo the
-    /// reduction. A loss the peer recovered reaches congestion control either as a congestion
-    /// event ("signal") or as an acknowledgement ("mask"); the connection decides.
+    /// The last reduction is to be undone: controllers that can, restore the state before
+    /// it. The connection calls it in FEC's mask mode, when every loss behind the reduction
+    /// turned out delivered or recovered by the peer. (A loss the peer recovered reaches
+    /// congestion control as a congestion event in "signal" mode, as an acknowledgement in
+    /// "mask" mode.)
     fn on_spurious_congestion_event(&mut self) {}
 
     /// The path MTU changed; windows expressed in datagrams follow it.
