@@ -224,35 +224,21 @@ pub fn completion_ratio(time_s: f64, baseline_times_s: &[f64]) -> Option<f64> {
 /// (`baselines` maps a variant to it) at the same scenario, preset, workload, loss and seed.
 pub fn attach_dct_ratios(records: &mut [RunRecord], baselines: &BTreeMap<String, String>) {
     type Key<'a> = (&'a str, &'a str, &'a str, &'a str, u64, u64);
+    // A record's point and seed, as run by `variant`.
+    fn key<'a>(r: &'a RunRecord, variant: &'a str) -> Key<'a> {
+        let (s, p, w) = (r.scenario.as_str(), r.preset.as_str(), r.workload.as_str());
+        (s, p, variant, w, r.loss.to_bits(), r.seed)
+    }
+    let done = |r: &RunRecord| r.completion_time_s.filter(|_| r.completed);
     let times: BTreeMap<Key<'_>, f64> = records
         .iter()
-        .filter_map(|r| {
-            let t = r.completion_time_s.filter(|_| r.completed)?;
-            let k = (
-                r.scenario.as_str(),
-                r.preset.as_str(),
-                r.variant.as_str(),
-                r.workload.as_str(),
-                r.loss.to_bits(),
-                r.seed,
-            );
-            Some((k, t))
-        })
+        .filter_map(|r| Some((key(r, &r.variant), done(r)?)))
         .collect();
     let ratios: Vec<Option<f64>> = records
         .iter()
         .map(|r| {
-            let base = baselines.get(&r.variant)?;
-            let t = r.completion_time_s.filter(|_| r.completed)?;
-            let k = (
-                r.scenario.as_str(),
-                r.preset.as_str(),
-                base.as_str(),
-                r.workload.as_str(),
-                r.loss.to_bits(),
-                r.seed,
-            );
-            let b = times.get(&k)?;
+            let b = times.get(&key(r, baselines.get(&r.variant)?))?;
+            let t = done(r)?;
             (*b > 0.0).then(|| t / b)
         })
         .collect();
@@ -302,5 +288,30 @@ mod tests {
         assert_eq!(s[1].runs, 2);
         assert_eq!(s[1].completion_time_s.unwrap().median, 3.0);
         assert_eq!(completion_ratio(3.0, &[2.0, 4.0]), Some(1.0));
+    }
+
+    #[test]
+    fn dct_ratios_pair_each_run_with_its_baseline_run() {
+        let rec = |variant: &str, seed: u64, t: Option<f64>| RunRecord {
+            variant: variant.into(),
+            seed,
+            completed: t.is_some(),
+            completion_time_s: t,
+            ..RunRecord::default()
+        };
+        let mut rs = vec![
+            rec("none", 1, Some(2.0)),
+            rec("none", 2, Some(4.0)),
+            rec("rlc", 1, Some(1.0)),
+            rec("rlc", 2, Some(6.0)),
+            rec("rlc", 3, Some(1.0)), // no baseline run for seed 3
+            rec("rs", 1, None),       // did not finish
+        ];
+        let baselines: BTreeMap<String, String> = [("rlc", "none"), ("rs", "none")]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .into();
+        attach_dct_ratios(&mut rs, &baselines);
+        let got: Vec<Option<f64>> = rs.iter().map(|r| r.dct_ratio).collect();
+        assert_eq!(got, [None, None, Some(0.5), Some(1.5), None, None]);
     }
 }
