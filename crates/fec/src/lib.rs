@@ -9,7 +9,7 @@
 //!   `initial_coding_window`. Each direction is negotiated on its own: we send repair symbols
 //!   only if the peer enabled FEC, decodes our scheme and has a coding window; a peer that
 //!   sends none of these parameters gets plain QUIC.
-//! - **Sender** ([`sender`](crate::sender)): 1-RTT packets with STREAM or DATAGRAM frames
+//! - **Sender** (module `sender`): 1-RTT packets with STREAM or DATAGRAM frames
 //!   carry a SID frame before them; those frames, zero-padded, are the source symbol. The
 //!   [`RedundancyController`] picks the code and when to protect; REPAIR frames obey
 //!   congestion control and pacing and are never retransmitted. When the application runs
@@ -17,7 +17,7 @@
 //!   for a probe timeout. A SYMBOL_ACK from the peer releases the recovered packets from
 //!   retransmission (also after loss detection fired, while the retransmission is queued)
 //!   and reaches congestion control as a loss (`signal`) or a delivery (`mask`).
-//! - **Receiver** ([`receiver`](crate::receiver)): source and repair symbols feed the erasure
+//! - **Receiver** (module `receiver`): source and repair symbols feed the erasure
 //!   decoder; a recovered packet's frames are processed as if received, once; recovered SIDs
 //!   go back in SYMBOL_ACK frames ahead of the ACK frame; memory is bounded by local limits.
 //!
@@ -33,9 +33,9 @@
 //! ```
 
 mod extension;
-pub mod receiver;
+mod receiver;
 pub mod redundancy;
-pub mod sender;
+mod sender;
 pub mod wire;
 
 use std::sync::Arc;
