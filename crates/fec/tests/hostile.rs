@@ -77,6 +77,10 @@ fn repair_frame(buf: &mut Vec<u8>, scheme: SchemeId, meta: &[u8]) {
     wire::encode_repair(buf, scheme, meta, &[0x5a; SYMBOL]);
 }
 
+fn rs_meta(first: u64, k: u8, m: u8, index: u8) -> Vec<u8> {
+    BlockMeta::Rs { first, k, m, index }.to_bytes().to_vec()
+}
+
 fn xor_meta(first: u64, count: u8) -> Vec<u8> {
     BlockMeta::Xor {
         first,
@@ -128,29 +132,13 @@ impl ConnectionExtension for Attacker {
             Attack::DuplicateRepair if self.next_sid > 2 && self.packets.is_multiple_of(2) => {
                 repair_frame(buf, SchemeId::Xor, &xor_meta(1, 1));
             }
+            // The same Reed-Solomon block first announced with k = 5, then with k = 6.
             Attack::Inconsistent if self.next_sid > 12 && !self.done => {
-                for (k, index) in [(5, 0), (6, 1)] {
-                    let meta = BlockMeta::Rs {
-                        first: 4,
-                        k,
-                        m: 2,
-                        index,
-                    };
-                    repair_frame(buf, SchemeId::ReedSolomon, &meta.to_bytes());
-                    if k == 5 {
-                        self.done = true;
-                        break;
-                    }
-                }
+                repair_frame(buf, SchemeId::ReedSolomon, &rs_meta(4, 5, 2, 0));
+                self.done = true;
             }
             Attack::Inconsistent if self.done && self.packets.is_multiple_of(3) => {
-                let meta = BlockMeta::Rs {
-                    first: 4,
-                    k: 6,
-                    m: 2,
-                    index: 1,
-                };
-                repair_frame(buf, SchemeId::ReedSolomon, &meta.to_bytes());
+                repair_frame(buf, SchemeId::ReedSolomon, &rs_meta(4, 6, 2, 1));
             }
             Attack::UnofferedScheme if self.next_sid > 2 => {
                 let meta = RlcMeta {
@@ -162,13 +150,7 @@ impl ConnectionExtension for Attacker {
                 repair_frame(buf, SchemeId::RlcGf256, &meta.to_bytes());
             }
             Attack::TooWide if self.next_sid > 2 => {
-                let meta = BlockMeta::Rs {
-                    first: 0,
-                    k: 200,
-                    m: 2,
-                    index: 0,
-                };
-                repair_frame(buf, SchemeId::ReedSolomon, &meta.to_bytes());
+                repair_frame(buf, SchemeId::ReedSolomon, &rs_meta(0, 200, 2, 0));
             }
             Attack::SymbolAckUnsent if !self.done => {
                 let mut s = qfec_proto::range_set::RangeSet::new();
