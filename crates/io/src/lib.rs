@@ -14,7 +14,18 @@ use std::io;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 
-use qfec_proto::{Endpoint, Instant};
+use qfec_proto::{Endpoint, EndpointSecrets, Instant};
+
+/// Endpoint secrets from the operating system's random source: what every endpoint on a
+/// real network must use, so that no two processes share reset or token keys.
+pub fn os_secrets() -> io::Result<EndpointSecrets> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 96];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| io::Error::other("the operating system's random source failed"))?;
+    Ok(EndpointSecrets::from_bytes(bytes))
+}
 
 /// The application side of a driver loop.
 pub trait Application {
@@ -47,6 +58,8 @@ pub struct Driver {
     recv_buf: bytes::BytesMut,
     stats: DriverStats,
     send_buf: Vec<u8>,
+    /// The socket talks to one peer: its refusal ends the run.
+    connected: bool,
 }
 
 impl Driver {
@@ -59,7 +72,17 @@ impl Driver {
             recv_buf: bytes::BytesMut::new(),
             stats: DriverStats::default(),
             send_buf: Vec::with_capacity(65536),
+            connected: false,
         })
+    }
+
+    /// Talks to `remote` only, so that an ICMP port unreachable from it is noticed: `run`
+    /// then fails with [`io::ErrorKind::ConnectionRefused`] instead of waiting for timers.
+    /// For clients of a single server.
+    pub fn connect(&mut self, remote: SocketAddr) -> io::Result<()> {
+        self.io.connect(remote)?;
+        self.connected = true;
+        Ok(())
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -97,6 +120,9 @@ impl Driver {
                     }
                     Ok(None) => break,
                     Err(e) if is_transient(&e) => break,
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && !self.connected => {
+                        break;
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -153,8 +179,10 @@ impl Driver {
                 match self.io.send(t.destination, data, t.segment_size).await {
                     Ok(()) => break,
                     Err(e) if is_transient(&e) => continue,
-                    // A peer that went away (ICMP unreachable) must not stop the loop.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+                    // A peer that went away (ICMP unreachable) must not stop a server.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && !self.connected => {
+                        break;
+                    }
                     Err(e) => return Err(e),
                 }
             }

@@ -13,6 +13,10 @@ use crate::recovery::cc::{CongestionControl, ControllerFactory};
 pub struct TransportConfig {
     /// Idle timeout we advertise; the effective one is the minimum of both sides.
     pub max_idle_timeout: Duration,
+    /// How long to wait for the peer before its transport parameters arrive (and with them
+    /// the negotiated idle timeout); `None` waits `max_idle_timeout`. A client that must
+    /// give a silent server longer, or shorter, than the idle timeout sets it.
+    pub handshake_timeout: Option<Duration>,
     /// Initial connection-level receive window; grows by auto-tuning up to `max_receive_window`.
     pub receive_window: u64,
     pub max_receive_window: u64,
@@ -21,6 +25,9 @@ pub struct TransportConfig {
     pub max_stream_receive_window: u64,
     /// Bytes we buffer for sending per stream before `write` returns blocked.
     pub send_buffer: u64,
+    /// Bytes buffered for sending (not yet acknowledged) over all streams of a connection
+    /// before writes block: the most one connection can pin in memory.
+    pub connection_send_buffer: u64,
     /// Peer-initiated streams allowed open at once.
     pub max_concurrent_bidi_streams: u64,
     pub max_concurrent_uni_streams: u64,
@@ -57,11 +64,13 @@ impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
             max_idle_timeout: Duration::from_secs(30),
+            handshake_timeout: None,
             receive_window: 1_500_000,
             max_receive_window: 64 * 1024 * 1024,
             stream_receive_window: 1_000_000,
             max_stream_receive_window: 32 * 1024 * 1024,
             send_buffer: 4 * 1024 * 1024,
+            connection_send_buffer: 16 * 1024 * 1024,
             max_concurrent_bidi_streams: 100,
             max_concurrent_uni_streams: 100,
             initial_rtt: Duration::from_millis(333),
@@ -87,8 +96,6 @@ impl Default for TransportConfig {
 pub struct EndpointConfig {
     /// Length of the connection IDs we issue (routing needs a fixed length).
     pub local_cid_len: usize,
-    /// Key for stateless reset tokens and Retry tokens; derived from the endpoint seed if unset.
-    pub reset_key: Option<[u8; 32]>,
     /// Largest number of connections accepted at once.
     pub max_connections: usize,
 }
@@ -97,7 +104,6 @@ impl Default for EndpointConfig {
     fn default() -> Self {
         EndpointConfig {
             local_cid_len: 8,
-            reset_key: None,
             max_connections: 100_000,
         }
     }
@@ -114,6 +120,11 @@ pub struct ServerConfig {
     pub retry_token_lifetime: Duration,
     /// Refuse new connections (CONNECTION_REFUSED) while set.
     pub refuse_connections: bool,
+    /// With this many handshakes in progress, new clients must first prove their address
+    /// with a Retry, so that spoofed Initials create no state.
+    pub retry_above_half_open: usize,
+    /// Handshakes in progress at most; Initials beyond are dropped.
+    pub max_half_open: usize,
 }
 
 impl ServerConfig {
@@ -124,6 +135,8 @@ impl ServerConfig {
             retry: false,
             retry_token_lifetime: Duration::from_secs(15),
             refuse_connections: false,
+            retry_above_half_open: 128,
+            max_half_open: 1024,
         }
     }
 }

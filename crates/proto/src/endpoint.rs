@@ -3,7 +3,7 @@
 //! Negotiation and unknown connections with stateless resets (RFC 9000 §5.2, §6, §8.1,
 //! §10.3). It owns its connections; drivers reach them through [`ConnectionHandle`]s.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,32 +52,116 @@ const MIN_INITIAL_SIZE: usize = 1200;
 pub struct Endpoint {
     config: Arc<EndpointConfig>,
     server: Option<Arc<ServerConfig>>,
-    connections: Vec<Option<Connection>>,
+    connections: Vec<Option<Slot>>,
     free: Vec<usize>,
     /// Connection IDs we issued -> connection.
     routes: HashMap<ConnectionId, ConnectionHandle>,
     /// Server: (client address, client-chosen DCID) of handshakes in progress.
     initial_routes: HashMap<(SocketAddr, ConnectionId), ConnectionHandle>,
+    /// Server connections whose handshake is not confirmed yet.
+    half_open: usize,
     rng: ChaCha8Rng,
     reset_key: ResetKey,
     token_key: ring::aead::LessSafeKey,
     /// Stateless packets to send: (destination, bytes).
     stateless: VecDeque<(SocketAddr, Vec<u8>)>,
     incoming: VecDeque<ConnectionHandle>,
-    /// Round-robin position for `poll_transmit`.
-    next_poll: usize,
+    /// Each connection's next timer, filed once: the endpoint's work per event never grows
+    /// with the number of idle connections.
+    timers: BTreeSet<(Instant, usize)>,
+    /// Connections that may have something to send, in round-robin order.
+    send_queue: VecDeque<usize>,
+    /// Connections the application borrowed mutably: their timers and sending are
+    /// re-examined before the endpoint next acts.
+    dirty: Vec<usize>,
+    /// Connections that received datagrams or timer events since `drain_active`.
+    active: Vec<usize>,
+}
+
+/// A connection and what the endpoint files about it.
+struct Slot {
+    conn: Connection,
+    /// Connection IDs routed to it.
+    cids: Vec<ConnectionId>,
+    /// Server handshake in progress: its entry in `initial_routes`.
+    initial_route: Option<(SocketAddr, ConnectionId)>,
+    /// The deadline it is filed under in `timers`.
+    timer: Option<Instant>,
+    queued: bool,
+    dirty: bool,
+    active: bool,
+}
+
+impl Slot {
+    fn new(conn: Connection) -> Self {
+        Slot {
+            conn,
+            cids: Vec::new(),
+            initial_route: None,
+            timer: None,
+            queued: false,
+            dirty: false,
+            active: false,
+        }
+    }
+}
+
+/// The secrets an endpoint keys its random choices with: the generator of connection IDs
+/// and the keys of stateless reset tokens and address-validation tokens. Anyone who knows
+/// them can forge resets for our connections, so a real endpoint takes them from the
+/// operating system's random source ([`EndpointSecrets::from_bytes`]); the core itself never
+/// reads one.
+#[derive(Clone)]
+pub struct EndpointSecrets {
+    rng_seed: [u8; 32],
+    reset_key: [u8; 32],
+    token_key: [u8; 32],
+}
+
+impl EndpointSecrets {
+    /// Secrets from 96 bytes of a cryptographic random source.
+    pub fn from_bytes(bytes: [u8; 96]) -> Self {
+        let part = |i: usize| -> [u8; 32] { bytes[i * 32..(i + 1) * 32].try_into().expect("32") };
+        EndpointSecrets {
+            rng_seed: part(0),
+            reset_key: part(1),
+            token_key: part(2),
+        }
+    }
+
+    /// Secrets derived from a 64-bit seed, for the deterministic lab and tests only: every
+    /// endpoint with the same seed shares them.
+    pub fn from_seed(seed: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut bytes = [0u8; 96];
+        rng.fill_bytes(&mut bytes);
+        Self::from_bytes(bytes)
+    }
+}
+
+impl std::fmt::Debug for EndpointSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndpointSecrets(..)")
+    }
 }
 
 impl Endpoint {
     /// `server`: accept incoming connections with this configuration. `seed` makes every
-    /// random choice (IDs, tokens, TLS is separate) reproducible.
+    /// random choice (IDs, tokens; TLS is separate) reproducible: for the lab and tests.
+    /// Endpoints on real networks use [`Endpoint::with_secrets`].
     pub fn new(config: Arc<EndpointConfig>, server: Option<Arc<ServerConfig>>, seed: u64) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let reset_secret = config.reset_key.unwrap_or_else(|| rng.r#gen());
-        let mut token_secret = [0u8; 32];
-        rng.fill_bytes(&mut token_secret);
+        Self::with_secrets(config, server, EndpointSecrets::from_seed(seed))
+    }
+
+    /// An endpoint keyed with `secrets` (from the operating system's random source).
+    pub fn with_secrets(
+        config: Arc<EndpointConfig>,
+        server: Option<Arc<ServerConfig>>,
+        secrets: EndpointSecrets,
+    ) -> Self {
+        let rng = ChaCha8Rng::from_seed(secrets.rng_seed);
         let token_key = ring::aead::LessSafeKey::new(
-            ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &token_secret)
+            ring::aead::UnboundKey::new(&ring::aead::CHACHA20_POLY1305, &secrets.token_key)
                 .expect("32-byte key"),
         );
         Endpoint {
@@ -87,12 +171,16 @@ impl Endpoint {
             free: Vec::new(),
             routes: HashMap::new(),
             initial_routes: HashMap::new(),
+            half_open: 0,
             rng,
-            reset_key: ResetKey::new(&reset_secret),
+            reset_key: ResetKey::new(&secrets.reset_key),
             token_key,
             stateless: VecDeque::new(),
             incoming: VecDeque::new(),
-            next_poll: 0,
+            timers: BTreeSet::new(),
+            send_queue: VecDeque::new(),
+            dirty: Vec::new(),
+            active: Vec::new(),
         }
     }
 
@@ -143,7 +231,8 @@ impl Endpoint {
             extensions,
         });
         let h = self.insert(conn);
-        self.routes.insert(scid, h);
+        self.route(scid, h);
+        self.touch(h.0);
         Ok(h)
     }
 
@@ -157,25 +246,52 @@ impl Endpoint {
     }
 
     fn insert(&mut self, conn: Connection) -> ConnectionHandle {
+        let slot = Some(Slot::new(conn));
         if let Some(i) = self.free.pop() {
-            self.connections[i] = Some(conn);
+            self.connections[i] = slot;
             ConnectionHandle(i)
         } else {
-            self.connections.push(Some(conn));
+            self.connections.push(slot);
             ConnectionHandle(self.connections.len() - 1)
         }
     }
 
-    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
-        self.connections.get(h.0).and_then(|c| c.as_ref())
+    fn slot_mut(&mut self, idx: usize) -> Option<&mut Slot> {
+        self.connections.get_mut(idx).and_then(|c| c.as_mut())
     }
 
+    fn route(&mut self, cid: ConnectionId, h: ConnectionHandle) {
+        self.routes.insert(cid, h);
+        if let Some(slot) = self.slot_mut(h.0) {
+            slot.cids.push(cid);
+        }
+    }
+
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.connections
+            .get(h.0)
+            .and_then(|c| c.as_ref())
+            .map(|s| &s.conn)
+    }
+
+    /// The connection, for the application to act on. The endpoint re-examines its timers
+    /// and whether it has something to send before it next acts.
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.connections.get_mut(h.0).and_then(|c| c.as_mut())
+        let slot = self.connections.get_mut(h.0).and_then(|c| c.as_mut())?;
+        if !slot.dirty {
+            slot.dirty = true;
+            self.dirty.push(h.0);
+        }
+        Some(&mut slot.conn)
     }
 
     pub fn connection_count(&self) -> usize {
         self.connections.len() - self.free.len()
+    }
+
+    /// Server connections whose handshake is not confirmed yet.
+    pub fn half_open_count(&self) -> usize {
+        self.half_open
     }
 
     pub fn handles(&self) -> Vec<ConnectionHandle> {
@@ -183,6 +299,18 @@ impl Endpoint {
             .filter(|&i| self.connections[i].is_some())
             .map(ConnectionHandle)
             .collect()
+    }
+
+    /// Moves into `out` the connections that received datagrams or handled timers since the
+    /// last call: the only ones whose events, streams or state can have changed without the
+    /// application acting on them. New connections appear here as well as in `accept`.
+    pub fn drain_active(&mut self, out: &mut Vec<ConnectionHandle>) {
+        for idx in self.active.drain(..) {
+            if let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) {
+                slot.active = false;
+                out.push(ConnectionHandle(idx));
+            }
+        }
     }
 
     /// A connection the peer opened, ready to use.
@@ -251,10 +379,11 @@ impl Endpoint {
             .or_else(|| self.initial_routes.get(&(remote, dcid)))
             .copied();
         if let Some(h) = h {
-            if let Some(conn) = self.connection_mut(h) {
-                conn.handle_datagram_buf(now, remote, data);
+            self.flush_dirty();
+            if let Some(slot) = self.slot_mut(h.0) {
+                slot.conn.handle_datagram_buf(now, remote, data);
             }
-            self.process_events(h);
+            self.touch(h.0);
             return Some(h);
         }
         if let Some((scid, token)) = long_initial {
@@ -263,10 +392,10 @@ impl Endpoint {
         if is_short {
             // A stateless reset looks like a short-header packet for an unknown ID (§10.3.1).
             if let Some(h) = self.reset_target(remote, &data) {
-                if let Some(conn) = self.connection_mut(h) {
-                    conn.on_stateless_reset();
+                if let Some(slot) = self.slot_mut(h.0) {
+                    slot.conn.on_stateless_reset();
                 }
-                self.process_events(h);
+                self.touch(h.0);
                 return Some(h);
             }
             self.maybe_stateless_reset(remote, &dcid, data.len());
@@ -287,16 +416,21 @@ impl Endpoint {
         if data.len() < MIN_INITIAL_SIZE || dcid.len() < 8 {
             return None;
         }
-        if server.refuse_connections || self.connection_count() >= self.config.max_connections {
+        if server.refuse_connections
+            || self.connection_count() >= self.config.max_connections
+            || self.half_open >= server.max_half_open
+        {
             return None;
         }
-        let (orig_dcid, retry_scid, validated) = if !token.is_empty() {
-            match self.validate_retry_token(now, remote, token, server.retry_token_lifetime) {
-                Some(orig) => (orig, Some(dcid), true),
-                // A bad token: drop (a fresh Initial without token gets a new Retry).
-                None => return None,
-            }
-        } else if server.retry {
+        let retry_token = (!token.is_empty())
+            .then(|| self.validate_retry_token(now, remote, token, server.retry_token_lifetime))
+            .flatten();
+        // A token we cannot use (expired, from another server, from an earlier run) counts as
+        // no token (RFC 9000 §8.1.3), so a client holding a stale one is not stranded.
+        // Under a flood of handshakes, addresses are validated before any state is kept.
+        let (orig_dcid, retry_scid, validated) = if let Some(orig) = retry_token {
+            (orig, Some(dcid), true)
+        } else if server.retry || self.half_open >= server.retry_above_half_open {
             self.send_retry(now, remote, dcid, scid);
             return None;
         } else {
@@ -335,10 +469,14 @@ impl Endpoint {
             return None;
         }
         let h = self.insert(conn);
-        self.routes.insert(local_cid, h);
+        self.route(local_cid, h);
         self.initial_routes.insert((remote, dcid), h);
+        self.half_open += 1;
+        if let Some(slot) = self.slot_mut(h.0) {
+            slot.initial_route = Some((remote, dcid));
+        }
         self.incoming.push_back(h);
-        self.process_events(h);
+        self.touch(h.0);
         Some(h)
     }
 
@@ -417,7 +555,7 @@ impl Endpoint {
     /// The connection to `remote` whose peer's reset token ends `data`, if any.
     fn reset_target(&self, remote: SocketAddr, data: &[u8]) -> Option<ConnectionHandle> {
         self.connections.iter().enumerate().find_map(|(i, c)| {
-            let c = c.as_ref()?;
+            let c = &c.as_ref()?.conn;
             (c.remote_address() == remote && c.is_stateless_reset(data))
                 .then_some(ConnectionHandle(i))
         })
@@ -436,53 +574,119 @@ impl Endpoint {
         self.stateless.push_back((remote, buf));
     }
 
-    /// Applies a connection's routing changes; frees it once drained.
-    fn process_events(&mut self, h: ConnectionHandle) {
-        let Some(conn) = self.connections.get_mut(h.0).and_then(|c| c.as_mut()) else {
+    /// After the endpoint acted on a connection: apply its routing changes, file its timer,
+    /// queue it for sending and report it active.
+    fn touch(&mut self, idx: usize) {
+        self.process_events(idx);
+        self.refile(idx);
+        if let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut())
+            && !slot.active
+        {
+            slot.active = true;
+            self.active.push(idx);
+        }
+    }
+
+    /// Files the connection's timer anew and queues it for sending.
+    fn refile(&mut self, idx: usize) {
+        self.file_timer(idx);
+        if let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut())
+            && !slot.queued
+        {
+            slot.queued = true;
+            self.send_queue.push_back(idx);
+        }
+    }
+
+    /// Files the connection's timer under its current deadline.
+    fn file_timer(&mut self, idx: usize) {
+        let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let timer = slot.conn.poll_timeout();
+        if timer != slot.timer {
+            if let Some(t) = slot.timer {
+                self.timers.remove(&(t, idx));
+            }
+            if let Some(t) = timer {
+                self.timers.insert((t, idx));
+            }
+            slot.timer = timer;
+        }
+    }
+
+    /// Re-examines the connections the application borrowed.
+    fn flush_dirty(&mut self) {
+        while let Some(idx) = self.dirty.pop() {
+            if let Some(slot) = self.slot_mut(idx) {
+                slot.dirty = false;
+            }
+            self.process_events(idx);
+            self.refile(idx);
+        }
+    }
+
+    /// Applies a connection's routing changes; forgets its routes once drained.
+    fn process_events(&mut self, idx: usize) {
+        let h = ConnectionHandle(idx);
+        let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) else {
             return;
         };
         let mut drained = false;
-        while let Some(ev) = conn.poll_endpoint_event() {
+        while let Some(ev) = slot.conn.poll_endpoint_event() {
             match ev {
                 EndpointEvent::NewLocalCid(cid) => {
                     self.routes.insert(cid, h);
+                    slot.cids.push(cid);
                 }
                 EndpointEvent::RetiredLocalCid(cid) => {
                     self.routes.remove(&cid);
+                    slot.cids.retain(|c| *c != cid);
                 }
                 EndpointEvent::Drained => drained = true,
             }
         }
-        if conn.handshake_confirmed() {
-            self.initial_routes.retain(|_, v| *v != h);
+        if (slot.conn.handshake_confirmed() || drained || slot.conn.is_drained())
+            && let Some(key) = slot.initial_route.take()
+        {
+            self.initial_routes.remove(&key);
+            self.half_open -= 1;
         }
         if drained {
-            self.remove(h);
+            self.remove(idx);
         }
     }
 
-    /// Forgets a drained connection. Its events should have been read before.
-    fn remove(&mut self, h: ConnectionHandle) {
-        let Some(conn) = self.connections.get(h.0).and_then(|c| c.as_ref()) else {
+    /// Forgets the routes of a drained connection. Its events should have been read before.
+    fn remove(&mut self, idx: usize) {
+        let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) else {
             return;
         };
-        if !conn.is_drained() {
+        if !slot.conn.is_drained() {
             return;
         }
-        self.routes.retain(|_, v| *v != h);
-        self.initial_routes.retain(|_, v| *v != h);
+        for cid in slot.cids.drain(..) {
+            if self.routes.get(&cid) == Some(&ConnectionHandle(idx)) {
+                self.routes.remove(&cid);
+            }
+        }
+        if let Some(key) = slot.initial_route.take() {
+            self.initial_routes.remove(&key);
+            self.half_open -= 1;
+        }
+        if let Some(t) = slot.timer.take() {
+            self.timers.remove(&(t, idx));
+        }
     }
 
     /// Frees the slot of a drained connection after the application is done with it.
     pub fn release(&mut self, h: ConnectionHandle) {
-        if let Some(slot) = self.connections.get_mut(h.0)
-            && slot.as_ref().is_some_and(|c| c.is_drained())
-        {
-            *slot = None;
-            self.free.push(h.0);
-            self.routes.retain(|_, v| *v != h);
-            self.initial_routes.retain(|_, v| *v != h);
+        if !self.connection(h).is_some_and(|c| c.is_drained()) {
+            return;
         }
+        self.remove(h.0);
+        self.connections[h.0] = None;
+        self.free.push(h.0);
     }
 
     /// Next datagram to send, from stateless responses or any connection (round robin).
@@ -500,40 +704,55 @@ impl Endpoint {
                 segment_size: None,
             });
         }
-        let n = self.connections.len();
-        for i in 0..n {
-            let idx = (self.next_poll + i) % n;
-            let Some(conn) = self.connections[idx].as_mut() else {
+        self.flush_dirty();
+        while let Some(idx) = self.send_queue.pop_front() {
+            let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) else {
                 continue;
             };
-            if let Some(t) = conn.poll_transmit(now, max_datagrams, buf) {
-                self.next_poll = (idx + 1) % n.max(1);
-                self.process_events(ConnectionHandle(idx));
-                return Some(t);
+            slot.queued = false;
+            let t = slot.conn.poll_transmit(now, max_datagrams, buf);
+            // Sending moves timers (loss detection, pacing); `refile` queues it again at the
+            // back when it sent, for the next round.
+            self.process_events(idx);
+            if t.is_some() {
+                self.refile(idx);
+                return t;
             }
-            self.process_events(ConnectionHandle(idx));
+            // Nothing to send until a datagram, a timer or the application changes that.
+            self.file_timer(idx);
         }
         None
     }
 
     /// Earliest timer over all connections.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.connections
+        let filed = self.timers.first().map(|&(t, _)| t);
+        let borrowed = self
+            .dirty
             .iter()
-            .flatten()
-            .filter_map(|c| c.poll_timeout())
-            .min()
+            .filter_map(|&i| self.connections.get(i)?.as_ref()?.conn.poll_timeout());
+        filed.into_iter().chain(borrowed).min()
     }
 
+    /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for idx in 0..self.connections.len() {
-            let Some(conn) = self.connections[idx].as_mut() else {
-                continue;
-            };
-            if conn.poll_timeout().is_some_and(|t| t <= now) {
-                conn.handle_timeout(now);
-                self.process_events(ConnectionHandle(idx));
+        self.flush_dirty();
+        let mut due = Vec::new();
+        while let Some(&(t, idx)) = self.timers.first() {
+            if t > now {
+                break;
             }
+            self.timers.remove(&(t, idx));
+            if let Some(slot) = self.slot_mut(idx) {
+                slot.timer = None;
+            }
+            due.push(idx);
+        }
+        for idx in due {
+            if let Some(slot) = self.slot_mut(idx) {
+                slot.conn.handle_timeout(now);
+            }
+            self.touch(idx);
         }
     }
 }

@@ -27,4 +27,4 @@ pub use connection::{
     SentPacketInfo, StreamEvent, Transmit, WriteError,
 };
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
-pub use endpoint::{ConnectError, ConnectionHandle, Endpoint};
+pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointSecrets};
