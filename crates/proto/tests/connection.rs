@@ -790,3 +790,65 @@ fn nat_rebinding_of_a_downloading_client() {
         pair.client_addr
     );
 }
+
+/// Regression (issue 13): a connection pins at most `connection_send_buffer` bytes over all
+/// its streams, and streams blocked by that limit hear `Writable` once acknowledgements make
+/// room. `send_credit` tells how much the peer's flow control still admits.
+#[test]
+fn connection_send_buffer_bounds_what_all_streams_pin() {
+    let mut pair = Pair::new(
+        31,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let ch = pair.connect(TransportConfig {
+        connection_send_buffer: 100_000,
+        ..TransportConfig::default()
+    });
+    pair.run_until(Duration::from_secs(5), |p| {
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    });
+    let c = pair.client.connection_mut(ch).unwrap();
+    let a = c.open_stream(Dir::Uni).unwrap();
+    let b = c.open_stream(Dir::Uni).unwrap();
+    let window = TransportConfig::default().stream_receive_window;
+    assert_eq!(c.send_credit(a), Ok(window));
+    assert_eq!(c.write(a, &payload(60_000, 1)), Ok(60_000));
+    assert_eq!(c.send_credit(a), Ok(window - 60_000));
+    assert_eq!(
+        c.write(b, &payload(60_000, 2)),
+        Ok(40_000),
+        "only what fits"
+    );
+    assert_eq!(c.write(b, b"x"), Err(qfec_proto::WriteError::Blocked));
+    let mut writable = false;
+    pair.run_until(Duration::from_secs(2), |p| {
+        let now = p.now;
+        if let Some(h) = p.server.accept() {
+            let _ = h;
+        }
+        for h in p.server.handles() {
+            let s = p.server.connection_mut(h).unwrap();
+            while s.accept_stream(Dir::Uni).is_some() {}
+            for id in [a, b] {
+                while let Ok(Some(_)) = s.read(now, id, usize::MAX) {}
+            }
+        }
+        let c = p.client.connection_mut(ch).unwrap();
+        while let Some(ev) = c.poll() {
+            writable |= ev == Event::Stream(qfec_proto::StreamEvent::Writable(b));
+        }
+        writable
+    });
+    assert!(
+        writable,
+        "the blocked stream hears Writable after acknowledgements"
+    );
+    let c = pair.client.connection_mut(ch).unwrap();
+    let n = c.write(b, &payload(20_000, 3)).unwrap();
+    assert!(
+        n > 0 && n <= 20_000,
+        "room as acknowledgements freed it: {n}"
+    );
+}

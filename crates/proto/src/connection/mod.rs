@@ -331,7 +331,7 @@ impl Connection {
             peer_validated_address: p.side.is_server(),
             bytes_received_unvalidated: 0,
             bytes_sent_unvalidated: 0,
-            idle_timeout: cfg.max_idle_timeout,
+            idle_timeout: cfg.handshake_timeout.unwrap_or(cfg.max_idle_timeout),
             idle_deadline: None,
             sent_ack_eliciting_since_rx: false,
             last_sent: None,
@@ -495,6 +495,12 @@ impl Connection {
             return Err(WriteError::ClosedStream);
         }
         self.streams.write_chunk(id, data)
+    }
+
+    /// Bytes the peer's flow control lets stream `id` send beyond what was written: an
+    /// application that writes no more keeps in memory only what can be in flight.
+    pub fn send_credit(&self, id: StreamId) -> Result<u64, WriteError> {
+        self.streams.send_credit(id)
     }
 
     pub fn finish(&mut self, id: StreamId) -> Result<(), WriteError> {

@@ -109,6 +109,11 @@ pub struct Streams {
     stream_window: u64,
     max_stream_window: u64,
     send_buffer: u64,
+    /// Bytes buffered over all streams before writes block (what one connection may pin).
+    connection_send_buffer: u64,
+    /// A write was refused for the connection-wide limit: report `Writable` to every
+    /// blocked stream when acknowledgements make room.
+    connection_write_blocked: bool,
     /// The peer's initial per-stream limits.
     peer_params: TransportParameters,
     pending: Pending,
@@ -142,6 +147,8 @@ impl Streams {
             stream_window: cfg.stream_receive_window,
             max_stream_window: cfg.max_stream_receive_window.max(cfg.stream_receive_window),
             send_buffer: cfg.send_buffer,
+            connection_send_buffer: cfg.connection_send_buffer,
+            connection_write_blocked: false,
             peer_params: TransportParameters::default(),
             pending: Pending::default(),
             events: VecDeque::new(),
@@ -242,7 +249,29 @@ impl Streams {
             s.write_blocked = true;
             return Err(WriteError::Blocked);
         }
-        Ok(room as usize)
+        let total: u64 = self.send.values().map(|s| s.buffered()).sum();
+        let connection_room = self.connection_send_buffer.saturating_sub(total);
+        if connection_room == 0 {
+            self.connection_write_blocked = true;
+            if let Some(s) = self.send.get_mut(&id) {
+                s.write_blocked = true;
+            }
+            return Err(WriteError::Blocked);
+        }
+        Ok(room.min(connection_room) as usize)
+    }
+
+    /// Bytes the peer's flow control lets this stream send beyond what was written. An
+    /// application that writes no more than this never buffers what the peer cannot take.
+    pub fn send_credit(&self, id: StreamId) -> Result<u64, WriteError> {
+        let s = self.send.get(&id).ok_or(WriteError::ClosedStream)?;
+        if let Some(code) = s.stop_requested {
+            return Err(WriteError::Stopped(code));
+        }
+        if s.state != SendState::Open {
+            return Err(WriteError::ClosedStream);
+        }
+        Ok(s.max_data.saturating_sub(s.write_offset()))
     }
 
     /// Writes `data` without copying it; takes all of it while the buffer has room, else
@@ -285,6 +314,9 @@ impl Streams {
         }
         s.reset(code);
         self.pending.reset.insert(id);
+        if self.connection_write_blocked {
+            self.release_connection_blocked();
+        }
         Ok(())
     }
 
@@ -786,7 +818,8 @@ impl Streams {
         };
         let before = s.buffered();
         let all_acked = s.on_ack(offset, len, fin);
-        if s.write_blocked && s.buffered() < before && s.state == SendState::Open {
+        let freed = s.buffered() < before;
+        if s.write_blocked && freed && s.state == SendState::Open {
             s.write_blocked = false;
             self.events.push_back(StreamEvent::Writable(id));
         }
@@ -794,6 +827,25 @@ impl Streams {
             self.events.push_back(StreamEvent::Finished(id));
             self.send.remove(&id);
             self.maybe_forget(id);
+        }
+        if freed && self.connection_write_blocked {
+            self.release_connection_blocked();
+        }
+    }
+
+    /// After the connection-wide limit blocked writes: once there is room again, every
+    /// stream that found it full may write.
+    fn release_connection_blocked(&mut self) {
+        let total: u64 = self.send.values().map(|s| s.buffered()).sum();
+        if total >= self.connection_send_buffer {
+            return;
+        }
+        self.connection_write_blocked = false;
+        for (&id, s) in self.send.iter_mut() {
+            if s.write_blocked && s.state == SendState::Open {
+                s.write_blocked = false;
+                self.events.push_back(StreamEvent::Writable(id));
+            }
         }
     }
 
