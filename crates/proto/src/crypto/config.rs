@@ -31,15 +31,43 @@ impl ClientCryptoConfig {
         })
     }
 
-    /// Trusts exactly the given certificates (e.g. a server's self-signed one).
+    /// Trusts the given certificates: a server presenting one of them byte for byte is
+    /// accepted if it holds the server name (pinning, as a self-signed certificate needs, even
+    /// one marked as a CA); any other server certificate must chain to one of them as a root.
+    /// A pinned certificate's dates are not checked: its exact bytes are the trust.
     pub fn trusting(certs: &[CertificateDer<'static>], alpn: &[&[u8]]) -> Result<Self, String> {
         let mut roots = rustls::RootCertStore::empty();
+        let mut pinned = Vec::new();
         for c in certs {
-            roots
-                .add(c.clone())
+            rustls::server::ParsedCertificate::try_from(c)
                 .map_err(|e| format!("bad certificate: {e}"))?;
+            pinned.push(c.clone());
+            // A certificate that cannot be a trust anchor is still trusted when pinned.
+            let _ = roots.add(c.clone());
         }
-        Self::with_roots(roots, alpn)
+        let chained = if roots.is_empty() {
+            None
+        } else {
+            Some(
+                rustls::client::WebPkiServerVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider(),
+                )
+                .build()
+                .map_err(|e| format!("bad certificate: {e}"))?,
+            )
+        };
+        let verifier = Arc::new(TrustedCertificates { pinned, chained });
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(ClientCryptoConfig {
+            inner: Arc::new(cfg),
+        })
     }
 
     /// Accepts any server certificate: for labs, tests and interop runs only.
@@ -137,6 +165,62 @@ pub fn self_signed_certificate(
     let ck = rcgen::generate_simple_self_signed(names).map_err(|e| e.to_string())?;
     let key = PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
     Ok((vec![ck.cert.der().clone()], key))
+}
+
+/// Verifier of [`ClientCryptoConfig::trusting`]: pinned certificates, else a chain to them.
+#[derive(Debug)]
+struct TrustedCertificates {
+    pinned: Vec<CertificateDer<'static>>,
+    chained: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+}
+
+impl ServerCertVerifier for TrustedCertificates {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self
+            .pinned
+            .iter()
+            .any(|c| c.as_ref() == end_entity.as_ref())
+        {
+            let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_name(&cert, server_name)?;
+            return Ok(ServerCertVerified::assertion());
+        }
+        match &self.chained {
+            Some(v) => v.verify_server_cert(end_entity, intermediates, server_name, ocsp, now),
+            None => Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::UnknownIssuer,
+            )),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        SkipServerVerification.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        SkipServerVerification.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        SkipServerVerification.supported_verify_schemes()
+    }
 }
 
 /// Certificate verifier that accepts anything (signatures are still checked for form).
