@@ -103,12 +103,17 @@ pub struct ServerArgs {
     /// PEM private key for --cert.
     #[arg(long, requires = "cert")]
     key: Option<PathBuf>,
+    /// Write the self-signed certificate made at start (PEM) to FILE, for clients' --ca.
+    #[arg(long, value_name = "FILE", conflicts_with = "cert")]
+    cert_out: Option<PathBuf>,
     /// Validate client addresses with a Retry before the handshake.
     #[arg(long)]
     retry: bool,
-    /// Seed for connection IDs and tokens.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    /// Derive connection IDs and the reset and token keys from this seed instead of the
+    /// operating system's random source. For reproducible lab and test runs only: every
+    /// process given the same seed shares these secrets.
+    #[arg(long)]
+    seed: Option<u64>,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -130,11 +135,16 @@ pub struct ClientArgs {
     /// Local address to bind.
     #[arg(long, value_parser = crate::parse_socket_addr)]
     bind: Option<SocketAddr>,
-    /// Give up after this many seconds.
+    /// Check the server's certificate against this name instead of the URL's host.
+    #[arg(long, value_name = "NAME")]
+    server_name: Option<String>,
+    /// Give up after this many seconds (also how long a silent server is waited for).
     #[arg(long, default_value_t = 60)]
     timeout: u64,
-    #[arg(long, default_value_t = 2)]
-    seed: u64,
+    /// Derive connection IDs from this seed instead of the operating system's random
+    /// source (reproducible tests only).
+    #[arg(long)]
+    seed: Option<u64>,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -146,20 +156,40 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start tokio")
 }
 
+/// An endpoint keyed from the OS random source, or from `seed` when one is given.
+fn new_endpoint(server: Option<Arc<ServerConfig>>, seed: Option<u64>) -> Result<Endpoint> {
+    let config = Arc::new(EndpointConfig::default());
+    Ok(match seed {
+        Some(seed) => Endpoint::new(config, server, seed),
+        None => Endpoint::with_secrets(config, server, qfec_io::os_secrets()?),
+    })
+}
+
 pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     let (chain, key) = match (&args.cert, &args.key) {
         (Some(c), Some(k)) => (tls::load_certs(c)?, tls::load_key(k)?),
         _ => {
-            let (chain, key) =
-                qfec_proto::self_signed_certificate(&["localhost", "127.0.0.1", "::1"])
-                    .map_err(anyhow::Error::msg)?;
+            let (chain, key, pem) = tls::self_signed(&["localhost", "127.0.0.1", "::1"])?;
+            if let Some(out) = &args.cert_out {
+                std::fs::write(out, pem)
+                    .with_context(|| format!("cannot write --cert-out {}", out.display()))?;
+            }
             eprintln!(
-                "qfec server: self-signed certificate SHA-256 {} (clients need --insecure or --ca)",
-                tls::fingerprint(&chain[0])
+                "qfec server: self-signed certificate SHA-256 {} for localhost, 127.0.0.1 and ::1 \
+                 (clients need --ca FILE{} or --insecure)",
+                tls::fingerprint(&chain[0]),
+                match &args.cert_out {
+                    Some(out) => format!(" with {}", out.display()),
+                    None => ", written by --cert-out FILE,".to_string(),
+                }
             );
             (chain, key)
         }
     };
+    let root = args
+        .root
+        .canonicalize()
+        .with_context(|| format!("cannot resolve --root {}", args.root.display()))?;
     let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
     if args.transport.keylog {
         crypto = crypto.with_keylog();
@@ -167,11 +197,7 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     let mut server = ServerConfig::new(crypto);
     server.transport = Arc::new(args.transport.transport());
     server.retry = args.retry;
-    let endpoint = Endpoint::new(
-        Arc::new(EndpointConfig::default()),
-        Some(Arc::new(server)),
-        args.seed,
-    );
+    let endpoint = new_endpoint(Some(Arc::new(server)), args.seed)?;
     let rt = runtime()?;
     rt.block_on(async move {
         let mut driver = Driver::bind(args.listen, endpoint)
@@ -179,9 +205,9 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
         eprintln!(
             "qfec server: listening on {} serving {}",
             driver.local_addr()?,
-            args.root.display()
+            root.display()
         );
-        let mut app = HqServer::new(args.root.clone());
+        let mut app = HqServer::new(root);
         driver.run(&mut app).await.context("socket error")?;
         Ok(ExitCode::SUCCESS)
     })
@@ -190,6 +216,8 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
 /// One response being sent.
 struct Response {
     file: Option<File>,
+    /// Bytes of the file not read yet (as its size said when opened).
+    remaining: u64,
     /// The next chunk read from the file, handed to the stream without a copy.
     pending: Option<bytes::Bytes>,
 }
@@ -214,15 +242,16 @@ impl HqServer {
     }
 }
 
-/// Maps a request path to a file under `root`, refusing anything that escapes it.
+/// Maps a request path to a file under `root` (canonical), refusing anything that escapes
+/// it: `..` in the request, and symbolic links that lead outside the root.
 pub fn resolve_path(root: &Path, request: &str) -> Option<PathBuf> {
     let rel = request.trim_start_matches('/');
     let rel = Path::new(rel);
     if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return None;
     }
-    let p = root.join(rel);
-    p.is_file().then_some(p)
+    let p = root.join(rel).canonicalize().ok()?;
+    (p.starts_with(root) && p.is_file()).then_some(p)
 }
 
 /// Parses `GET /path` (with or without CRLF).
@@ -290,10 +319,12 @@ impl Application for HqServer {
                     .and_then(|p| File::open(p).ok());
                 match file {
                     Some(f) => {
+                        let remaining = f.metadata().map(|m| m.len()).unwrap_or(0);
                         state.responses.insert(
                             id,
                             Response {
                                 file: Some(f),
+                                remaining,
                                 pending: None,
                             },
                         );
@@ -313,13 +344,26 @@ impl Application for HqServer {
                             done.push(id);
                             break;
                         };
-                        let mut chunk = vec![0u8; CHUNK];
+                        // Read only what the client's flow control admits now, so that a
+                        // slow reader pins no more than its window.
+                        // At the expected end, a one-byte read finds the end of the file.
+                        let credit = conn.send_credit(id).unwrap_or(0);
+                        let want = if r.remaining == 0 {
+                            1
+                        } else {
+                            (CHUNK as u64).min(credit).min(r.remaining) as usize
+                        };
+                        if want == 0 {
+                            break;
+                        }
+                        let mut chunk = vec![0u8; want];
                         let n = f.read(&mut chunk).unwrap_or(0);
                         if n == 0 {
                             r.file = None;
                             continue;
                         }
                         chunk.truncate(n);
+                        r.remaining = r.remaining.saturating_sub(n as u64);
                         r.pending = Some(chunk.into());
                     }
                     let chunk = r.pending.take().expect("set above");
@@ -427,7 +471,9 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         crypto = crypto.with_keylog();
     }
     let mut client = ClientConfig::new(crypto);
-    client.transport = Arc::new(args.transport.transport());
+    let mut transport = args.transport.transport();
+    transport.handshake_timeout = Some(Duration::from_secs(args.timeout));
+    client.transport = Arc::new(transport);
     let bind = args.bind.unwrap_or_else(|| {
         if remote.is_ipv4() {
             "0.0.0.0:0".parse().unwrap()
@@ -435,28 +481,84 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             "[::]:0".parse().unwrap()
         }
     });
-    let server_name = if first.host.parse::<std::net::IpAddr>().is_ok() {
-        "localhost"
-    } else {
-        &first.host
-    };
+    // The certificate must hold the URL's host, an IP address or a DNS name.
+    let server_name = args
+        .server_name
+        .clone()
+        .unwrap_or_else(|| first.host.clone());
     let rt = runtime()?;
     rt.block_on(async move {
-        let endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, args.seed);
+        let endpoint = new_endpoint(None, args.seed)?;
         let mut driver =
             Driver::bind(bind, endpoint).with_context(|| format!("cannot bind {bind}"))?;
+        driver
+            .connect(remote)
+            .with_context(|| format!("cannot reach {remote}"))?;
         let now = driver.now();
         let h = driver
             .endpoint
-            .connect(now, client, remote, server_name)
+            .connect(now, client, remote, &server_name)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let deadline = now + Duration::from_secs(args.timeout);
         let mut app = HqClient::new(h, urls, args.output.clone(), deadline, now);
+        app.describe = Describe {
+            remote: Some(remote),
+            server_name,
+            timeout: args.timeout,
+        };
         // Times count from the first packet: opening output files is not part of them.
         app.start = driver.now();
-        driver.run(&mut app).await.context("socket error")?;
+        match driver.run(&mut app).await {
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => bail!(
+                "{remote} refused the connection (ICMP port unreachable): no QUIC server \
+                 listens there; check the URL's port"
+            ),
+            r => r.context("socket error")?,
+        }
         app.report()
     })
+}
+
+/// What the client tells about the server in its error messages.
+#[derive(Default)]
+struct Describe {
+    remote: Option<SocketAddr>,
+    server_name: String,
+    timeout: u64,
+}
+
+impl Describe {
+    /// A connection error, with what to do about it when that is known.
+    fn failure(&self, e: &qfec_proto::ConnectionError, heard_from_server: bool) -> String {
+        let remote = self.remote.map(|r| r.to_string()).unwrap_or_default();
+        let text = e.to_string();
+        if !heard_from_server && matches!(e, qfec_proto::ConnectionError::TimedOut) {
+            return format!(
+                "no answer from {remote} to the handshake in {} s: is a QUIC server running \
+                 there, and does a firewall let UDP through?",
+                self.timeout
+            );
+        }
+        let hint = if text.contains("NotValidForName") || text.contains("not valid for name") {
+            format!(
+                " (the certificate does not hold the name {:?}: use a URL with a name it \
+                 holds, or --server-name NAME)",
+                self.server_name
+            )
+        } else if ["UnknownIssuer", "BadSignature", "CaUsedAsEndEntity"]
+            .iter()
+            .any(|k| text.contains(k))
+        {
+            " (the certificate is neither the one given with --ca nor signed by it: pass the \
+             server's own certificate, e.g. written by qfec server --cert-out FILE)"
+                .to_string()
+        } else if text.contains("Expired") || text.contains("NotValidYet") {
+            " (the certificate is outside its validity dates)".to_string()
+        } else {
+            String::new()
+        };
+        format!("connection to {remote} failed: {text}{hint}")
+    }
 }
 
 struct Download {
@@ -502,6 +604,7 @@ pub struct HqClient {
     finished: Option<Instant>,
     /// FEC counters when the downloads ended.
     fec: Option<FecStats>,
+    describe: Describe,
 }
 
 impl HqClient {
@@ -544,6 +647,7 @@ impl HqClient {
             error: None,
             finished: None,
             fec: None,
+            describe: Describe::default(),
         }
     }
 
@@ -638,7 +742,8 @@ impl Application for HqClient {
                 Event::Connected => self.connected_at = Some(now),
                 Event::ConnectionLost(e) => {
                     if self.downloads.iter().any(|d| d.done.is_none()) {
-                        self.error = Some(format!("connection failed: {e}"));
+                        let heard = conn.stats().packets_received > 0;
+                        self.error = Some(self.describe.failure(&e, heard));
                     }
                 }
                 Event::Stream(StreamEvent::Readable(_))
@@ -650,7 +755,12 @@ impl Application for HqClient {
             return ControlFlow::Break(());
         }
         if now >= self.deadline {
-            self.error = Some("timed out".into());
+            self.error = Some(if conn.stats().packets_received == 0 {
+                self.describe
+                    .failure(&qfec_proto::ConnectionError::TimedOut, false)
+            } else {
+                format!("timed out after {} s (--timeout)", self.describe.timeout)
+            });
             conn.close(now, 0, b"timeout");
             return ControlFlow::Break(());
         }

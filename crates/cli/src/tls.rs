@@ -41,3 +41,14 @@ pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
         .collect::<Vec<_>>()
         .join(":")
 }
+
+/// A fresh self-signed certificate for `names` (DNS names or IP addresses): the DER chain,
+/// its key, and the certificate as PEM for clients to trust.
+pub fn self_signed(
+    names: &[&str],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>, String)> {
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let ck = rcgen::generate_simple_self_signed(names).context("cannot make a certificate")?;
+    let key = PrivateKeyDer::Pkcs8(ck.key_pair.serialize_der().into());
+    Ok((vec![ck.cert.der().clone()], key, ck.cert.pem()))
+}

@@ -56,6 +56,11 @@ impl UdpIo {
         self.socket.local_addr()
     }
 
+    /// Fixes the peer: the kernel then reports its ICMP errors (port unreachable) to us.
+    pub fn connect(&self, remote: SocketAddr) -> io::Result<()> {
+        as_std(&self.socket).connect(remote)
+    }
+
     pub fn gso_supported(&self) -> bool {
         self.gso
     }

@@ -1,0 +1,76 @@
+//! Helpers shared by the CLI's end-to-end tests: a `qfec server` child process, scratch
+//! directories, and checks on a command's output.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+pub const QFEC: &str = env!("CARGO_BIN_EXE_qfec");
+
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start_server(root: &Path, extra: &[&str]) -> Server {
+    let mut child = Command::new(QFEC)
+        .args(["server", "--listen", "127.0.0.1:0", "--root"])
+        .arg(root)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start qfec server");
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines.next().expect("server exited").unwrap();
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    // Keep draining stderr so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr }
+}
+
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("qfec-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn file_bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[i % 4] ^ seed)
+        .collect()
+}
+
+/// The command's standard output, after checking that it succeeded.
+pub fn succeeded(o: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
+pub fn one_line_error(args: &[&str], expect: &str) {
+    let o = Command::new(QFEC).args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} should fail");
+    assert!(
+        err.contains(expect),
+        "{args:?}: expected {expect:?} in {err:?}"
+    );
+}
