@@ -2,7 +2,7 @@
 //! interop runner uses it. A request is `GET /path\r\n` on a bidirectional stream; the answer
 //! is the file's bytes, then FIN.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -230,14 +230,17 @@ struct ServerConn {
 
 pub struct HqServer {
     root: PathBuf,
-    conns: BTreeMap<ConnectionHandle, ServerConn>,
+    conns: HashMap<ConnectionHandle, ServerConn>,
+    /// Connections the endpoint reported active (scratch, reused).
+    active: Vec<ConnectionHandle>,
 }
 
 impl HqServer {
     pub fn new(root: PathBuf) -> Self {
         HqServer {
             root,
-            conns: BTreeMap::new(),
+            conns: HashMap::new(),
+            active: Vec::new(),
         }
     }
 }
@@ -269,7 +272,13 @@ impl Application for HqServer {
         }
         let root = self.root.clone();
         let mut gone = Vec::new();
-        for (&h, state) in self.conns.iter_mut() {
+        // Only connections that heard from the network can have news: idle ones cost nothing.
+        self.active.clear();
+        ep.drain_active(&mut self.active);
+        for &h in &self.active {
+            let Some(state) = self.conns.get_mut(&h) else {
+                continue;
+            };
             let Some(conn) = ep.connection_mut(h) else {
                 gone.push(h);
                 continue;
