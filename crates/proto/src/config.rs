@@ -118,6 +118,8 @@ pub struct ServerConfig {
     pub retry: bool,
     /// How long a Retry token stays valid.
     pub retry_token_lifetime: Duration,
+    /// How long a token given in NEW_TOKEN stays valid; `None` gives none.
+    pub new_token_lifetime: Option<Duration>,
     /// Refuse new connections (CONNECTION_REFUSED) while set.
     pub refuse_connections: bool,
     /// With this many handshakes in progress, new clients must first prove their address
@@ -134,6 +136,7 @@ impl ServerConfig {
             transport: Arc::new(TransportConfig::default()),
             retry: false,
             retry_token_lifetime: Duration::from_secs(15),
+            new_token_lifetime: Some(Duration::from_secs(24 * 3600)),
             refuse_connections: false,
             retry_above_half_open: 128,
             max_half_open: 1024,
@@ -146,6 +149,9 @@ impl ServerConfig {
 pub struct ClientConfig {
     pub crypto: ClientCryptoConfig,
     pub transport: Arc<TransportConfig>,
+    /// A token from an earlier connection's NEW_TOKEN (`Connection::new_token`): the server
+    /// then knows our address without a Retry.
+    pub token: Option<Vec<u8>>,
 }
 
 impl ClientConfig {
@@ -153,6 +159,7 @@ impl ClientConfig {
         ClientConfig {
             crypto,
             transport: Arc::new(TransportConfig::default()),
+            token: None,
         }
     }
 }

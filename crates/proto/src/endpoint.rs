@@ -6,7 +6,6 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::BytesMut;
 use rand::{Rng, RngCore, SeedableRng};
@@ -229,10 +228,11 @@ impl Endpoint {
             now,
             address_validated: true,
             extensions,
+            token: config.token.clone().unwrap_or_default(),
         });
         let h = self.insert(conn);
         self.route(scid, h);
-        self.touch(h.0);
+        self.touch(h.0, now);
         Ok(h)
     }
 
@@ -379,11 +379,11 @@ impl Endpoint {
             .or_else(|| self.initial_routes.get(&(remote, dcid)))
             .copied();
         if let Some(h) = h {
-            self.flush_dirty();
+            self.flush_dirty(now);
             if let Some(slot) = self.slot_mut(h.0) {
                 slot.conn.handle_datagram_buf(now, remote, data);
             }
-            self.touch(h.0);
+            self.touch(h.0, now);
             return Some(h);
         }
         if let Some((scid, token)) = long_initial {
@@ -395,7 +395,7 @@ impl Endpoint {
                 if let Some(slot) = self.slot_mut(h.0) {
                     slot.conn.on_stateless_reset();
                 }
-                self.touch(h.0);
+                self.touch(h.0, now);
                 return Some(h);
             }
             self.maybe_stateless_reset(remote, &dcid, data.len());
@@ -422,14 +422,16 @@ impl Endpoint {
         {
             return None;
         }
-        let retry_token = (!token.is_empty())
-            .then(|| self.validate_retry_token(now, remote, token, server.retry_token_lifetime))
+        let valid = (!token.is_empty())
+            .then(|| self.validate_token(now, remote, token, &server))
             .flatten();
         // A token we cannot use (expired, from another server, from an earlier run) counts as
         // no token (RFC 9000 §8.1.3), so a client holding a stale one is not stranded.
         // Under a flood of handshakes, addresses are validated before any state is kept.
-        let (orig_dcid, retry_scid, validated) = if let Some(orig) = retry_token {
+        let (orig_dcid, retry_scid, validated) = if let Some(ValidToken::Retry(orig)) = valid {
             (orig, Some(dcid), true)
+        } else if let Some(ValidToken::NewToken) = valid {
+            (dcid, None, true)
         } else if server.retry || self.half_open >= server.retry_above_half_open {
             self.send_retry(now, remote, dcid, scid);
             return None;
@@ -462,6 +464,7 @@ impl Endpoint {
             now,
             address_validated: validated,
             extensions,
+            token: Vec::new(),
         });
         conn.handle_datagram_buf(now, remote, data);
         if conn.stats().packets_received == 0 {
@@ -476,17 +479,42 @@ impl Endpoint {
             slot.initial_route = Some((remote, dcid));
         }
         self.incoming.push_back(h);
-        self.touch(h.0);
+        self.touch(h.0, now);
         Some(h)
     }
 
-    fn token_nonce(&mut self) -> [u8; 12] {
-        let mut n = [0u8; 12];
-        self.rng.fill_bytes(&mut n);
-        n
+    /// An address-validation token: AEAD-sealed (kind, issue time, client address, and for
+    /// Retry tokens the original DCID). NEW_TOKEN tokens bind the IP address only, since a
+    /// client's next connection comes from another port.
+    fn seal_token(
+        &mut self,
+        now: Instant,
+        kind: TokenKind,
+        remote: SocketAddr,
+        orig_dcid: Option<&ConnectionId>,
+    ) -> Vec<u8> {
+        let mut plain = Vec::with_capacity(64);
+        plain.push(kind as u8);
+        plain.extend_from_slice(&now.as_nanos().to_be_bytes());
+        encode_addr(&mut plain, remote, kind == TokenKind::Retry);
+        if let Some(dcid) = orig_dcid {
+            plain.push(dcid.len() as u8);
+            plain.extend_from_slice(dcid);
+        }
+        let mut nonce = [0u8; 12];
+        self.rng.fill_bytes(&mut nonce);
+        self.token_key
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::empty(),
+                &mut plain,
+            )
+            .expect("sealing a short token cannot fail");
+        let mut token = nonce.to_vec();
+        token.extend_from_slice(&plain);
+        token
     }
 
-    /// Retry token: AEAD-sealed (issue time, client address, original DCID).
     fn send_retry(
         &mut self,
         now: Instant,
@@ -494,26 +522,7 @@ impl Endpoint {
         dcid: ConnectionId,
         scid: ConnectionId,
     ) {
-        let mut plain = Vec::with_capacity(64);
-        plain.extend_from_slice(&now.as_nanos().to_be_bytes());
-        encode_addr(&mut plain, remote);
-        plain.push(dcid.len() as u8);
-        plain.extend_from_slice(&dcid);
-        let nonce = self.token_nonce();
-        let aad = [];
-        if self
-            .token_key
-            .seal_in_place_append_tag(
-                ring::aead::Nonce::assume_unique_for_key(nonce),
-                ring::aead::Aad::from(aad),
-                &mut plain,
-            )
-            .is_err()
-        {
-            return;
-        }
-        let mut token = nonce.to_vec();
-        token.extend_from_slice(&plain);
+        let token = self.seal_token(now, TokenKind::Retry, remote, Some(&dcid));
         let new_scid = self.new_cid();
         let mut buf = Vec::new();
         let first: u8 = self.rng.r#gen();
@@ -521,13 +530,14 @@ impl Endpoint {
         self.stateless.push_back((remote, buf));
     }
 
-    fn validate_retry_token(
+    /// What a client's token proves, if it is ours, unexpired and from this address.
+    fn validate_token(
         &self,
         now: Instant,
         remote: SocketAddr,
         token: &[u8],
-        lifetime: Duration,
-    ) -> Option<ConnectionId> {
+        server: &ServerConfig,
+    ) -> Option<ValidToken> {
         if token.len() < 12 + 16 {
             return None;
         }
@@ -539,17 +549,31 @@ impl Endpoint {
             .open_in_place(nonce, ring::aead::Aad::empty(), &mut buf)
             .ok()?;
         let mut r = crate::coding::Reader::new(plain);
+        let kind = match r.u8().ok()? {
+            k if k == TokenKind::Retry as u8 => TokenKind::Retry,
+            k if k == TokenKind::NewToken as u8 => TokenKind::NewToken,
+            _ => return None,
+        };
+        let lifetime = match kind {
+            TokenKind::Retry => server.retry_token_lifetime,
+            TokenKind::NewToken => server.new_token_lifetime?,
+        };
         let issued = Instant::from_nanos(r.u64().ok()?);
         if now.saturating_duration_since(issued) > lifetime || issued > now {
             return None;
         }
         let mut addr = Vec::new();
-        encode_addr(&mut addr, remote);
+        encode_addr(&mut addr, remote, kind == TokenKind::Retry);
         if r.bytes(addr.len()).ok()? != addr.as_slice() {
             return None;
         }
-        let len = r.u8().ok()? as usize;
-        ConnectionId::try_new(r.bytes(len).ok()?)
+        match kind {
+            TokenKind::Retry => {
+                let len = r.u8().ok()? as usize;
+                ConnectionId::try_new(r.bytes(len).ok()?).map(ValidToken::Retry)
+            }
+            TokenKind::NewToken => Some(ValidToken::NewToken),
+        }
     }
 
     /// The connection to `remote` whose peer's reset token ends `data`, if any.
@@ -576,8 +600,8 @@ impl Endpoint {
 
     /// After the endpoint acted on a connection: apply its routing changes, file its timer,
     /// queue it for sending and report it active.
-    fn touch(&mut self, idx: usize) {
-        self.process_events(idx);
+    fn touch(&mut self, idx: usize, now: Instant) {
+        self.process_events(idx, now);
         self.refile(idx);
         if let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut())
             && !slot.active
@@ -616,18 +640,18 @@ impl Endpoint {
     }
 
     /// Re-examines the connections the application borrowed.
-    fn flush_dirty(&mut self) {
+    fn flush_dirty(&mut self, now: Instant) {
         while let Some(idx) = self.dirty.pop() {
             if let Some(slot) = self.slot_mut(idx) {
                 slot.dirty = false;
             }
-            self.process_events(idx);
+            self.process_events(idx, now);
             self.refile(idx);
         }
     }
 
     /// Applies a connection's routing changes; forgets its routes once drained.
-    fn process_events(&mut self, idx: usize) {
+    fn process_events(&mut self, idx: usize, now: Instant) {
         let h = ConnectionHandle(idx);
         let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) else {
             return;
@@ -651,6 +675,15 @@ impl Endpoint {
         {
             self.initial_routes.remove(&key);
             self.half_open -= 1;
+            // A token lets the client's next connection skip address validation.
+            let remote = slot.conn.remote_address();
+            let lifetime = self.server.as_ref().and_then(|s| s.new_token_lifetime);
+            if slot.conn.handshake_confirmed() && lifetime.is_some() {
+                let token = self.seal_token(now, TokenKind::NewToken, remote, None);
+                if let Some(slot) = self.slot_mut(idx) {
+                    slot.conn.issue_token(token);
+                }
+            }
         }
         if drained {
             self.remove(idx);
@@ -704,7 +737,7 @@ impl Endpoint {
                 segment_size: None,
             });
         }
-        self.flush_dirty();
+        self.flush_dirty(now);
         while let Some(idx) = self.send_queue.pop_front() {
             let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) else {
                 continue;
@@ -713,7 +746,7 @@ impl Endpoint {
             let t = slot.conn.poll_transmit(now, max_datagrams, buf);
             // Sending moves timers (loss detection, pacing); `refile` queues it again at the
             // back when it sent, for the next round.
-            self.process_events(idx);
+            self.process_events(idx, now);
             if t.is_some() {
                 self.refile(idx);
                 return t;
@@ -736,7 +769,7 @@ impl Endpoint {
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.flush_dirty();
+        self.flush_dirty(now);
         let mut due = Vec::new();
         while let Some(&(t, idx)) = self.timers.first() {
             if t > now {
@@ -752,12 +785,26 @@ impl Endpoint {
             if let Some(slot) = self.slot_mut(idx) {
                 slot.conn.handle_timeout(now);
             }
-            self.touch(idx);
+            self.touch(idx, now);
         }
     }
 }
 
-fn encode_addr(buf: &mut Vec<u8>, addr: SocketAddr) {
+/// What a token was issued for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenKind {
+    Retry = 0,
+    NewToken = 1,
+}
+
+/// A token that checked out.
+enum ValidToken {
+    /// From our Retry: the client's original destination connection ID.
+    Retry(ConnectionId),
+    NewToken,
+}
+
+fn encode_addr(buf: &mut Vec<u8>, addr: SocketAddr, with_port: bool) {
     match addr.ip() {
         std::net::IpAddr::V4(ip) => {
             buf.push(4);
@@ -768,7 +815,9 @@ fn encode_addr(buf: &mut Vec<u8>, addr: SocketAddr) {
             buf.extend_from_slice(&ip.octets());
         }
     }
-    buf.extend_from_slice(&addr.port().to_be_bytes());
+    if with_port {
+        buf.extend_from_slice(&addr.port().to_be_bytes());
+    }
 }
 
 /// The extensions of a new connection, from the configuration's factories.

@@ -255,7 +255,8 @@ impl Connection {
                     self.remote_cids.pending_retire.insert(seq);
                 }
                 SentFrame::HandshakeDone => self.handshake_done_pending = true,
-                SentFrame::Ping | SentFrame::NewToken | SentFrame::AckFrequency(_) => {}
+                SentFrame::NewToken => self.new_token_pending = self.issued_token.is_some(),
+                SentFrame::Ping | SentFrame::AckFrequency(_) => {}
                 ref other => self.streams.on_control_lost(other),
             }
         }

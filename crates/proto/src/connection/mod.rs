@@ -242,6 +242,11 @@ pub struct Connection {
     loss_timer: Option<Instant>,
     pacing_timer: Option<Instant>,
     handshake_done_pending: bool,
+    /// Server: the address-validation token offered in NEW_TOKEN, and whether it is due.
+    issued_token: Option<Vec<u8>>,
+    new_token_pending: bool,
+    /// Client: the latest NEW_TOKEN from the server, for a later connection to it.
+    received_token: Option<Vec<u8>>,
     path_responses: VecDeque<[u8; 8]>,
     /// Path validation of a new peer address: (challenge, deadline).
     path_challenge: Option<([u8; 8], Instant)>,
@@ -291,6 +296,8 @@ pub(crate) struct ConnectionParams {
     /// Server: the client's address was validated by a Retry token.
     pub address_validated: bool,
     pub extensions: Vec<Box<dyn ConnectionExtension>>,
+    /// Client: an address-validation token for the Initial packets (from NEW_TOKEN).
+    pub token: Vec<u8>,
 }
 
 impl Connection {
@@ -322,7 +329,7 @@ impl Connection {
             peer_params: None,
             orig_dcid: p.orig_dcid,
             retry_scid: p.retry_scid,
-            retry_token: Vec::new(),
+            retry_token: p.token,
             peer_initial_scid: None,
             handshake_complete: false,
             handshake_confirmed: false,
@@ -342,6 +349,9 @@ impl Connection {
             loss_timer: None,
             pacing_timer: None,
             handshake_done_pending: false,
+            issued_token: None,
+            new_token_pending: false,
+            received_token: None,
             path_responses: VecDeque::new(),
             path_challenge: None,
             path_challenge_pending: false,
@@ -495,6 +505,19 @@ impl Connection {
             return Err(WriteError::ClosedStream);
         }
         self.streams.write_chunk(id, data)
+    }
+
+    /// Client: the latest token the server offered with NEW_TOKEN. Give it as
+    /// `ClientConfig::token` to the next connection to the same server, which then skips
+    /// address validation (no Retry, no amplification limit).
+    pub fn new_token(&self) -> Option<&[u8]> {
+        self.received_token.as_deref()
+    }
+
+    /// Server: offers the client `token` in a NEW_TOKEN frame.
+    pub(crate) fn issue_token(&mut self, token: Vec<u8>) {
+        self.issued_token = Some(token);
+        self.new_token_pending = true;
     }
 
     /// Bytes the peer's flow control lets stream `id` send beyond what was written: an

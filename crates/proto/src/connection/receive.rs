@@ -600,13 +600,15 @@ impl Connection {
             Frame::StreamDataBlocked { id, .. } => {
                 self.streams.on_stream_data_blocked(id).map_err(with_ty)?
             }
-            Frame::NewToken { .. } => {
+            Frame::NewToken { token } => {
                 if self.side.is_server() {
                     return Err(
                         TransportError::protocol_violation("NEW_TOKEN from a client")
                             .with_frame(ty),
                     );
                 }
+                // One token is kept (the latest); its size is bounded by the packet's.
+                self.received_token = Some(token.to_vec());
             }
             Frame::NewConnectionId {
                 seq,

@@ -212,6 +212,7 @@ impl Connection {
             return false;
         }
         self.handshake_done_pending
+            || self.new_token_pending
             || !self.path_responses.is_empty()
             || self.path_challenge_pending
             || self.ping_pending
@@ -481,6 +482,16 @@ impl Connection {
             Frame::HandshakeDone.encode(buf);
             frames.push(SentFrame::HandshakeDone);
             self.handshake_done_pending = false;
+        }
+        if self.new_token_pending
+            && let Some(token) = &self.issued_token
+        {
+            let frame = Frame::NewToken { token };
+            if room(buf) >= frame.encoded_len() {
+                frame.encode(buf);
+                frames.push(SentFrame::NewToken);
+                self.new_token_pending = false;
+            }
         }
         while let Some(&data) = self.path_responses.front() {
             if room(buf) < 9 {

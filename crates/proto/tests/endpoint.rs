@@ -1,0 +1,167 @@
+//! Endpoint behaviours under load and with tokens (issue 13): half-open handshakes are
+//! bounded and answered with Retry under a flood, tokens from NEW_TOKEN skip validation,
+//! tokens the server cannot use count as none, and idle connections are not visited.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use qfec_proto::{ClientConfig, ClientCryptoConfig, ConnectionHandle, TransportConfig};
+use qfec_testkit::{ALPN, Datagram, LinkSpec, Pair};
+
+/// Counts the Retry packets the server sends.
+fn count_retries(pair: &mut Pair) -> Rc<Cell<u32>> {
+    let retries = Rc::new(Cell::new(0));
+    let seen = retries.clone();
+    pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
+        // Long header, fixed bit, type 3.
+        if !d.to_server && d.data.first().is_some_and(|b| b & 0xf0 == 0xf0) {
+            seen.set(seen.get() + 1);
+        }
+        false
+    }));
+    retries
+}
+
+fn connect_with_token(pair: &mut Pair, token: Option<Vec<u8>>) -> ConnectionHandle {
+    let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+    cc.token = token;
+    pair.client
+        .connect(pair.now, cc, pair.server_addr, "localhost")
+        .unwrap()
+}
+
+fn confirmed(pair: &mut Pair, ch: ConnectionHandle) -> bool {
+    pair.run_until(Duration::from_secs(5), |p| {
+        while p.server.accept().is_some() {}
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    })
+}
+
+fn retry_server(seed: u64) -> Pair {
+    Pair::with_server(
+        seed,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+        |s| s.retry = true,
+    )
+}
+
+#[test]
+fn a_token_from_new_token_skips_the_retry() {
+    let mut pair = retry_server(41);
+    let retries = count_retries(&mut pair);
+    let first = pair.connect(TransportConfig::default());
+    assert!(confirmed(&mut pair, first));
+    assert_eq!(
+        retries.get(),
+        1,
+        "the first connection is validated by a Retry"
+    );
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let token = pair
+        .client
+        .connection(first)
+        .unwrap()
+        .new_token()
+        .expect("the server offers a token after the handshake")
+        .to_vec();
+    let second = connect_with_token(&mut pair, Some(token));
+    assert!(confirmed(&mut pair, second));
+    assert_eq!(
+        retries.get(),
+        1,
+        "the token proved the address: no second Retry"
+    );
+}
+
+#[test]
+fn a_token_the_server_cannot_use_counts_as_none() {
+    // Without Retry: accepted as if it carried no token.
+    let mut pair = Pair::new(
+        42,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let ch = connect_with_token(&mut pair, Some(vec![0xab; 60]));
+    assert!(
+        confirmed(&mut pair, ch),
+        "a stale token must not strand the client"
+    );
+    // With Retry: the server validates the address as for a client without a token.
+    let mut pair = retry_server(43);
+    let retries = count_retries(&mut pair);
+    let ch = connect_with_token(&mut pair, Some(vec![0xcd; 60]));
+    assert!(confirmed(&mut pair, ch));
+    assert_eq!(retries.get(), 1);
+}
+
+#[test]
+fn a_handshake_flood_is_bounded_and_answered_with_retry() {
+    let mut pair = Pair::with_server(
+        44,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+        |s| {
+            s.retry_above_half_open = 3;
+            s.max_half_open = 5;
+        },
+    );
+    let retries = count_retries(&mut pair);
+    let clients: Vec<_> = (0..12)
+        .map(|_| pair.connect(TransportConfig::default()))
+        .collect();
+    let mut most_half_open = 0;
+    let ok = pair.run_until(Duration::from_secs(20), |p| {
+        while p.server.accept().is_some() {}
+        most_half_open = most_half_open.max(p.server.half_open_count());
+        clients
+            .iter()
+            .all(|&h| p.client.connection(h).unwrap().handshake_confirmed())
+    });
+    assert!(ok, "every client gets through, Retry or not");
+    assert!(
+        most_half_open <= 5,
+        "half-open handshakes reached {most_half_open}"
+    );
+    assert!(
+        retries.get() >= 9,
+        "beyond 3 handshakes in progress, new clients are asked to Retry ({} Retries)",
+        retries.get()
+    );
+    assert_eq!(pair.server.half_open_count(), 0);
+}
+
+#[test]
+fn only_connections_that_heard_something_are_reported_active() {
+    let mut pair = Pair::new(
+        45,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let clients: Vec<_> = (0..50)
+        .map(|_| pair.connect(TransportConfig::default()))
+        .collect();
+    assert!(pair.run_until(Duration::from_secs(10), |p| {
+        while p.server.accept().is_some() {}
+        clients
+            .iter()
+            .all(|&h| p.client.connection(h).unwrap().handshake_confirmed())
+    }));
+    // Let every acknowledgement settle, then forget what was active.
+    pair.run_until(Duration::from_secs(1), |_| false);
+    let mut active = Vec::new();
+    pair.server.drain_active(&mut active);
+    active.clear();
+    // One client pings; only its server connection has news.
+    let c = pair.client.connection_mut(clients[7]).unwrap();
+    c.ping();
+    pair.run_until(Duration::from_millis(100), |_| false);
+    pair.server.drain_active(&mut active);
+    assert_eq!(active.len(), 1, "active: {active:?}");
+    assert_eq!(pair.server.connection_count(), 50);
+}
