@@ -238,3 +238,115 @@ fn symbolic_links_cannot_escape_the_root() {
     assert!(stdout.contains("/link  failed: not found"), "{stdout}");
     assert!(stdout.contains("1 of 3 files"), "{stdout}");
 }
+
+/// Resident memory of a process, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Clients that request a file on many streams and never read: the server may hold only
+/// what their flow control admits (here one byte per stream).
+struct StalledClients {
+    server: std::net::SocketAddr,
+    conns: usize,
+    requests: usize,
+    handles: Vec<qfec_proto::ConnectionHandle>,
+    sent: usize,
+    done_at: Option<qfec_proto::Instant>,
+}
+
+impl qfec_io::Application for StalledClients {
+    fn poll(
+        &mut self,
+        now: qfec_proto::Instant,
+        ep: &mut qfec_proto::Endpoint,
+    ) -> std::ops::ControlFlow<()> {
+        use std::sync::Arc;
+        while self.handles.len() < self.conns {
+            let mut cc =
+                qfec_proto::ClientConfig::new(qfec_proto::ClientCryptoConfig::insecure(&[
+                    b"hq-interop",
+                ]));
+            cc.transport = Arc::new(qfec_proto::TransportConfig {
+                stream_receive_window: 1,
+                max_stream_receive_window: 1,
+                ..Default::default()
+            });
+            self.handles
+                .push(ep.connect(now, cc, self.server, "localhost").unwrap());
+        }
+        for &h in &self.handles {
+            let c = ep.connection_mut(h).unwrap();
+            assert!(c.error().is_none(), "{:?}", c.error());
+            while c.poll().is_some() {}
+            if !c.is_established() {
+                continue;
+            }
+            while let Some(id) = c.open_stream(qfec_proto::Dir::Bi) {
+                c.write(id, b"GET /f.bin\r\n").unwrap();
+                c.finish(id).unwrap();
+                self.sent += 1;
+            }
+        }
+        if self.sent == self.conns * self.requests {
+            let at = *self.done_at.get_or_insert(now);
+            if now.saturating_duration_since(at) > Duration::from_millis(700) {
+                return std::ops::ControlFlow::Break(());
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    }
+
+    fn poll_timeout(&self) -> Option<qfec_proto::Instant> {
+        self.done_at.map(|t| t + Duration::from_millis(701))
+    }
+}
+
+#[test]
+fn a_slow_reader_pins_no_more_than_its_window() {
+    let root = temp_dir("pinned");
+    std::fs::write(root.join("f.bin"), vec![0x42u8; 10_000]).unwrap();
+    let server = start_server(&root, &[]);
+    let pid = server.child.id();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = rss(pid);
+    let (conns, requests) = (10, 100);
+    let mut app = StalledClients {
+        server: server.addr.parse().unwrap(),
+        conns,
+        requests,
+        handles: Vec::new(),
+        sent: 0,
+        done_at: None,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let endpoint = qfec_proto::Endpoint::new(
+            std::sync::Arc::new(qfec_proto::EndpointConfig::default()),
+            None,
+            9,
+        );
+        let mut driver = qfec_io::Driver::bind("127.0.0.1:0".parse().unwrap(), endpoint).unwrap();
+        tokio::time::timeout(Duration::from_secs(20), driver.run(&mut app))
+            .await
+            .expect("requests sent")
+            .unwrap();
+    });
+    let grown = rss(pid).saturating_sub(before);
+    // Before the fix each response pinned a 256 KiB read buffer: 250 MB here.
+    assert!(
+        grown < 40 << 20,
+        "{} requests stalled by a 1-byte window grew the server by {} MB",
+        conns * requests,
+        grown >> 20
+    );
+}
