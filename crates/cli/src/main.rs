@@ -27,6 +27,9 @@ enum Command {
     Server(hq::ServerArgs),
     /// Fetch URLs over QUIC (hq-interop), one stream each, and report goodput.
     Client(hq::ClientArgs),
+    /// Run as an endpoint of the QUIC interop runner (ROLE, TESTCASE, REQUESTS, ... from the
+    /// environment; exits 127 for test cases qfec does not support).
+    Interop(hq::InteropArgs),
     /// Experiments in the deterministic virtual-time lab.
     #[command(subcommand)]
     Lab(lab::LabCommand),
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Server(args) => hq::run_server(args),
         Command::Client(args) => hq::run_client(args),
+        Command::Interop(args) => hq::run_interop(args),
         Command::Lab(cmd) => lab::run(cmd),
     };
     match result {

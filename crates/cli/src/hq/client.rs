@@ -1,0 +1,578 @@
+//! The hq-interop client: fetches URLs from one server, one stream each, and reports
+//! goodput and SHA-256 digests.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use qfec_fec::{FecExtension, FecStats};
+use qfec_io::{Application, Driver};
+use qfec_proto::{
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError,
+    StreamEvent, StreamId,
+};
+
+use super::{ALPN_HQ, CODE_NOT_FOUND, TransportArgs, new_endpoint, runtime};
+use crate::tls;
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// URLs to fetch, all from one server: https://HOST:PORT/PATH
+    #[arg(required = true)]
+    urls: Vec<String>,
+    /// Save the files in this directory (otherwise only their SHA-256 is printed).
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    /// Trust this PEM certificate (e.g. the server's self-signed one).
+    #[arg(long, conflicts_with = "insecure")]
+    ca: Option<PathBuf>,
+    /// Do not verify the server certificate (labs and tests only).
+    #[arg(long)]
+    insecure: bool,
+    /// Local address to bind.
+    #[arg(long, value_parser = crate::parse_socket_addr)]
+    bind: Option<SocketAddr>,
+    /// Check the server's certificate against this name instead of the URL's host.
+    #[arg(long, value_name = "NAME")]
+    server_name: Option<String>,
+    /// Give up after this many seconds (also how long a silent server is waited for).
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    /// Derive connection IDs from this seed instead of the operating system's random
+    /// source (reproducible tests only).
+    #[arg(long)]
+    seed: Option<u64>,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+/// A URL split into what the client needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Url {
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+}
+
+pub fn parse_url(s: &str) -> Result<Url> {
+    let rest = s
+        .strip_prefix("https://")
+        .with_context(|| format!("invalid URL {s:?}: expected https://HOST:PORT/PATH"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let end = v6
+            .find(']')
+            .with_context(|| format!("invalid URL {s:?}: unclosed '['"))?;
+        let port = v6[end + 1..].strip_prefix(':').unwrap_or("443");
+        (v6[..end].to_string(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), p),
+            None => (authority.to_string(), "443"),
+        }
+    };
+    if host.is_empty() {
+        bail!("invalid URL {s:?}: no host");
+    }
+    let port = port
+        .parse()
+        .with_context(|| format!("invalid URL {s:?}: bad port {port:?}"))?;
+    Ok(Url {
+        host,
+        port,
+        path: path.to_string(),
+    })
+}
+
+pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
+    let urls: Vec<Url> = args
+        .urls
+        .iter()
+        .map(|u| parse_url(u))
+        .collect::<Result<_>>()?;
+    let mut crypto = if args.insecure {
+        ClientCryptoConfig::insecure(&[ALPN_HQ])
+    } else if let Some(ca) = &args.ca {
+        ClientCryptoConfig::trusting(&tls::load_certs(ca)?, &[ALPN_HQ])
+            .map_err(anyhow::Error::msg)?
+    } else {
+        bail!(
+            "cannot verify the server certificate: pass --ca FILE (its certificate) or --insecure"
+        );
+    };
+    if args.transport.keylog {
+        crypto = crypto.with_keylog();
+    }
+    let mut client = ClientConfig::new(crypto);
+    client.transport = Arc::new(args.transport.transport());
+    let options = FetchOptions {
+        output: args.output.clone(),
+        timeout: args.timeout,
+        server_name: args.server_name.clone(),
+        bind: args.bind,
+        seed: args.seed,
+        key_update: false,
+    };
+    let rt = runtime()?;
+    let outcome = rt.block_on(fetch(urls, client, &options))?;
+    outcome.print();
+    Ok(outcome.exit_code())
+}
+
+/// How `fetch` connects and where it puts what it gets.
+#[derive(Clone, Debug, Default)]
+pub struct FetchOptions {
+    /// Directory the files are saved in (named after the URL's last segment).
+    pub output: Option<PathBuf>,
+    /// Seconds before giving up, and how long a silent server is waited for.
+    pub timeout: u64,
+    /// Name the certificate must hold; the URL's host when unset.
+    pub server_name: Option<String>,
+    pub bind: Option<SocketAddr>,
+    pub seed: Option<u64>,
+    /// Update the 1-RTT keys once the handshake is confirmed (interop case keyupdate).
+    pub key_update: bool,
+}
+
+/// Fetches `urls` (one server) over one new connection configured by `client`.
+pub async fn fetch(
+    urls: Vec<Url>,
+    mut client: ClientConfig,
+    opts: &FetchOptions,
+) -> Result<Outcome> {
+    let first = urls.first().context("no URL to fetch")?.clone();
+    if urls
+        .iter()
+        .any(|u| u.host != first.host || u.port != first.port)
+    {
+        bail!("all URLs must name the same server (one connection); got several hosts");
+    }
+    let remote = (first.host.as_str(), first.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {}", first.host))?
+        .next()
+        .with_context(|| format!("no address for {}", first.host))?;
+    if let Some(dir) = &opts.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut transport = (*client.transport).clone();
+    transport.handshake_timeout = Some(Duration::from_secs(opts.timeout));
+    client.transport = Arc::new(transport);
+    let bind = opts.bind.unwrap_or_else(|| {
+        if remote.is_ipv4() {
+            "0.0.0.0:0".parse().unwrap()
+        } else {
+            "[::]:0".parse().unwrap()
+        }
+    });
+    // The certificate must hold the URL's host, an IP address or a DNS name.
+    let server_name = opts
+        .server_name
+        .clone()
+        .unwrap_or_else(|| first.host.clone());
+    let endpoint = new_endpoint(None, opts.seed)?;
+    let mut driver = Driver::bind(bind, endpoint).with_context(|| format!("cannot bind {bind}"))?;
+    driver
+        .connect(remote)
+        .with_context(|| format!("cannot reach {remote}"))?;
+    let now = driver.now();
+    let h = driver
+        .endpoint
+        .connect(now, client, remote, &server_name)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let deadline = now + Duration::from_secs(opts.timeout);
+    let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now);
+    app.key_update = opts.key_update;
+    app.describe = Describe {
+        remote: Some(remote),
+        server_name,
+        timeout: opts.timeout,
+    };
+    // Times count from the first packet: opening output files is not part of them.
+    app.start = driver.now();
+    match driver.run(&mut app).await {
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => bail!(
+            "{remote} refused the connection (ICMP port unreachable): no QUIC server \
+             listens there; check the URL's port"
+        ),
+        r => r.context("socket error")?,
+    }
+    app.outcome()
+}
+
+/// What the client tells about the server in its error messages.
+#[derive(Default)]
+struct Describe {
+    remote: Option<SocketAddr>,
+    server_name: String,
+    timeout: u64,
+}
+
+impl Describe {
+    /// A connection error, with what to do about it when that is known.
+    fn failure(&self, e: &qfec_proto::ConnectionError, heard_from_server: bool) -> String {
+        let remote = self.remote.map(|r| r.to_string()).unwrap_or_default();
+        let text = e.to_string();
+        if !heard_from_server && matches!(e, qfec_proto::ConnectionError::TimedOut) {
+            return format!(
+                "no answer from {remote} to the handshake in {} s: is a QUIC server running \
+                 there, and does a firewall let UDP through?",
+                self.timeout
+            );
+        }
+        let hint = if text.contains("NotValidForName") || text.contains("not valid for name") {
+            format!(
+                " (the certificate does not hold the name {:?}: use a URL with a name it \
+                 holds, or --server-name NAME)",
+                self.server_name
+            )
+        } else if ["UnknownIssuer", "BadSignature", "CaUsedAsEndEntity"]
+            .iter()
+            .any(|k| text.contains(k))
+        {
+            " (the certificate is neither the one given with --ca nor signed by it: pass the \
+             server's own certificate, e.g. written by qfec server --cert-out FILE)"
+                .to_string()
+        } else if text.contains("Expired") || text.contains("NotValidYet") {
+            " (the certificate is outside its validity dates)".to_string()
+        } else {
+            String::new()
+        };
+        format!("connection to {remote} failed: {text}{hint}")
+    }
+}
+
+struct Download {
+    url: Url,
+    stream: Option<StreamId>,
+    bytes: u64,
+    /// Hashing (and saving) run on a thread of their own, so that they never slow the
+    /// transfer being measured.
+    sink: Option<std::sync::mpsc::Sender<bytes::Bytes>>,
+    digest: Option<std::thread::JoinHandle<Result<String, String>>>,
+    done: Option<Result<Instant, String>>,
+}
+
+/// Hashes a download's bytes and writes them to `file`; returns the SHA-256 in hex.
+fn spawn_sink(
+    mut file: Option<File>,
+) -> (
+    std::sync::mpsc::Sender<bytes::Bytes>,
+    std::thread::JoinHandle<Result<String, String>>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
+    let handle = std::thread::spawn(move || {
+        let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+        for chunk in rx {
+            hash.update(&chunk);
+            if let Some(f) = file.as_mut() {
+                f.write_all(&chunk)
+                    .map_err(|e| format!("write failed: {e}"))?;
+            }
+        }
+        Ok(hex(hash.finish().as_ref()))
+    });
+    (tx, handle)
+}
+
+pub struct HqClient {
+    conn: ConnectionHandle,
+    downloads: Vec<Download>,
+    start: Instant,
+    connected_at: Option<Instant>,
+    deadline: Instant,
+    error: Option<String>,
+    finished: Option<Instant>,
+    /// FEC counters when the downloads ended.
+    fec: Option<FecStats>,
+    describe: Describe,
+    /// Update keys once, as soon as the handshake allows.
+    key_update: bool,
+    resumed: bool,
+    token: Option<Vec<u8>>,
+}
+
+impl HqClient {
+    fn new(
+        conn: ConnectionHandle,
+        urls: Vec<Url>,
+        out: Option<PathBuf>,
+        deadline: Instant,
+        start: Instant,
+    ) -> Self {
+        let downloads = urls
+            .into_iter()
+            .map(|url| {
+                let file = out.as_ref().and_then(|d| {
+                    let name = url
+                        .path
+                        .rsplit('/')
+                        .next()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or("index.html");
+                    File::create(d.join(name)).ok()
+                });
+                let (tx, digest) = spawn_sink(file);
+                Download {
+                    url,
+                    stream: None,
+                    bytes: 0,
+                    sink: Some(tx),
+                    digest: Some(digest),
+                    done: None,
+                }
+            })
+            .collect();
+        HqClient {
+            conn,
+            downloads,
+            start,
+            connected_at: None,
+            deadline,
+            error: None,
+            finished: None,
+            fec: None,
+            describe: Describe::default(),
+            key_update: false,
+            resumed: false,
+            token: None,
+        }
+    }
+
+    /// What happened: an error if the connection failed, else a line per file.
+    fn outcome(&mut self) -> Result<Outcome> {
+        if let Some(e) = &self.error {
+            bail!("{e}");
+        }
+        let mut lines = Vec::new();
+        let end = self.finished.unwrap_or(self.start);
+        let mut total = 0;
+        let mut failed = 0;
+        for d in &mut self.downloads {
+            d.sink = None;
+            let digest = d.digest.take().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("hashing thread failed".into()))
+            });
+            if let (Some(Ok(_)), Some(Err(e))) = (&d.done, &digest) {
+                d.done = Some(Err(e.clone()));
+            }
+            match &d.done {
+                Some(Ok(t)) => {
+                    let secs = (*t - self.start).as_secs_f64();
+                    lines.push(format!(
+                        "{}  {} bytes  {:.3} s  {:.1} Mb/s  sha256 {}",
+                        d.url.path,
+                        d.bytes,
+                        secs,
+                        d.bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
+                        digest.and_then(|r| r.ok()).unwrap_or_default()
+                    ));
+                    total += d.bytes;
+                }
+                Some(Err(e)) => {
+                    failed += 1;
+                    lines.push(format!("{}  failed: {e}", d.url.path));
+                }
+                None => {
+                    failed += 1;
+                    lines.push(format!("{}  incomplete", d.url.path));
+                }
+            }
+        }
+        let secs = (end - self.start).as_secs_f64();
+        let hs = self
+            .connected_at
+            .map(|t| (t - self.start).as_secs_f64() * 1000.0)
+            .unwrap_or(0.0);
+        lines.push(format!(
+            "total {} bytes in {:.3} s ({:.1} Mb/s goodput), handshake {:.1} ms{}, {} of {} files",
+            total,
+            secs,
+            total as f64 * 8.0 / secs.max(1e-9) / 1e6,
+            hs,
+            if self.resumed { " (resumed)" } else { "" },
+            self.downloads.len() - failed,
+            self.downloads.len()
+        ));
+        if let Some(f) = self
+            .fec
+            .filter(|f| f.receiving.is_some() || f.sending.is_some())
+        {
+            let name = |s: Option<qfec_fec::SchemeId>| s.map_or("none", |s| s.name());
+            lines.push(format!(
+                "fec: received {} ({} repair symbols), {} symbols recovered; sent {} ({} repair \
+                 symbols), {} recovered by the server",
+                name(f.receiving),
+                f.repair_symbols_received,
+                f.symbols_recovered,
+                name(f.sending),
+                f.repair_symbols_sent,
+                f.peer_recovered
+            ));
+        }
+        Ok(Outcome {
+            lines,
+            failed,
+            resumed: self.resumed,
+            token: self.token.take(),
+        })
+    }
+}
+
+/// The result of a `fetch`.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Human-readable report: a line per file, a total, FEC counters.
+    pub lines: Vec<String>,
+    /// Files that failed or did not complete.
+    pub failed: usize,
+    /// The TLS session was resumed from an earlier connection.
+    pub resumed: bool,
+    /// The server's NEW_TOKEN, for the next connection to it.
+    pub token: Option<Vec<u8>>,
+}
+
+impl Outcome {
+    pub fn print(&self) {
+        for l in &self.lines {
+            println!("{l}");
+        }
+    }
+
+    pub fn exit_code(&self) -> ExitCode {
+        if self.failed == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Application for HqClient {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        let Some(conn) = ep.connection_mut(self.conn) else {
+            return ControlFlow::Break(());
+        };
+        while let Some(ev) = conn.poll() {
+            match ev {
+                Event::Connected => self.connected_at = Some(now),
+                Event::ConnectionLost(e) => {
+                    if self.downloads.iter().any(|d| d.done.is_none()) {
+                        let heard = conn.stats().packets_received > 0;
+                        self.error = Some(self.describe.failure(&e, heard));
+                    }
+                }
+                Event::Stream(StreamEvent::Readable(_))
+                | Event::Stream(_)
+                | Event::DatagramReceived => {}
+            }
+        }
+        if self.error.is_some() {
+            return ControlFlow::Break(());
+        }
+        if now >= self.deadline {
+            self.error = Some(if conn.stats().packets_received == 0 {
+                self.describe
+                    .failure(&qfec_proto::ConnectionError::TimedOut, false)
+            } else {
+                format!("timed out after {} s (--timeout)", self.describe.timeout)
+            });
+            conn.close(now, 0, b"timeout");
+            return ControlFlow::Break(());
+        }
+        if self.key_update && conn.handshake_confirmed() && conn.force_key_update() {
+            self.key_update = false;
+        }
+        if conn.is_established() {
+            for d in self.downloads.iter_mut().filter(|d| d.stream.is_none()) {
+                let Some(id) = conn.open_stream(Dir::Bi) else {
+                    break;
+                };
+                let req = format!("GET {}\r\n", d.url.path);
+                let _ = conn.write(id, req.as_bytes());
+                let _ = conn.finish(id);
+                d.stream = Some(id);
+            }
+        }
+        for d in self.downloads.iter_mut().filter(|d| d.done.is_none()) {
+            let Some(id) = d.stream else { continue };
+            loop {
+                match conn.read(now, id, usize::MAX) {
+                    Ok(Some(chunk)) => {
+                        d.bytes += chunk.len() as u64;
+                        if let Some(tx) = &d.sink {
+                            let _ = tx.send(chunk);
+                        }
+                    }
+                    Ok(None) => {
+                        d.done = Some(Ok(now));
+                        d.sink = None;
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(ReadError::Reset(code)) => {
+                        let msg = if code == CODE_NOT_FOUND {
+                            "not found".to_string()
+                        } else {
+                            format!("reset with code {code}")
+                        };
+                        d.done = Some(Err(msg));
+                        break;
+                    }
+                    Err(ReadError::ClosedStream) => {
+                        d.done = Some(Err("stream closed".into()));
+                        break;
+                    }
+                }
+            }
+        }
+        if self.downloads.iter().all(|d| d.done.is_some()) {
+            if self.finished.is_none() {
+                self.finished = Some(now);
+                self.fec = conn.extension::<FecExtension>().map(|f| f.stats());
+                self.resumed = conn.is_resumed();
+                self.token = conn.new_token().map(<[u8]>::to_vec);
+                conn.close(now, 0, b"done");
+            }
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = parse_url("https://127.0.0.1:4433/a/b.bin").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("127.0.0.1", 4433, "/a/b.bin")
+        );
+        let u = parse_url("https://[::1]:443/x").unwrap();
+        assert_eq!(u.host, "::1");
+        assert!(parse_url("http://x/").is_err());
+        assert!(parse_url("https://h:notaport/").is_err());
+    }
+}

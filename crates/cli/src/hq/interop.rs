@@ -1,0 +1,162 @@
+//! `qfec interop`: the endpoint contract of the QUIC interop runner. The role and the test
+//! case come from the environment (`ROLE`, `TESTCASE`, `REQUESTS`, `DOWNLOADS`, `WWW`,
+//! `CERTS`, `SSLKEYLOGFILE`, `QLOGDIR`); a test case qfec cannot run exits with 127, as the
+//! runner expects.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use qfec_proto::{ClientConfig, ClientCryptoConfig, ServerConfig, ServerCryptoConfig};
+
+use super::{ALPN_HQ, FetchOptions, TransportArgs, fetch, parse_url, runtime, serve};
+use crate::tls;
+
+/// Exit code for a test case the endpoint does not implement.
+const UNSUPPORTED: u8 = 127;
+
+#[derive(Args, Debug)]
+pub struct InteropArgs {
+    /// Address the server listens on (the runner's servers use port 443).
+    #[arg(long, default_value = "[::]:443", value_parser = crate::parse_socket_addr)]
+    listen: SocketAddr,
+    /// Seconds a client waits for its downloads.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+    #[command(flatten)]
+    transport: TransportArgs,
+}
+
+/// The test cases, by the names the runner gives endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    Handshake,
+    Transfer,
+    Retry,
+    Resumption,
+    KeyUpdate,
+    ChaCha20,
+    /// One connection per request (the runner's handshakeloss and handshakecorruption).
+    MultiConnect,
+}
+
+impl Case {
+    fn parse(name: &str) -> Option<Case> {
+        Some(match name {
+            "handshake" => Case::Handshake,
+            "transfer" => Case::Transfer,
+            "retry" => Case::Retry,
+            "resumption" => Case::Resumption,
+            "keyupdate" => Case::KeyUpdate,
+            "chacha20" => Case::ChaCha20,
+            "multiconnect" => Case::MultiConnect,
+            _ => return None,
+        })
+    }
+}
+
+fn env_path(name: &str, default: &str) -> PathBuf {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default))
+}
+
+pub fn run(args: InteropArgs) -> Result<ExitCode> {
+    let role = std::env::var("ROLE").unwrap_or_default();
+    let testcase = std::env::var("TESTCASE").unwrap_or_default();
+    let Some(case) = Case::parse(&testcase) else {
+        eprintln!("qfec interop: test case {testcase:?} is not supported");
+        return Ok(ExitCode::from(UNSUPPORTED));
+    };
+    if std::env::var_os("QLOGDIR").is_some() {
+        eprintln!("qfec interop: QLOGDIR is ignored (qfec writes no qlog yet)");
+    }
+    let keylog = std::env::var_os("SSLKEYLOGFILE").is_some();
+    match role.as_str() {
+        "server" => server(args, case, keylog),
+        "client" => client(args, case, keylog),
+        other => bail!("ROLE must be client or server, not {other:?}"),
+    }
+}
+
+fn server(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
+    let certs = env_path("CERTS", "/certs");
+    let chain = tls::load_certs(&certs.join("cert.pem"))?;
+    let key = tls::load_key(&certs.join("priv.key"))?;
+    let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
+    if keylog {
+        crypto = crypto.with_keylog();
+    }
+    let mut server = ServerConfig::new(crypto);
+    server.transport = Arc::new(args.transport.transport());
+    server.retry = case == Case::Retry;
+    serve(args.listen, &env_path("WWW", "/www"), server, None)
+}
+
+fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
+    let requests = std::env::var("REQUESTS").context("REQUESTS is not set")?;
+    let urls = requests
+        .split_whitespace()
+        .map(parse_url)
+        .collect::<Result<Vec<_>>>()?;
+    if urls.is_empty() {
+        bail!("REQUESTS holds no URL");
+    }
+    // The runner's certificates name hosts the client cannot check; every interop client
+    // skips verification.
+    let mut crypto = if case == Case::ChaCha20 {
+        let mut provider = rustls::crypto::ring::default_provider();
+        provider
+            .cipher_suites
+            .retain(|s| s.suite() == rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256);
+        ClientCryptoConfig::insecure_with(Arc::new(provider), &[ALPN_HQ])
+    } else {
+        ClientCryptoConfig::insecure(&[ALPN_HQ])
+    };
+    if keylog {
+        crypto = crypto.with_keylog();
+    }
+    let mut config = ClientConfig::new(crypto);
+    config.transport = Arc::new(args.transport.transport());
+    let options = FetchOptions {
+        output: Some(env_path("DOWNLOADS", "/downloads")),
+        timeout: args.timeout,
+        key_update: case == Case::KeyUpdate,
+        ..FetchOptions::default()
+    };
+    // Which requests go over which connection, in order.
+    let groups: Vec<Vec<_>> = match case {
+        Case::MultiConnect => urls.into_iter().map(|u| vec![u]).collect(),
+        Case::Resumption => {
+            let mut rest = urls;
+            let first = rest.remove(0);
+            [vec![first], rest]
+                .into_iter()
+                .filter(|g| !g.is_empty())
+                .collect()
+        }
+        _ => vec![urls],
+    };
+    let rt = runtime()?;
+    let mut failed = false;
+    for (i, group) in groups.into_iter().enumerate() {
+        // The same TLS configuration (and so session cache) and the server's latest token
+        // serve every connection: the second one of `resumption` resumes.
+        let outcome = rt.block_on(fetch(group, config.clone(), &options))?;
+        outcome.print();
+        if case == Case::Resumption && i > 0 && !outcome.resumed {
+            eprintln!("qfec interop: the second connection did not resume the TLS session");
+            failed = true;
+        }
+        config.token = outcome.token.clone().or(config.token);
+        failed |= outcome.failed > 0;
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
