@@ -298,6 +298,7 @@ pub struct HqClient {
     describe: Describe,
     /// Update keys once, as soon as the handshake allows.
     key_update: bool,
+    keys_updated: bool,
     resumed: bool,
     token: Option<Vec<u8>>,
 }
@@ -344,6 +345,7 @@ impl HqClient {
             fec: None,
             describe: Describe::default(),
             key_update: false,
+            keys_updated: false,
             resumed: false,
             token: None,
         }
@@ -421,6 +423,9 @@ impl HqClient {
                 f.peer_recovered
             ));
         }
+        if self.keys_updated {
+            lines.push("1-RTT keys updated once, by us".to_string());
+        }
         Ok(Outcome {
             lines,
             failed,
@@ -497,6 +502,7 @@ impl Application for HqClient {
         }
         if self.key_update && conn.handshake_confirmed() && conn.force_key_update() {
             self.key_update = false;
+            self.keys_updated = true;
         }
         if conn.is_established() {
             for d in self.downloads.iter_mut().filter(|d| d.stream.is_none()) {

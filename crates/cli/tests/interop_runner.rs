@@ -1,0 +1,688 @@
+//! `qfec interop` against quinn over loopback, case by case, in both roles: what the QUIC
+//! interop runner checks, reproduced with a relay that drops and observes datagrams.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{QFEC, file_bytes, temp_dir};
+
+const ALPN: &[u8] = b"hq-interop";
+
+// ---------------------------------------------------------------- relay
+
+/// What the relay decides for each datagram.
+type Policy = Box<dyn FnMut(&Seen) -> bool + Send>;
+
+/// A datagram crossing the relay.
+struct Seen<'a> {
+    to_server: bool,
+    /// Datagrams this direction carried so far, this one included.
+    index: u64,
+    data: &'a [u8],
+    since_start: Duration,
+}
+
+/// A UDP relay between clients and one server; `policy` returns true to drop.
+struct Relay {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    /// Bytes of long-header datagrams from the server (handshakes), and all from clients.
+    server_long_bytes: Arc<AtomicU64>,
+    retries: Arc<AtomicU64>,
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Relay {
+    fn start(server: SocketAddr, mut policy: Policy) -> Relay {
+        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+        front
+            .set_read_timeout(Some(Duration::from_millis(5)))
+            .unwrap();
+        let addr = front.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let server_long_bytes = Arc::new(AtomicU64::new(0));
+        let retries = Arc::new(AtomicU64::new(0));
+        let (stop2, long2, retries2) = (stop.clone(), server_long_bytes.clone(), retries.clone());
+        std::thread::spawn(move || {
+            // One upstream socket per client address, so the server sees distinct clients.
+            let mut upstream: HashMap<SocketAddr, UdpSocket> = HashMap::new();
+            let mut counts = [0u64; 2];
+            let start = Instant::now();
+            let mut buf = vec![0u8; 65536];
+            while !stop2.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = front.recv_from(&mut buf) {
+                    counts[0] += 1;
+                    let seen = Seen {
+                        to_server: true,
+                        index: counts[0],
+                        data: &buf[..n],
+                        since_start: start.elapsed(),
+                    };
+                    if !policy(&seen) {
+                        let up = upstream.entry(from).or_insert_with(|| {
+                            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+                            s.set_nonblocking(true).unwrap();
+                            s
+                        });
+                        let _ = up.send_to(&buf[..n], server);
+                    }
+                }
+                for (client, up) in &upstream {
+                    while let Ok((n, _)) = up.recv_from(&mut buf) {
+                        counts[1] += 1;
+                        let first = buf[0];
+                        if first & 0x80 != 0 {
+                            long2.fetch_add(n as u64, Ordering::Relaxed);
+                        }
+                        if first & 0xf0 == 0xf0 {
+                            retries2.fetch_add(1, Ordering::Relaxed);
+                        }
+                        let seen = Seen {
+                            to_server: false,
+                            index: counts[1],
+                            data: &buf[..n],
+                            since_start: start.elapsed(),
+                        };
+                        if !policy(&seen) {
+                            let _ = front.send_to(&buf[..n], client);
+                        }
+                    }
+                }
+            }
+        });
+        Relay {
+            addr,
+            stop,
+            server_long_bytes,
+            retries,
+        }
+    }
+
+    fn passthrough(server: SocketAddr) -> Relay {
+        Self::start(server, Box::new(|_| false))
+    }
+}
+
+/// Drops each datagram with probability `p` (deterministic per index).
+fn drop_rate(p: f64) -> Policy {
+    Box::new(move |s: &Seen| {
+        let x = (s.index ^ if s.to_server { 0x9e37 } else { 0x7f4a })
+            .wrapping_mul(0x2545_f491_4f6c_dd1d);
+        ((x >> 11) as f64 / (1u64 << 53) as f64) < p
+    })
+}
+
+// ---------------------------------------------------------------- files and certificates
+
+struct Site {
+    www: PathBuf,
+    certs: PathBuf,
+    files: Vec<(String, Vec<u8>)>,
+}
+
+/// `sizes` files under a fresh www directory, and a certificate chain for "localhost"
+/// (`sans` extra names make it as large as a long chain).
+fn site(name: &str, sizes: &[usize], sans: usize) -> Site {
+    let dir = temp_dir(name);
+    let www = dir.join("www");
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::create_dir_all(&certs).unwrap();
+    let files = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let name = format!("f{i}.bin");
+            let data = file_bytes(n, i as u8);
+            std::fs::write(www.join(&name), &data).unwrap();
+            (name, data)
+        })
+        .collect();
+    let mut names = vec!["localhost".to_string()];
+    names.extend((0..sans).map(|i| format!("host-{i}.interop.example")));
+    let ck = rcgen::generate_simple_self_signed(names).unwrap();
+    std::fs::write(certs.join("cert.pem"), ck.cert.pem()).unwrap();
+    std::fs::write(certs.join("priv.key"), ck.key_pair.serialize_pem()).unwrap();
+    Site { www, certs, files }
+}
+
+fn check_downloads(site: &Site, downloads: &Path) {
+    for (name, data) in &site.files {
+        let got = std::fs::read(downloads.join(name))
+            .unwrap_or_else(|_| panic!("{name} was not downloaded"));
+        assert!(got == *data, "{name} differs");
+    }
+}
+
+// ---------------------------------------------------------------- qfec as the interop endpoint
+
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn qfec_server(testcase: &str, site: &Site) -> Server {
+    let mut child = Command::new(QFEC)
+        .args(["interop", "--listen", "127.0.0.1:0"])
+        .env("ROLE", "server")
+        .env("TESTCASE", testcase)
+        .env("WWW", &site.www)
+        .env("CERTS", &site.certs)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("qfec interop server exited").unwrap();
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr }
+}
+
+fn qfec_client(testcase: &str, site: &Site, server: SocketAddr) -> (std::process::Output, PathBuf) {
+    let downloads = site.www.parent().unwrap().join("downloads");
+    let _ = std::fs::remove_dir_all(&downloads);
+    let requests: Vec<String> = site
+        .files
+        .iter()
+        .map(|(n, _)| format!("https://{server}/{n}"))
+        .collect();
+    let out = Command::new(QFEC)
+        .args(["interop", "--timeout", "60"])
+        .env("ROLE", "client")
+        .env("TESTCASE", testcase)
+        .env("REQUESTS", requests.join(" "))
+        .env("DOWNLOADS", &downloads)
+        .output()
+        .unwrap();
+    (out, downloads)
+}
+
+// ---------------------------------------------------------------- quinn as the peer
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn provider(chacha_only: bool) -> Arc<rustls::crypto::CryptoProvider> {
+    let mut p = rustls::crypto::ring::default_provider();
+    if chacha_only {
+        p.cipher_suites
+            .retain(|s| s.suite() == rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256);
+    }
+    Arc::new(p)
+}
+
+fn initial_suite() -> rustls::quic::Suite {
+    rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .unwrap()
+        .quic_suite()
+        .unwrap()
+}
+
+fn quinn_client_config(chacha_only: bool) -> quinn::ClientConfig {
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider(chacha_only))
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(qfec_proto::crypto::SkipServerVerification))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    // Initial packets are always protected with AES-128-GCM, whatever the TLS suites.
+    let crypto =
+        quinn::crypto::rustls::QuicClientConfig::with_initial(Arc::new(tls), initial_suite())
+            .unwrap();
+    quinn::ClientConfig::new(Arc::new(crypto))
+}
+
+/// quinn fetches `names` from `server` over one connection; returns the bodies.
+async fn quinn_fetch(
+    endpoint: &quinn::Endpoint,
+    server: SocketAddr,
+    names: &[String],
+    key_update: bool,
+) -> Vec<Vec<u8>> {
+    let conn = endpoint
+        .connect(server, "localhost")
+        .unwrap()
+        .await
+        .unwrap();
+    let mut bodies = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        // Once the first response arrived the handshake is confirmed: keys may change.
+        if key_update && i == 1 {
+            conn.force_key_update();
+        }
+        let (mut send, mut recv) = conn.open_bi().await.unwrap();
+        send.write_all(format!("GET /{name}\r\n").as_bytes())
+            .await
+            .unwrap();
+        send.finish().unwrap();
+        bodies.push(recv.read_to_end(64 << 20).await.unwrap());
+    }
+    conn.close(0u32.into(), b"done");
+    bodies
+}
+
+/// A quinn hq-interop server on `site`, with Retry when `retry`.
+fn quinn_server(
+    site: &Site,
+    retry: bool,
+    chacha_only: bool,
+) -> (SocketAddr, tokio::runtime::Runtime) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let chain = qfec_tls_certs(&site.certs);
+    let www = site.www.clone();
+    let addr = rt.block_on(async move {
+        let (certs, key) = chain;
+        let mut tls = rustls::ServerConfig::builder_with_provider(provider(chacha_only))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        tls.alpn_protocols = vec![ALPN.to_vec()];
+        tls.max_early_data_size = u32::MAX;
+        let crypto =
+            quinn::crypto::rustls::QuicServerConfig::with_initial(Arc::new(tls), initial_suite())
+                .unwrap();
+        let server = quinn::Endpoint::server(
+            quinn::ServerConfig::with_crypto(Arc::new(crypto)),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .unwrap();
+        let addr = server.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Some(inc) = server.accept().await {
+                if retry && !inc.remote_address_validated() {
+                    let _ = inc.retry();
+                    continue;
+                }
+                let www = www.clone();
+                tokio::spawn(async move {
+                    let Ok(conn) = inc.await else { return };
+                    while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                        let www = www.clone();
+                        tokio::spawn(async move {
+                            let req = recv.read_to_end(8192).await.unwrap_or_default();
+                            let req = String::from_utf8_lossy(&req);
+                            let path = req.trim().trim_start_matches("GET /").to_string();
+                            match std::fs::read(www.join(path)) {
+                                Ok(data) => {
+                                    let _ = send.write_all(&data).await;
+                                    let _ = send.finish();
+                                    let _ = send.stopped().await;
+                                }
+                                Err(_) => {
+                                    let _ = send.reset(0x404u32.into());
+                                }
+                            }
+                        });
+                    }
+                });
+            }
+        });
+        addr
+    });
+    (addr, rt)
+}
+
+fn qfec_tls_certs(
+    dir: &Path,
+) -> (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    use rustls::pki_types::pem::PemObject;
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(dir.join("cert.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(dir.join("priv.key")).unwrap();
+    (certs, key)
+}
+
+fn names(site: &Site) -> Vec<String> {
+    site.files.iter().map(|(n, _)| n.clone()).collect()
+}
+
+fn assert_bodies(site: &Site, bodies: &[Vec<u8>]) {
+    assert_eq!(bodies.len(), site.files.len());
+    for ((name, data), got) in site.files.iter().zip(bodies) {
+        assert!(
+            got == data,
+            "{name}: {} bytes, expected {}",
+            got.len(),
+            data.len()
+        );
+    }
+}
+
+/// quinn client, qfec interop server, through `relay_policy`.
+fn quinn_against_qfec(
+    testcase: &str,
+    site: &Site,
+    policy: Policy,
+    connections: &[std::ops::Range<usize>],
+    key_update: bool,
+    chacha_only: bool,
+) -> Relay {
+    let server = qfec_server(testcase, site);
+    let relay = Relay::start(server.addr, policy);
+    let rt = runtime();
+    let all = names(site);
+    let bodies: Vec<Vec<u8>> = rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quinn_client_config(chacha_only));
+        let mut bodies = Vec::new();
+        for r in connections {
+            let got = tokio::time::timeout(
+                Duration::from_secs(60),
+                quinn_fetch(&endpoint, relay.addr, &all[r.clone()], key_update),
+            )
+            .await
+            .expect("quinn client timed out");
+            bodies.extend(got);
+        }
+        endpoint.wait_idle().await;
+        bodies
+    });
+    assert_bodies(site, &bodies);
+    drop(server);
+    relay
+}
+
+// ---------------------------------------------------------------- the cases
+
+#[test]
+fn unsupported_cases_exit_127() {
+    for role in ["client", "server"] {
+        for case in [
+            "http3",
+            "v2",
+            "ecn",
+            "connectionmigration",
+            "zerortt",
+            "nonsense",
+        ] {
+            let o = Command::new(QFEC)
+                .arg("interop")
+                .env("ROLE", role)
+                .env("TESTCASE", case)
+                .env("REQUESTS", "https://127.0.0.1:1/x")
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(127), "{role} {case}");
+        }
+    }
+}
+
+#[test]
+fn handshake_transfer_and_multiplexing_with_quinn_both_ways() {
+    // handshake: one small file; transfer: 2, 3 and 5 MB; multiplexing ("transfer" for the
+    // endpoints): many small files on one connection, beyond the server's stream limit.
+    for (case, sizes) in [
+        ("handshake", vec![1024]),
+        ("transfer", vec![2 << 20, 3 << 20, 5 << 20]),
+        ("transfer", vec![32; 300]),
+    ] {
+        let site = site(&format!("hs-{case}-{}", sizes.len()), &sizes, 0);
+        let n = site.files.len();
+        let relay = quinn_against_qfec(case, &site, Box::new(|_| false), &[0..n], false, false);
+        assert_eq!(
+            relay.retries.load(Ordering::Relaxed),
+            0,
+            "no Retry in {case}"
+        );
+
+        let (addr, _rt) = quinn_server(&site, false, false);
+        let (out, downloads) = qfec_client(case, &site, addr);
+        assert!(
+            out.status.success(),
+            "{case}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        check_downloads(&site, &downloads);
+    }
+}
+
+#[test]
+fn retry_with_quinn_both_ways() {
+    let site = site("retry", &[10 * 1024], 0);
+    let relay = quinn_against_qfec("retry", &site, Box::new(|_| false), &[0..1], false, false);
+    assert_eq!(
+        relay.retries.load(Ordering::Relaxed),
+        1,
+        "qfec server sends a Retry"
+    );
+
+    let (addr, _rt) = quinn_server(&site, true, false);
+    let relay = Relay::passthrough(addr);
+    let (out, downloads) = qfec_client("retry", &site, relay.addr);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+    assert_eq!(
+        relay.retries.load(Ordering::Relaxed),
+        1,
+        "quinn server sent a Retry"
+    );
+}
+
+#[test]
+fn resumption_with_quinn_both_ways() {
+    // A large certificate shows whether the second handshake carried it.
+    let site = site("resumption", &[5 * 1024, 10 * 1024], 150);
+    let server = qfec_server("resumption", &site);
+    let relay = Relay::passthrough(server.addr);
+    let rt = runtime();
+    let all = names(&site);
+    let (first_bytes, second_bytes) = rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quinn_client_config(false));
+        let a = quinn_fetch(&endpoint, relay.addr, &all[..1], false).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let first_bytes = relay.server_long_bytes.load(Ordering::Relaxed);
+        let b = quinn_fetch(&endpoint, relay.addr, &all[1..], false).await;
+        assert_bodies(&site, &[a, b].concat());
+        endpoint.wait_idle().await;
+        (
+            first_bytes,
+            relay.server_long_bytes.load(Ordering::Relaxed) - first_bytes,
+        )
+    });
+    assert!(
+        first_bytes > 4000,
+        "the first handshake carries the certificate"
+    );
+    assert!(
+        second_bytes * 2 < first_bytes,
+        "resumed handshake sent {second_bytes} bytes, the full one {first_bytes}"
+    );
+    drop(server);
+
+    let (addr, _rt) = quinn_server(&site, false, false);
+    let (out, downloads) = qfec_client("resumption", &site, addr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+    assert_eq!(stdout.matches("(resumed)").count(), 1, "{stdout}");
+}
+
+#[test]
+fn keyupdate_and_chacha20_with_quinn_both_ways() {
+    let site = site("keyupdate", &[1 << 20, 3 << 20], 0);
+    // The runner's server sees "transfer"; quinn's client updates keys and must finish.
+    quinn_against_qfec("transfer", &site, Box::new(|_| false), &[0..2], true, false);
+    let (addr, _rt) = quinn_server(&site, false, false);
+    let (out, downloads) = qfec_client("keyupdate", &site, addr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+    assert!(stdout.contains("1-RTT keys updated"), "{stdout}");
+
+    let site = site_named("chacha20", &[3 << 20]);
+    quinn_against_qfec("chacha20", &site, Box::new(|_| false), &[0..1], false, true);
+    // A quinn server that speaks only ChaCha20 accepts qfec's chacha20 client.
+    let (addr, _rt) = quinn_server(&site, false, true);
+    let (out, downloads) = qfec_client("chacha20", &site, addr);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+}
+
+fn site_named(name: &str, sizes: &[usize]) -> Site {
+    site(name, sizes, 0)
+}
+
+#[test]
+fn handshakeloss_and_transferloss_with_quinn_both_ways() {
+    // handshakeloss: 30 % loss each way, a connection per file ("multiconnect").
+    let site = site("hsloss", &[1024; 6], 0);
+    let per_file: Vec<_> = (0..site.files.len()).map(|i| i..i + 1).collect();
+    quinn_against_qfec(
+        "multiconnect",
+        &site,
+        drop_rate(0.3),
+        &per_file,
+        false,
+        false,
+    );
+    let (addr, _rt) = quinn_server(&site, false, false);
+    let relay = Relay::start(addr, drop_rate(0.3));
+    let (out, downloads) = qfec_client("multiconnect", &site, relay.addr);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+
+    // transferloss: 2 % loss each way during transfers.
+    let site = site_named("xferloss", &[2 << 20, 1 << 20]);
+    quinn_against_qfec("transfer", &site, drop_rate(0.02), &[0..2], false, false);
+    let relay = Relay::start(addr_of(&site, false), drop_rate(0.02));
+    let (out, downloads) = qfec_client("transfer", &site, relay.addr);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+}
+
+/// A quinn server for `site`, kept alive for the rest of the test.
+fn addr_of(site: &Site, retry: bool) -> SocketAddr {
+    let (addr, rt) = quinn_server(site, retry, false);
+    std::mem::forget(rt);
+    addr
+}
+
+#[test]
+fn blackhole_with_quinn_both_ways() {
+    // Everything is dropped for 2 s once the transfer is under way.
+    let blackhole = || -> Policy {
+        let started = Arc::new(Mutex::new(None::<Duration>));
+        Box::new(move |s: &Seen| {
+            let mut st = started.lock().unwrap();
+            if st.is_none() && !s.to_server && s.index == 300 {
+                *st = Some(s.since_start);
+            }
+            st.is_some_and(|t| s.since_start >= t && s.since_start < t + Duration::from_secs(2))
+        })
+    };
+    let site = site("blackhole", &[10 << 20], 0);
+    quinn_against_qfec("transfer", &site, blackhole(), &[0..1], false, false);
+    let relay = Relay::start(addr_of(&site, false), blackhole());
+    let (out, downloads) = qfec_client("transfer", &site, relay.addr);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+}
+
+#[test]
+fn amplificationlimit_qfec_server_sends_at_most_three_times_what_it_received() {
+    // A certificate as large as the runner's 9-certificate chain; the client's datagrams 2 to
+    // 7 are lost, so the server must wait for the client before sending it all.
+    let site = site("amplification", &[5 * 1024], 250);
+    let ledger = Arc::new(Mutex::new((0u64, 0u64, false)));
+    let l = ledger.clone();
+    let policy: Policy = Box::new(move |s: &Seen| {
+        let mut g = l.lock().unwrap();
+        let drop = s.to_server && (2..=7).contains(&s.index);
+        if s.to_server {
+            // A Handshake packet from the client validates its address.
+            if s.data[0] & 0xb0 == 0xa0 {
+                g.2 = true;
+            }
+            if !drop {
+                g.0 += s.data.len() as u64;
+            }
+        } else if !g.2 {
+            g.1 += s.data.len() as u64;
+            assert!(
+                g.1 <= 3 * g.0,
+                "server sent {} bytes after receiving {}: over the 3x limit",
+                g.1,
+                g.0
+            );
+        }
+        drop
+    });
+    quinn_against_qfec("transfer", &site, policy, &[0..1], false, false);
+    let g = ledger.lock().unwrap();
+    assert!(g.2, "the client's address was validated");
+    assert!(
+        g.1 > 2 * 1200,
+        "the server was limited, not idle: sent {}",
+        g.1
+    );
+}
