@@ -59,6 +59,10 @@ impl Connection {
             ));
         }
         self.tls.read_handshake(&buf)?;
+        if self.side.is_server() && space == SpaceId::Initial && self.zero_rtt.is_none() {
+            // Present once the ClientHello offered early data and TLS accepted it.
+            self.zero_rtt = self.tls.zero_rtt_keys();
+        }
         // The client's parameters come in the ClientHello (Initial); the server's in
         // EncryptedExtensions (Handshake). Before that, a resuming rustls client reports the
         // parameters remembered from the previous session, which must not be used.
@@ -137,6 +141,7 @@ impl Connection {
         }
         self.handshake_complete = true;
         self.state = State::Established;
+        self.end_zero_rtt(now);
         if self.side.is_server() {
             // RFC 9001 §4.1.2: the server's handshake is confirmed when it completes.
             self.handshake_done_pending = true;
@@ -148,6 +153,46 @@ impl Connection {
             self.events.push_back(Event::Connected);
         }
         Ok(())
+    }
+
+    /// Client: prepares 0-RTT right after the ClientHello when resuming a session that
+    /// allows it: the keys, and the limits remembered from that session (RFC 9000 §7.4.1).
+    pub(super) fn start_zero_rtt(&mut self) {
+        let Some(keys) = self.tls.zero_rtt_keys() else {
+            return;
+        };
+        let remembered = self
+            .tls
+            .peer_transport_parameters()
+            .and_then(|raw| TransportParameters::decode(raw, Side::Server).ok());
+        let Some(params) = remembered else {
+            return;
+        };
+        self.streams.set_peer_params(&params);
+        self.zero_rtt = Some(keys);
+    }
+
+    /// At handshake completion 0-RTT ends. A client whose early data the server rejected
+    /// sends it again in 1-RTT (RFC 9001 §4.6.2); neither its loss nor its bytes count
+    /// against congestion control.
+    fn end_zero_rtt(&mut self, now: Instant) {
+        if self.zero_rtt.take().is_none() || self.side.is_server() {
+            return;
+        }
+        let accepted = self.tls.early_data_accepted();
+        self.zero_rtt_accepted = Some(accepted);
+        if accepted {
+            return;
+        }
+        let mut frames = Vec::new();
+        let sp = &mut self.spaces[SpaceId::Data.idx()];
+        for pn in 0..self.zero_rtt_sent_until {
+            if let Some(p) = sp.sent.remove(pn) {
+                frames.extend(p.info.frames);
+            }
+        }
+        self.requeue_frames(SpaceId::Data, &frames);
+        self.set_loss_timer(now);
     }
 
     pub(super) fn on_handshake_confirmed(&mut self, now: Instant) {

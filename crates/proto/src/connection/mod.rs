@@ -247,6 +247,13 @@ pub struct Connection {
     new_token_pending: bool,
     /// Client: the latest NEW_TOKEN from the server, for a later connection to it.
     received_token: Option<Vec<u8>>,
+    /// 0-RTT keys: a client's for sending until the handshake completes, a server's for
+    /// reading the client's early packets until then.
+    zero_rtt: Option<crate::crypto::DirectionalKeys>,
+    /// Client: packet numbers below this went out in 0-RTT packets.
+    zero_rtt_sent_until: u64,
+    /// Client: whether the server accepted the early data it was offered.
+    zero_rtt_accepted: Option<bool>,
     path_responses: VecDeque<[u8; 8]>,
     /// Path validation of a new peer address: (challenge, deadline).
     path_challenge: Option<([u8; 8], Instant)>,
@@ -352,6 +359,9 @@ impl Connection {
             issued_token: None,
             new_token_pending: false,
             received_token: None,
+            zero_rtt: None,
+            zero_rtt_sent_until: 0,
+            zero_rtt_accepted: None,
             path_responses: VecDeque::new(),
             path_challenge: None,
             path_challenge_pending: false,
@@ -379,6 +389,7 @@ impl Connection {
         }
         if conn.side.is_client() {
             conn.drive_tls_output();
+            conn.start_zero_rtt();
         }
         conn
     }
@@ -505,6 +516,19 @@ impl Connection {
             return Err(WriteError::ClosedStream);
         }
         self.streams.write_chunk(id, data)
+    }
+
+    /// Client: streams may be opened and written now, before the handshake completes; what
+    /// is written goes out in 0-RTT packets. Replayable by an attacker: idempotent requests
+    /// only.
+    pub fn can_send_early_data(&self) -> bool {
+        self.side.is_client() && self.zero_rtt.is_some() && !self.handshake_complete
+    }
+
+    /// Client: whether the server accepted our 0-RTT data, once the handshake completed
+    /// (`None` if none was offered). Rejected data was sent again in 1-RTT packets.
+    pub fn early_data_accepted(&self) -> Option<bool> {
+        self.zero_rtt_accepted
     }
 
     /// Client: the latest token the server offered with NEW_TOKEN. Give it as

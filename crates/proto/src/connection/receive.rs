@@ -76,8 +76,15 @@ impl Connection {
         match packet.first() {
             Some(b) if b & 0x80 == 0 => self.one_rtt_readable(),
             Some(b) if (b >> 4) & 0x03 == 2 => self.spaces[SpaceId::Handshake.idx()].keys.is_some(),
+            // 0-RTT: readable with the keys, or never (then replaying drops it).
+            Some(b) if (b >> 4) & 0x03 == 1 => !self.zero_rtt_may_come(),
             _ => true,
         }
+    }
+
+    /// A server that has not read the ClientHello yet may still get 0-RTT keys.
+    fn zero_rtt_may_come(&self) -> bool {
+        self.side.is_server() && self.zero_rtt.is_none() && !self.handshake_complete
     }
 
     /// Handles the packet at the start of `rest` and removes it from there. `maybe_reset`:
@@ -139,7 +146,14 @@ impl Connection {
                 let (space, kind) = match ty {
                     LongType::Initial => (SpaceId::Initial, PacketKind::Initial),
                     LongType::Handshake => (SpaceId::Handshake, PacketKind::Handshake),
-                    // No 0-RTT: such packets are dropped (RFC 9000 §17.2.3 allows it).
+                    // 0-RTT shares the application data space; only servers read it, and
+                    // only while they hold the keys (without, it is dropped, §17.2.3).
+                    LongType::ZeroRtt
+                        if self.side.is_server()
+                            && (self.zero_rtt.is_some() || self.zero_rtt_may_come()) =>
+                    {
+                        (SpaceId::Data, PacketKind::ZeroRtt)
+                    }
                     _ => return packet_len,
                 };
                 if space == SpaceId::Initial && self.side == Side::Client && !token.is_empty() {
@@ -168,7 +182,9 @@ impl Connection {
         if sp.discarded {
             return packet_len;
         }
+        let zero_rtt = kind == PacketKind::ZeroRtt;
         let have_keys = match space {
+            SpaceId::Data if zero_rtt => self.zero_rtt.is_some(),
             // A server holds 1-RTT packets until the client's Finished authenticated it
             // (RFC 9001 §5.7), although rustls gives it the keys earlier.
             SpaceId::Data => self.one_rtt_readable(),
@@ -187,7 +203,7 @@ impl Connection {
             return packet_len;
         }
         let packet = rest.split_to(packet_len);
-        let Some((pn, payload)) = self.decrypt(now, space, packet, pn_offset) else {
+        let Some((pn, payload)) = self.decrypt(now, space, zero_rtt, packet, pn_offset) else {
             if space == SpaceId::Data && maybe_reset {
                 self.on_stateless_reset();
             } else {
@@ -237,7 +253,7 @@ impl Connection {
             // RFC 9000 §9.3: the peer moved if its newest packet, carrying more than probing
             // frames, comes from another address.
             Ok(non_probing) => {
-                if space == SpaceId::Data
+                if kind == PacketKind::OneRtt
                     && remote != self.remote
                     && self.side.is_server()
                     && newest
@@ -259,6 +275,7 @@ impl Connection {
         &mut self,
         now: Instant,
         space: SpaceId,
+        zero_rtt: bool,
         mut pkt: BytesMut,
         pn_offset: usize,
     ) -> Option<(u64, Result<Bytes, TransportError>)> {
@@ -271,6 +288,7 @@ impl Connection {
             let (first, rest) = pkt.split_at_mut(1);
             let pn_bytes = &mut rest[pn_offset - 1..pn_offset - 1 + 4];
             let hp = match space {
+                SpaceId::Data if zero_rtt => &self.zero_rtt.as_ref()?.header,
                 SpaceId::Data => &self.one_rtt.as_ref()?.remote_header,
                 _ => &self.spaces[space.idx()].keys.as_ref()?.remote.header,
             };
@@ -290,6 +308,13 @@ impl Connection {
         }
         let (header, body) = pkt.split_at_mut(header_len);
         let (plain_len, key_used) = match space {
+            SpaceId::Data if zero_rtt => {
+                let key = &self.zero_rtt.as_ref()?.packet;
+                (
+                    key.decrypt_in_place(pn, header, body).ok()?.len(),
+                    KeyUsed::Current,
+                )
+            }
             SpaceId::Data => {
                 let phase = first & 0x04 != 0;
                 let keys = self.one_rtt.as_mut()?;
@@ -342,6 +367,7 @@ impl Connection {
             ));
         }
         if space == SpaceId::Data
+            && !zero_rtt
             && let Err(e) = self.on_key_phase(now, pn, key_used)
         {
             return Some((pn, Err(e)));

@@ -187,10 +187,16 @@ impl Connection {
         }
         match space {
             SpaceId::Data => {
-                self.one_rtt.is_some() && (self.handshake_complete || self.side.is_server())
+                (self.one_rtt.is_some() && (self.handshake_complete || self.side.is_server()))
+                    || self.sending_zero_rtt()
             }
             _ => sp.keys.is_some(),
         }
+    }
+
+    /// A client sends application data in 0-RTT packets until its 1-RTT keys exist.
+    fn sending_zero_rtt(&self) -> bool {
+        self.side.is_client() && self.zero_rtt.is_some() && self.one_rtt.is_none()
     }
 
     /// Whether `space` has anything worth a packet now.
@@ -208,8 +214,13 @@ impl Connection {
         if sp.crypto_send.has_pending() {
             return true;
         }
-        if space != SpaceId::Data || !self.handshake_complete {
+        if space != SpaceId::Data {
             return false;
+        }
+        if !self.handshake_complete {
+            // Before it, only early data: streams and datagrams in 0-RTT packets.
+            return self.sending_zero_rtt()
+                && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
         self.handshake_done_pending
             || self.new_token_pending
@@ -417,6 +428,9 @@ impl Connection {
                     e.on_packet_sent(cx, &sent);
                 }
             });
+        }
+        if space == SpaceId::Data && self.sending_zero_rtt() {
+            self.zero_rtt_sent_until = pn + 1;
         }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
         let size = buf.len() - packet_start;
@@ -632,6 +646,20 @@ impl Connection {
         let pn = sp.next_pn;
         let pn_len = packet::pn_len_for(pn, sp.sent.largest_acked());
         let dcid = self.remote_cids.active.1;
+        if space == SpaceId::Data && self.sending_zero_rtt() {
+            let scid = self.local_cid();
+            let o = packet::write_long_header(
+                buf,
+                LongType::ZeroRtt,
+                packet::VERSION_1,
+                &dcid,
+                &scid,
+                &[],
+                pn,
+                pn_len,
+            );
+            return (pn, pn_len, o.pn_offset, Some(o));
+        }
         if space == SpaceId::Data {
             let phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase);
             let off = packet::write_short_header(buf, &dcid, false, phase, pn, pn_len);
@@ -670,7 +698,12 @@ impl Connection {
         }
         let pn = self.spaces[space.idx()].next_pn;
         let (header, payload) = buf[packet_start..].split_at_mut(payload_start - packet_start);
+        let zero_rtt = space == SpaceId::Data && self.sending_zero_rtt();
         let tag = match space {
+            SpaceId::Data if zero_rtt => {
+                let k = self.zero_rtt.as_ref().expect("0-RTT keys");
+                k.packet.encrypt_in_place(pn, header, payload)
+            }
             SpaceId::Data => {
                 let k = self.one_rtt.as_ref().expect("1-RTT keys");
                 k.local.encrypt_in_place(pn, header, payload)
@@ -689,6 +722,7 @@ impl Connection {
         let rel = pn_offset - packet_start - 1;
         let pn_bytes = &mut rest[rel..rel + pn_len];
         let hp = match space {
+            SpaceId::Data if zero_rtt => &self.zero_rtt.as_ref().expect("0-RTT keys").header,
             SpaceId::Data => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
             _ => {
                 &self.spaces[space.idx()]

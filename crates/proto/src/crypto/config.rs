@@ -97,6 +97,16 @@ impl ClientCryptoConfig {
         self
     }
 
+    /// Offers 0-RTT when resuming a session whose server allows it (RFC 9001 §4.6): the
+    /// application may then send before the handshake completes. Such data can be replayed
+    /// by an attacker, so only idempotent requests belong in it.
+    pub fn with_early_data(mut self) -> Self {
+        let mut cfg = (*self.inner).clone();
+        cfg.enable_early_data = true;
+        self.inner = Arc::new(cfg);
+        self
+    }
+
     pub fn from_rustls(cfg: Arc<rustls::ClientConfig>) -> Self {
         ClientCryptoConfig { inner: cfg }
     }
@@ -133,7 +143,7 @@ impl ServerCryptoConfig {
             .map_err(|e| format!("certificate and key do not fit: {e}"))?;
         cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         cfg.max_early_data_size = 0;
-        // Session tickets let clients resume (no 0-RTT yet).
+        // Session tickets let clients resume (0-RTT only with `with_early_data`).
         if !tickets {
             cfg.send_tls13_tickets = 0;
         } else if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
@@ -152,8 +162,48 @@ impl ServerCryptoConfig {
         self
     }
 
+    /// Accepts 0-RTT from clients resuming a session (RFC 9001 §4.6.1). Sessions are then
+    /// kept in this server's memory (up to `EARLY_DATA_SESSIONS`) and each ticket resumes
+    /// once, as RFC 8446 §8.1 asks: a replayed 0-RTT flight is refused by this process. Other
+    /// servers sharing no cache, or a restarted one, cannot tell a replay, so enable this
+    /// only for applications whose early requests are idempotent.
+    pub fn with_early_data(mut self) -> Self {
+        let mut cfg = (*self.inner).clone();
+        cfg.max_early_data_size = u32::MAX;
+        cfg.ticketer = Arc::new(SingleUseSessions);
+        cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(EARLY_DATA_SESSIONS);
+        self.inner = Arc::new(cfg);
+        self
+    }
+
     pub fn from_rustls(cfg: Arc<rustls::ServerConfig>) -> Self {
         ServerCryptoConfig { inner: cfg }
+    }
+}
+
+/// Sessions a 0-RTT server remembers (the oldest are forgotten first).
+const EARLY_DATA_SESSIONS: usize = 4096;
+
+/// No stateless tickets: rustls then issues ticket IDs for its session cache, each usable
+/// once, which 0-RTT requires.
+#[derive(Debug)]
+struct SingleUseSessions;
+
+impl rustls::server::ProducesTickets for SingleUseSessions {
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    fn lifetime(&self) -> u32 {
+        0
+    }
+
+    fn encrypt(&self, _plain: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn decrypt(&self, _cipher: &[u8]) -> Option<Vec<u8>> {
+        None
     }
 }
 

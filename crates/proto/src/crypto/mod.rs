@@ -176,6 +176,20 @@ impl TlsSession {
         self.inner.peer_certificates()
     }
 
+    /// 0-RTT keys: a client's once its ClientHello offers early data, a server's once it
+    /// accepted the client's offer.
+    pub fn zero_rtt_keys(&self) -> Option<DirectionalKeys> {
+        self.inner.zero_rtt_keys().map(Into::into)
+    }
+
+    /// Client: whether the server accepted our early data (known once the handshake ends).
+    pub fn early_data_accepted(&self) -> bool {
+        match &self.inner {
+            rq::Connection::Client(c) => c.is_early_data_accepted(),
+            rq::Connection::Server(_) => false,
+        }
+    }
+
     /// Whether a TLS session was resumed from a ticket.
     pub fn is_resumed(&self) -> bool {
         matches!(

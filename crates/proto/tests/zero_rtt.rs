@@ -1,0 +1,202 @@
+//! 0-RTT (RFC 9001 §4.6): a resuming client sends a request before the handshake completes;
+//! the server reads it early when it accepts, and the client sends it again in 1-RTT when
+//! the server rejects.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use qfec_proto::{
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, ServerConfig, TransportConfig,
+};
+use qfec_testkit::{ALPN, Datagram, LinkSpec, Pair, payload, server_crypto};
+
+/// Counts the client's 0-RTT packets (long header type 1, first in their datagram or not:
+/// the datagram's first byte tells only of the first packet, so scan coalesced packets).
+fn count_zero_rtt(pair: &mut Pair) -> Rc<Cell<u32>> {
+    let seen = Rc::new(Cell::new(0));
+    let s = seen.clone();
+    pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
+        if d.to_server {
+            let mut rest = d.data;
+            while let Ok(h) = qfec_proto::packet::parse_header(rest, 8) {
+                let len = match h {
+                    qfec_proto::packet::ParsedHeader::Long { ty, packet_len, .. } => {
+                        if ty == qfec_proto::packet::LongType::ZeroRtt {
+                            s.set(s.get() + 1);
+                        }
+                        packet_len
+                    }
+                    _ => break,
+                };
+                if len >= rest.len() {
+                    break;
+                }
+                rest = &rest[len..];
+            }
+        }
+        false
+    }));
+    seen
+}
+
+/// A pair whose client connected once already, so that it holds a session ticket. With
+/// `same_server` false the server then restarts (a fresh session cache): it cannot resume the
+/// session, and so rejects the early data.
+fn resumed_pair(seed: u64, same_server: bool) -> (Pair, ClientCryptoConfig, ServerConfig) {
+    let early = server_crypto().with_early_data();
+    let mut pair = Pair::with_server(
+        seed,
+        TransportConfig::default(),
+        LinkSpec {
+            delay: Duration::from_millis(20),
+            ..LinkSpec::default()
+        },
+        LinkSpec {
+            delay: Duration::from_millis(20),
+            ..LinkSpec::default()
+        },
+        |s| s.crypto = early.clone(),
+    );
+    let crypto = ClientCryptoConfig::insecure(&[ALPN]).with_early_data();
+    let first = connect(&mut pair, &crypto);
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        while p.server.accept().is_some() {}
+        p.client.connection(first).unwrap().handshake_confirmed()
+    }));
+    // The session ticket follows the handshake.
+    pair.run_until(Duration::from_millis(300), |_| false);
+    assert!(
+        !pair.client.connection(first).unwrap().can_send_early_data(),
+        "a first connection has nothing to resume"
+    );
+    let mut later = ServerConfig::new(if same_server {
+        early
+    } else {
+        server_crypto().with_early_data()
+    });
+    later.transport = Arc::new(TransportConfig::default());
+    pair.server.set_server_config(Some(Arc::new(later.clone())));
+    (pair, crypto, later)
+}
+
+fn connect(pair: &mut Pair, crypto: &ClientCryptoConfig) -> ConnectionHandle {
+    let cc = ClientConfig::new(crypto.clone());
+    pair.client
+        .connect(pair.now, cc, pair.server_addr, "localhost")
+        .unwrap()
+}
+
+/// Sends `request` on a new stream right after connecting; returns what the server read and
+/// whether it read it all before its handshake completed.
+fn early_request(
+    pair: &mut Pair,
+    crypto: &ClientCryptoConfig,
+    request: &[u8],
+) -> (ConnectionHandle, Vec<u8>, bool) {
+    let ch = connect(pair, crypto);
+    let c = pair.client.connection_mut(ch).unwrap();
+    assert!(c.can_send_early_data(), "a resuming client may send early");
+    let id = c
+        .open_stream(Dir::Uni)
+        .expect("stream limits remembered from the session");
+    assert_eq!(c.write(id, request), Ok(request.len()));
+    c.finish(id).unwrap();
+    let mut got = Vec::new();
+    let mut before_handshake = false;
+    let mut server = None;
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        while let Some(h) = p.server.accept() {
+            server = Some(h);
+        }
+        let now = p.now;
+        if let Some(h) = server {
+            let s = p.server.connection_mut(h).unwrap();
+            while let Some(sid) = s.accept_stream(Dir::Uni) {
+                assert_eq!(sid, id);
+            }
+            loop {
+                match s.read(now, id, usize::MAX) {
+                    Ok(Some(b)) => got.extend_from_slice(&b),
+                    Ok(None) => {
+                        before_handshake |= !s.is_established();
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        got.len() == request.len() && p.client.connection(ch).unwrap().handshake_confirmed()
+    }));
+    (ch, got, before_handshake)
+}
+
+#[test]
+fn accepted_early_data_is_read_before_the_handshake_completes() {
+    let (mut pair, crypto, _) = resumed_pair(51, true);
+    let zero_rtt = count_zero_rtt(&mut pair);
+    let request = payload(3000, 51);
+    let (ch, got, early) = early_request(&mut pair, &crypto, &request);
+    assert_eq!(got, request);
+    assert!(zero_rtt.get() >= 1, "the request went out in 0-RTT packets");
+    assert!(
+        early,
+        "the server read the request before its handshake completed"
+    );
+    let c = pair.client.connection(ch).unwrap();
+    assert!(c.is_resumed());
+    assert_eq!(c.early_data_accepted(), Some(true));
+    assert_eq!(c.stats().packets_retransmitted, 0, "nothing was sent twice");
+}
+
+#[test]
+fn a_replayed_zero_rtt_flight_is_not_accepted_twice() {
+    let (mut pair, crypto, _) = resumed_pair(53, true);
+    let first_flight = Rc::new(std::cell::RefCell::new(Vec::<Vec<u8>>::new()));
+    let rec = first_flight.clone();
+    pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
+        if d.to_server && d.index <= 2 {
+            rec.borrow_mut().push(d.data.to_vec());
+        }
+        false
+    }));
+    let request = payload(500, 53);
+    let (_, got, early) = early_request(&mut pair, &crypto, &request);
+    assert!(early && got == request);
+    // An attacker replays the client's first datagrams from another address.
+    let before = pair.server.connection_count();
+    let attacker: std::net::SocketAddr = "10.9.9.9:7777".parse().unwrap();
+    for d in first_flight.borrow().iter() {
+        pair.server.handle(pair.now, attacker, d);
+    }
+    let mut replayed_streams = 0;
+    while let Some(h) = pair.server.accept() {
+        let s = pair.server.connection_mut(h).unwrap();
+        while s.accept_stream(Dir::Uni).is_some() {
+            replayed_streams += 1;
+        }
+    }
+    assert!(pair.server.connection_count() <= before + 1);
+    assert_eq!(
+        replayed_streams, 0,
+        "the single-use ticket refused the replayed early data"
+    );
+}
+
+#[test]
+fn rejected_early_data_is_sent_again_in_one_rtt() {
+    let (mut pair, crypto, _) = resumed_pair(52, false);
+    let zero_rtt = count_zero_rtt(&mut pair);
+    let request = payload(3000, 52);
+    let (ch, got, early) = early_request(&mut pair, &crypto, &request);
+    assert!(zero_rtt.get() >= 1, "the client tried 0-RTT");
+    assert_eq!(got, request, "the request arrives whole in 1-RTT");
+    assert!(!early);
+    let c = pair.client.connection(ch).unwrap();
+    assert!(
+        !c.is_resumed(),
+        "the restarted server has no session to resume"
+    );
+    assert_eq!(c.early_data_accepted(), Some(false));
+}
