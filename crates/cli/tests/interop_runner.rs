@@ -255,6 +255,8 @@ fn quinn_client_config(chacha_only: bool) -> quinn::ClientConfig {
         .with_custom_certificate_verifier(Arc::new(qfec_proto::crypto::SkipServerVerification))
         .with_no_client_auth();
     tls.alpn_protocols = vec![ALPN.to_vec()];
+    // Used only where a test asks quinn for 0-RTT (`into_0rtt`).
+    tls.enable_early_data = true;
     // Initial packets are always protected with AES-128-GCM, whatever the TLS suites.
     let crypto =
         quinn::crypto::rustls::QuicClientConfig::with_initial(Arc::new(tls), initial_suite())
@@ -274,6 +276,17 @@ async fn quinn_fetch(
         .unwrap()
         .await
         .unwrap();
+    let bodies = quinn_requests(&conn, names, key_update).await;
+    conn.close(0u32.into(), b"done");
+    bodies
+}
+
+/// Requests `names` in order over `conn`, one stream each; returns the bodies.
+async fn quinn_requests(
+    conn: &quinn::Connection,
+    names: &[String],
+    key_update: bool,
+) -> Vec<Vec<u8>> {
     let mut bodies = Vec::new();
     for (i, name) in names.iter().enumerate() {
         // Once the first response arrived the handshake is confirmed: keys may change.
@@ -287,7 +300,6 @@ async fn quinn_fetch(
         send.finish().unwrap();
         bodies.push(recv.read_to_end(64 << 20).await.unwrap());
     }
-    conn.close(0u32.into(), b"done");
     bodies
 }
 
@@ -432,14 +444,7 @@ fn quinn_against_qfec(
 #[test]
 fn unsupported_cases_exit_127() {
     for role in ["client", "server"] {
-        for case in [
-            "http3",
-            "v2",
-            "ecn",
-            "connectionmigration",
-            "zerortt",
-            "nonsense",
-        ] {
+        for case in ["http3", "v2", "ecn", "connectionmigration", "nonsense"] {
             let o = Command::new(QFEC)
                 .arg("interop")
                 .env("ROLE", role)
@@ -688,5 +693,48 @@ fn amplificationlimit_qfec_server_sends_at_most_three_times_what_it_received() {
         g.1 > 2 * 1200,
         "the server was limited, not idle: sent {}",
         g.1
+    );
+}
+
+#[test]
+fn zerortt_with_quinn_both_ways() {
+    // The runner's case: many small files, all but the first requested in 0-RTT.
+    let site = site("zerortt", &[32; 20], 0);
+    let all = names(&site);
+    let server = qfec_server("zerortt", &site);
+    let rt = runtime();
+    let bodies = rt.block_on(async {
+        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        endpoint.set_default_client_config(quinn_client_config(false));
+        let mut bodies = quinn_fetch(&endpoint, server.addr, &all[..1], false).await;
+        // The session ticket follows the first handshake.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let connecting = endpoint.connect(server.addr, "localhost").unwrap();
+        let (conn, accepted) = connecting
+            .into_0rtt()
+            .unwrap_or_else(|_| panic!("qfec's ticket allows 0-RTT"));
+        let requests = quinn_requests(&conn, &all[1..], false);
+        let (rest, accepted) = tokio::join!(requests, accepted);
+        assert!(accepted, "qfec server accepted quinn's 0-RTT");
+        bodies.extend(rest);
+        conn.close(0u32.into(), b"done");
+        endpoint.wait_idle().await;
+        bodies
+    });
+    assert_bodies(&site, &bodies);
+    drop(server);
+
+    let (addr, _rt) = quinn_server(&site, false, false);
+    let (out, downloads) = qfec_client("zerortt", &site, addr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+    assert!(
+        stdout.contains("0-RTT: requests sent early, accepted"),
+        "{stdout}"
     );
 }

@@ -300,6 +300,8 @@ pub struct HqClient {
     key_update: bool,
     keys_updated: bool,
     resumed: bool,
+    /// Whether the server accepted our 0-RTT requests, if we sent any.
+    early_data: Option<bool>,
     token: Option<Vec<u8>>,
 }
 
@@ -347,6 +349,7 @@ impl HqClient {
             key_update: false,
             keys_updated: false,
             resumed: false,
+            early_data: None,
             token: None,
         }
     }
@@ -426,10 +429,16 @@ impl HqClient {
         if self.keys_updated {
             lines.push("1-RTT keys updated once, by us".to_string());
         }
+        match self.early_data {
+            Some(true) => lines.push("0-RTT: requests sent early, accepted".to_string()),
+            Some(false) => lines.push("0-RTT: rejected, requests sent again in 1-RTT".to_string()),
+            None => {}
+        }
         Ok(Outcome {
             lines,
             failed,
             resumed: self.resumed,
+            early_data: self.early_data,
             token: self.token.take(),
         })
     }
@@ -444,6 +453,8 @@ pub struct Outcome {
     pub failed: usize,
     /// The TLS session was resumed from an earlier connection.
     pub resumed: bool,
+    /// Whether the server accepted 0-RTT requests, if any were sent.
+    pub early_data: Option<bool>,
     /// The server's NEW_TOKEN, for the next connection to it.
     pub token: Option<Vec<u8>>,
 }
@@ -504,7 +515,8 @@ impl Application for HqClient {
             self.key_update = false;
             self.keys_updated = true;
         }
-        if conn.is_established() {
+        // A resuming client may ask before the handshake completes (0-RTT).
+        if conn.is_established() || conn.can_send_early_data() {
             for d in self.downloads.iter_mut().filter(|d| d.stream.is_none()) {
                 let Some(id) = conn.open_stream(Dir::Bi) else {
                     break;
@@ -552,6 +564,7 @@ impl Application for HqClient {
                 self.finished = Some(now);
                 self.fec = conn.extension::<FecExtension>().map(|f| f.stats());
                 self.resumed = conn.is_resumed();
+                self.early_data = conn.early_data_accepted();
                 self.token = conn.new_token().map(<[u8]>::to_vec);
                 conn.close(now, 0, b"done");
             }

@@ -39,6 +39,8 @@ enum Case {
     Resumption,
     KeyUpdate,
     ChaCha20,
+    /// Like `Resumption`, the second connection's requests in 0-RTT.
+    ZeroRtt,
     /// One connection per request (the runner's handshakeloss and handshakecorruption).
     MultiConnect,
 }
@@ -52,6 +54,7 @@ impl Case {
             "resumption" => Case::Resumption,
             "keyupdate" => Case::KeyUpdate,
             "chacha20" => Case::ChaCha20,
+            "zerortt" => Case::ZeroRtt,
             "multiconnect" => Case::MultiConnect,
             _ => return None,
         })
@@ -90,6 +93,9 @@ fn server(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     if keylog {
         crypto = crypto.with_keylog();
     }
+    if case == Case::ZeroRtt {
+        crypto = crypto.with_early_data();
+    }
     let mut server = ServerConfig::new(crypto);
     server.transport = Arc::new(args.transport.transport());
     server.retry = case == Case::Retry;
@@ -119,6 +125,9 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     if keylog {
         crypto = crypto.with_keylog();
     }
+    if case == Case::ZeroRtt {
+        crypto = crypto.with_early_data();
+    }
     let mut config = ClientConfig::new(crypto);
     config.transport = Arc::new(args.transport.transport());
     let options = FetchOptions {
@@ -130,7 +139,7 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     // Which requests go over which connection, in order.
     let groups: Vec<Vec<_>> = match case {
         Case::MultiConnect => urls.into_iter().map(|u| vec![u]).collect(),
-        Case::Resumption => {
+        Case::Resumption | Case::ZeroRtt => {
             let mut rest = urls;
             let first = rest.remove(0);
             [vec![first], rest]
@@ -147,8 +156,12 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         // serve every connection: the second one of `resumption` resumes.
         let outcome = rt.block_on(fetch(group, config.clone(), &options))?;
         outcome.print();
-        if case == Case::Resumption && i > 0 && !outcome.resumed {
+        if matches!(case, Case::Resumption | Case::ZeroRtt) && i > 0 && !outcome.resumed {
             eprintln!("qfec interop: the second connection did not resume the TLS session");
+            failed = true;
+        }
+        if case == Case::ZeroRtt && i > 0 && outcome.early_data != Some(true) {
+            eprintln!("qfec interop: the server did not accept the 0-RTT requests");
             failed = true;
         }
         config.token = outcome.token.clone().or(config.token);

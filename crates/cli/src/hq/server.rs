@@ -43,6 +43,10 @@ pub struct ServerArgs {
     /// Validate client addresses with a Retry before the handshake.
     #[arg(long)]
     retry: bool,
+    /// Accept requests in 0-RTT from clients resuming a session. Each session ticket works
+    /// once, but another server (or this one restarted) cannot detect a replayed request.
+    #[arg(long)]
+    early_data: bool,
     /// Derive connection IDs and the reset and token keys from this seed instead of the
     /// operating system's random source. For reproducible lab and test runs only: every
     /// process given the same seed shares these secrets.
@@ -76,6 +80,9 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
     if args.transport.keylog {
         crypto = crypto.with_keylog();
+    }
+    if args.early_data {
+        crypto = crypto.with_early_data();
     }
     let mut server = ServerConfig::new(crypto);
     server.transport = Arc::new(args.transport.transport());
