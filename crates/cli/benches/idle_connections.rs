@@ -8,7 +8,9 @@
 //!    stays silent.
 //!
 //! `cargo bench -p qfec --bench idle_connections`; QFEC_IDLE_CONNS (default 10000),
-//! QFEC_IDLE_MB (download size, default 200), QFEC_IDLE_RUNS (downloads per side, default 3).
+//! QFEC_IDLE_MB (download size, default 200), QFEC_IDLE_RUNS (downloads per side, default 3),
+//! QFEC_IDLE_SERVER_BIN (another `qfec` binary to run as the server, e.g. an older build, to
+//! compare before and after a change).
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -79,7 +81,8 @@ impl Server {
 }
 
 fn qfec_server(root: &Path) -> Server {
-    let mut cmd = Command::new(QFEC);
+    let bin = std::env::var("QFEC_IDLE_SERVER_BIN").unwrap_or_else(|_| QFEC.to_string());
+    let mut cmd = Command::new(bin);
     cmd.args(["server", "--listen", "127.0.0.1:0", "--idle-timeout"])
         .arg(IDLE_SECS.to_string())
         .arg("--root")
