@@ -75,11 +75,15 @@ pub struct Endpoint {
     dirty: Vec<usize>,
     /// Connections that received datagrams or timer events since `drain_active`.
     active: Vec<usize>,
+    /// Connections by their peer's address: a stateless reset is looked for among these only.
+    by_remote: HashMap<SocketAddr, Vec<usize>>,
 }
 
 /// A connection and what the endpoint files about it.
 struct Slot {
     conn: Connection,
+    /// The peer address it is filed under in `by_remote`.
+    remote: SocketAddr,
     /// Connection IDs routed to it.
     cids: Vec<ConnectionId>,
     /// Server handshake in progress: its entry in `initial_routes`.
@@ -94,6 +98,7 @@ struct Slot {
 impl Slot {
     fn new(conn: Connection) -> Self {
         Slot {
+            remote: conn.remote_address(),
             conn,
             cids: Vec::new(),
             initial_route: None,
@@ -180,6 +185,7 @@ impl Endpoint {
             send_queue: VecDeque::new(),
             dirty: Vec::new(),
             active: Vec::new(),
+            by_remote: HashMap::new(),
         }
     }
 
@@ -246,13 +252,39 @@ impl Endpoint {
     }
 
     fn insert(&mut self, conn: Connection) -> ConnectionHandle {
+        let remote = conn.remote_address();
         let slot = Some(Slot::new(conn));
-        if let Some(i) = self.free.pop() {
+        let idx = if let Some(i) = self.free.pop() {
             self.connections[i] = slot;
-            ConnectionHandle(i)
+            i
         } else {
             self.connections.push(slot);
-            ConnectionHandle(self.connections.len() - 1)
+            self.connections.len() - 1
+        };
+        self.by_remote.entry(remote).or_default().push(idx);
+        ConnectionHandle(idx)
+    }
+
+    /// Files the connection under its peer's current address (it changes on migration).
+    fn file_remote(&mut self, idx: usize) {
+        let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let now = slot.conn.remote_address();
+        if now == slot.remote {
+            return;
+        }
+        let before = std::mem::replace(&mut slot.remote, now);
+        self.unfile_remote(before, idx);
+        self.by_remote.entry(now).or_default().push(idx);
+    }
+
+    fn unfile_remote(&mut self, remote: SocketAddr, idx: usize) {
+        if let Some(v) = self.by_remote.get_mut(&remote) {
+            v.retain(|&i| i != idx);
+            if v.is_empty() {
+                self.by_remote.remove(&remote);
+            }
         }
     }
 
@@ -578,10 +610,9 @@ impl Endpoint {
 
     /// The connection to `remote` whose peer's reset token ends `data`, if any.
     fn reset_target(&self, remote: SocketAddr, data: &[u8]) -> Option<ConnectionHandle> {
-        self.connections.iter().enumerate().find_map(|(i, c)| {
-            let c = &c.as_ref()?.conn;
-            (c.remote_address() == remote && c.is_stateless_reset(data))
-                .then_some(ConnectionHandle(i))
+        self.by_remote.get(&remote)?.iter().find_map(|&i| {
+            let c = &self.connections.get(i)?.as_ref()?.conn;
+            c.is_stateless_reset(data).then_some(ConnectionHandle(i))
         })
     }
 
@@ -601,6 +632,7 @@ impl Endpoint {
     /// After the endpoint acted on a connection: apply its routing changes, file its timer,
     /// queue it for sending and report it active.
     fn touch(&mut self, idx: usize, now: Instant) {
+        self.file_remote(idx);
         self.process_events(idx, now);
         self.refile(idx);
         if let Some(slot) = self.connections.get_mut(idx).and_then(|c| c.as_mut())
@@ -718,7 +750,9 @@ impl Endpoint {
             return;
         }
         self.remove(h.0);
-        self.connections[h.0] = None;
+        if let Some(slot) = self.connections[h.0].take() {
+            self.unfile_remote(slot.remote, h.0);
+        }
         self.free.push(h.0);
     }
 
