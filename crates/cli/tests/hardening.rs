@@ -46,6 +46,29 @@ fn servers_draw_their_secrets_from_the_operating_system() {
     assert_eq!(reset_token(&c.addr, dcid), reset_token(&d.addr, dcid));
 }
 
+/// A server using the certificate and key given as PEM (written under `root` as NAME.pem
+/// and NAME.key); returns it and the certificate's path.
+fn server_with_certificate(
+    root: &std::path::Path,
+    name: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> (common::Server, std::path::PathBuf) {
+    let (cert, key) = (
+        root.join(format!("{name}.pem")),
+        root.join(format!("{name}.key")),
+    );
+    std::fs::write(&cert, cert_pem).unwrap();
+    std::fs::write(&key, key_pem).unwrap();
+    let args = [
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ];
+    (start_server(root, &args), cert)
+}
+
 fn fetch(args: &[&str], url: &str) -> std::process::Output {
     Command::new(QFEC)
         .args(["client", "--timeout", "10"])
@@ -77,17 +100,11 @@ fn certificates_are_checked_against_the_url_host() {
 
     // A server whose certificate names only localhost is refused under its IP address.
     let dns_only = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let (cert, key) = (root.join("dns.pem"), root.join("dns.key"));
-    std::fs::write(&cert, dns_only.cert.pem()).unwrap();
-    std::fs::write(&key, dns_only.key_pair.serialize_pem()).unwrap();
-    let server = start_server(
+    let (server, cert) = server_with_certificate(
         &root,
-        &[
-            "--cert",
-            cert.to_str().unwrap(),
-            "--key",
-            key.to_str().unwrap(),
-        ],
+        "dns",
+        &dns_only.cert.pem(),
+        &dns_only.key_pair.serialize_pem(),
     );
     let port = server.addr.rsplit(':').next().unwrap().to_string();
     let trust = ["--ca", cert.to_str().unwrap()];
@@ -112,18 +129,8 @@ fn a_ca_flagged_self_signed_certificate_can_be_trusted_with_ca() {
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let key_pair = rcgen::KeyPair::generate().unwrap();
     let ca_cert = params.self_signed(&key_pair).unwrap();
-    let (cert, key) = (root.join("ca.pem"), root.join("ca.key"));
-    std::fs::write(&cert, ca_cert.pem()).unwrap();
-    std::fs::write(&key, key_pair.serialize_pem()).unwrap();
-    let server = start_server(
-        &root,
-        &[
-            "--cert",
-            cert.to_str().unwrap(),
-            "--key",
-            key.to_str().unwrap(),
-        ],
-    );
+    let (server, cert) =
+        server_with_certificate(&root, "ca", &ca_cert.pem(), &key_pair.serialize_pem());
     let port = server.addr.rsplit(':').next().unwrap().to_string();
     let out = succeeded(&fetch(
         &["--ca", cert.to_str().unwrap()],

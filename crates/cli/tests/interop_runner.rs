@@ -159,6 +159,20 @@ fn site(name: &str, sizes: &[usize], sans: usize) -> Site {
     Site { www, certs, files }
 }
 
+/// Runs the qfec interop client for `testcase`, checks that it succeeded and that every
+/// file arrived intact; returns its standard output.
+fn qfec_fetches(testcase: &str, site: &Site, server: SocketAddr) -> String {
+    let (out, downloads) = qfec_client(testcase, site, server);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{testcase}: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(site, &downloads);
+    stdout
+}
+
 fn check_downloads(site: &Site, downloads: &Path) {
     for (name, data) in &site.files {
         let got = std::fs::read(downloads.join(name))
@@ -476,13 +490,7 @@ fn handshake_transfer_and_multiplexing_with_quinn_both_ways() {
         );
 
         let (addr, _rt) = quinn_server(&site, false, false);
-        let (out, downloads) = qfec_client(case, &site, addr);
-        assert!(
-            out.status.success(),
-            "{case}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        check_downloads(&site, &downloads);
+        qfec_fetches(case, &site, addr);
     }
 }
 
@@ -498,13 +506,7 @@ fn retry_with_quinn_both_ways() {
 
     let (addr, _rt) = quinn_server(&site, true, false);
     let relay = Relay::passthrough(addr);
-    let (out, downloads) = qfec_client("retry", &site, relay.addr);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
+    qfec_fetches("retry", &site, relay.addr);
     assert_eq!(
         relay.retries.load(Ordering::Relaxed),
         1,
@@ -545,14 +547,7 @@ fn resumption_with_quinn_both_ways() {
     drop(server);
 
     let (addr, _rt) = quinn_server(&site, false, false);
-    let (out, downloads) = qfec_client("resumption", &site, addr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
+    let stdout = qfec_fetches("resumption", &site, addr);
     assert_eq!(stdout.matches("(resumed)").count(), 1, "{stdout}");
 }
 
@@ -562,31 +557,14 @@ fn keyupdate_and_chacha20_with_quinn_both_ways() {
     // The runner's server sees "transfer"; quinn's client updates keys and must finish.
     quinn_against_qfec("transfer", &site, Box::new(|_| false), &[2], true, false);
     let (addr, _rt) = quinn_server(&site, false, false);
-    let (out, downloads) = qfec_client("keyupdate", &site, addr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
+    let stdout = qfec_fetches("keyupdate", &site, addr);
     assert!(stdout.contains("1-RTT keys updated"), "{stdout}");
 
-    let site = site_named("chacha20", &[3 << 20]);
+    let site = self::site("chacha20", &[3 << 20], 0);
     quinn_against_qfec("chacha20", &site, Box::new(|_| false), &[1], false, true);
     // A quinn server that speaks only ChaCha20 accepts qfec's chacha20 client.
     let (addr, _rt) = quinn_server(&site, false, true);
-    let (out, downloads) = qfec_client("chacha20", &site, addr);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
-}
-
-fn site_named(name: &str, sizes: &[usize]) -> Site {
-    site(name, sizes, 0)
+    qfec_fetches("chacha20", &site, addr);
 }
 
 #[test]
@@ -604,25 +582,13 @@ fn handshakeloss_and_transferloss_with_quinn_both_ways() {
     );
     let (addr, _rt) = quinn_server(&site, false, false);
     let relay = Relay::start(addr, drop_rate(0.3));
-    let (out, downloads) = qfec_client("multiconnect", &site, relay.addr);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
+    qfec_fetches("multiconnect", &site, relay.addr);
 
     // transferloss: 2 % loss each way during transfers.
-    let site = site_named("xferloss", &[2 << 20, 1 << 20]);
+    let site = self::site("xferloss", &[2 << 20, 1 << 20], 0);
     quinn_against_qfec("transfer", &site, drop_rate(0.02), &[2], false, false);
     let relay = Relay::start(addr_of(&site, false), drop_rate(0.02));
-    let (out, downloads) = qfec_client("transfer", &site, relay.addr);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
+    qfec_fetches("transfer", &site, relay.addr);
 }
 
 /// A quinn server for `site`, kept alive for the rest of the test.
@@ -648,13 +614,7 @@ fn blackhole_with_quinn_both_ways() {
     let site = site("blackhole", &[10 << 20], 0);
     quinn_against_qfec("transfer", &site, blackhole(), &[1], false, false);
     let relay = Relay::start(addr_of(&site, false), blackhole());
-    let (out, downloads) = qfec_client("transfer", &site, relay.addr);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
+    qfec_fetches("transfer", &site, relay.addr);
 }
 
 #[test]
@@ -725,14 +685,7 @@ fn zerortt_with_quinn_both_ways() {
     drop(server);
 
     let (addr, _rt) = quinn_server(&site, false, false);
-    let (out, downloads) = qfec_client("zerortt", &site, addr);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    check_downloads(&site, &downloads);
+    let stdout = qfec_fetches("zerortt", &site, addr);
     assert!(
         stdout.contains("0-RTT: requests sent early, accepted"),
         "{stdout}"
