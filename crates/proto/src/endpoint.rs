@@ -19,7 +19,7 @@ use crate::crypto::TlsSession;
 use crate::packet::{self, ParsedHeader};
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
-use crate::types::{ConnectionId, Side};
+use crate::types::{ConnectionId, Side, TransportError, error_code};
 
 /// Index of a connection inside its endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -93,6 +93,8 @@ struct Slot {
     queued: bool,
     dirty: bool,
     active: bool,
+    /// Refused by the endpoint: the application never heard of it, so the endpoint frees it.
+    refused: bool,
 }
 
 impl Slot {
@@ -106,6 +108,7 @@ impl Slot {
             queued: false,
             dirty: false,
             active: false,
+            refused: false,
         }
     }
 }
@@ -460,10 +463,13 @@ impl Endpoint {
         // A token we cannot use (expired, from another server, from an earlier run) counts as
         // no token (RFC 9000 §8.1.3), so a client holding a stale one is not stranded.
         // Under a flood of handshakes, addresses are validated before any state is kept.
+        let stale_retry = matches!(valid, Some(ValidToken::StaleRetry));
         let (orig_dcid, retry_scid, validated) = if let Some(ValidToken::Retry(orig)) = valid {
             (orig, Some(dcid), true)
         } else if let Some(ValidToken::NewToken) = valid {
             (dcid, None, true)
+        } else if stale_retry {
+            (dcid, None, false)
         } else if server.retry || self.half_open >= server.retry_above_half_open {
             self.send_retry(now, remote, dcid, scid);
             return None;
@@ -498,10 +504,20 @@ impl Endpoint {
             extensions,
             token: Vec::new(),
         });
-        conn.handle_datagram_buf(now, remote, data);
-        if conn.stats().packets_received == 0 {
-            // Nothing in it decrypted: no state for datagrams anyone can forge.
-            return None;
+        if stale_retry {
+            // Answered with CONNECTION_CLOSE from a connection the application never sees;
+            // the endpoint frees it once drained.
+            conn.refuse(
+                now,
+                data.len(),
+                TransportError::new(error_code::INVALID_TOKEN, "expired or misaddressed token"),
+            );
+        } else {
+            conn.handle_datagram_buf(now, remote, data);
+            if conn.stats().packets_received == 0 {
+                // Nothing in it decrypted: no state for datagrams anyone can forge.
+                return None;
+            }
         }
         let h = self.insert(conn);
         self.route(local_cid, h);
@@ -509,10 +525,13 @@ impl Endpoint {
         self.half_open += 1;
         if let Some(slot) = self.slot_mut(h.0) {
             slot.initial_route = Some((remote, dcid));
+            slot.refused = stale_retry;
         }
-        self.incoming.push_back(h);
+        if !stale_retry {
+            self.incoming.push_back(h);
+        }
         self.touch(h.0, now);
-        Some(h)
+        (!stale_retry).then_some(h)
     }
 
     /// An address-validation token: AEAD-sealed (kind, issue time, client address, and for
@@ -591,13 +610,11 @@ impl Endpoint {
             TokenKind::NewToken => server.new_token_lifetime?,
         };
         let issued = Instant::from_nanos(r.u64().ok()?);
-        if now.saturating_duration_since(issued) > lifetime || issued > now {
-            return None;
-        }
         let mut addr = Vec::new();
         encode_addr(&mut addr, remote, kind == TokenKind::Retry);
-        if r.bytes(addr.len()).ok()? != addr.as_slice() {
-            return None;
+        let fresh = now.saturating_duration_since(issued) <= lifetime && issued <= now;
+        if !fresh || r.bytes(addr.len()).ok()? != addr.as_slice() {
+            return (kind == TokenKind::Retry).then_some(ValidToken::StaleRetry);
         }
         match kind {
             TokenKind::Retry => {
@@ -719,6 +736,9 @@ impl Endpoint {
         }
         if drained {
             self.remove(idx);
+            if self.connections[idx].as_ref().is_some_and(|s| s.refused) {
+                self.release(h);
+            }
         }
     }
 
@@ -831,11 +851,14 @@ enum TokenKind {
     NewToken = 1,
 }
 
-/// A token that checked out.
+/// A token that is ours.
 enum ValidToken {
     /// From our Retry: the client's original destination connection ID.
     Retry(ConnectionId),
     NewToken,
+    /// From our Retry, but expired or from another address: the client will not take a
+    /// second Retry, so it is told INVALID_TOKEN (RFC 9000 §8.1.2).
+    StaleRetry,
 }
 
 fn encode_addr(buf: &mut Vec<u8>, addr: SocketAddr, with_port: bool) {

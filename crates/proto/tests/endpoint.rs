@@ -165,3 +165,40 @@ fn only_connections_that_heard_something_are_reported_active() {
     assert_eq!(active.len(), 1, "active: {active:?}");
     assert_eq!(pair.server.connection_count(), 50);
 }
+
+#[test]
+fn an_expired_retry_token_is_answered_with_invalid_token() {
+    // The Retry token outlives its 1 ms lifetime on a 40 ms round trip: the client, which
+    // will not take a second Retry, must hear INVALID_TOKEN instead of waiting for a timeout.
+    let link = LinkSpec {
+        delay: Duration::from_millis(20),
+        ..LinkSpec::default()
+    };
+    let mut pair = Pair::with_server(46, TransportConfig::default(), link.clone(), link, |s| {
+        s.retry = true;
+        s.retry_token_lifetime = Duration::from_millis(1);
+    });
+    let ch = pair.connect(TransportConfig::default());
+    let start = pair.now;
+    let closed = pair.run_until(Duration::from_secs(5), |p| {
+        p.client.connection(ch).unwrap().error().is_some()
+    });
+    assert!(closed);
+    let err = pair.client.connection(ch).unwrap().error().cloned();
+    assert!(
+        matches!(
+            err,
+            Some(qfec_proto::ConnectionError::ConnectionClosed { code: 0x0b, .. })
+        ),
+        "{err:?}"
+    );
+    assert!(pair.now.saturating_duration_since(start) < Duration::from_millis(500));
+    assert!(
+        pair.server.accept().is_none(),
+        "the application never sees it"
+    );
+    // The endpoint frees the refused connection once it has drained.
+    pair.run_until(Duration::from_secs(5), |_| false);
+    assert_eq!(pair.server.connection_count(), 0);
+    assert_eq!(pair.server.half_open_count(), 0);
+}

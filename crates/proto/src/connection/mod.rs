@@ -642,6 +642,14 @@ impl Connection {
     }
 
     /// Closes because of a transport error we detected.
+    /// Server: closes at once with `e` a connection whose first datagram (`received` bytes)
+    /// the endpoint refused, crediting those bytes to the amplification budget.
+    pub(crate) fn refuse(&mut self, now: Instant, received: usize, e: TransportError) {
+        self.stats.udp_rx_datagrams += 1;
+        self.bytes_received_unvalidated += received as u64;
+        self.close_with_error(now, e);
+    }
+
     fn close_with_error(&mut self, now: Instant, e: TransportError) {
         tracing::debug!(side = ?self.side, error = %e, "closing connection");
         let info = CloseInfo {
