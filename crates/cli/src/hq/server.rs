@@ -43,6 +43,12 @@ pub struct ServerArgs {
     /// Validate client addresses with a Retry before the handshake.
     #[arg(long)]
     retry: bool,
+    /// With this many handshakes in progress, new clients must first pass a Retry.
+    #[arg(long, value_name = "N", default_value_t = 128)]
+    retry_above_half_open: usize,
+    /// Handshakes in progress at most; Initials beyond are dropped.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_half_open: usize,
     /// Accept requests in 0-RTT from clients resuming a session. Each session ticket works
     /// once, but another server (or this one restarted) cannot detect a replayed request.
     #[arg(long)]
@@ -87,6 +93,8 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     let mut server = ServerConfig::new(crypto);
     server.transport = Arc::new(args.transport.transport());
     server.retry = args.retry;
+    server.retry_above_half_open = args.retry_above_half_open;
+    server.max_half_open = args.max_half_open;
     serve(args.listen, &args.root, server, args.seed)
 }
 
