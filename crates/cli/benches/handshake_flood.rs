@@ -7,77 +7,14 @@
 //! default 1000), QFEC_FLOOD_SECS (default 10), QFEC_FLOOD_MB (download, default 10),
 //! QFEC_FLOOD_SERVER_BIN (another `qfec` binary as the server, to compare builds).
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-const QFEC: &str = env!("CARGO_BIN_EXE_qfec");
+mod common;
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn server(root: &std::path::Path) -> Server {
-    let bin = std::env::var("QFEC_FLOOD_SERVER_BIN").unwrap_or_else(|_| QFEC.to_string());
-    let mut child = Command::new(bin)
-        .args(["server", "--listen", "127.0.0.1:0", "--root"])
-        .arg(root)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start server");
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("server exited").unwrap();
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, addr }
-}
-
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap()
-        * 1024
-}
-
-fn download(url: &str) -> f64 {
-    let o = Command::new(QFEC)
-        .args(["client", "--insecure", "--timeout", "120", url])
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "download failed: {out}");
-    let total = out.lines().find(|l| l.starts_with("total ")).unwrap();
-    total
-        .split('(')
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next()?.parse().ok())
-        .unwrap()
-}
+use common::{Server, download, env_u64, median};
 
 /// Sends `rate` fresh client Initials per second to `server` until `stop`; counts Retries.
 fn flood(server: SocketAddr, rate: u64, stop: Arc<AtomicBool>, retries: Arc<AtomicU64>) {
@@ -126,10 +63,10 @@ fn main() {
     std::fs::create_dir_all(&root).unwrap();
     let data: Vec<u8> = (0..mb * 1_000_000).map(|i| (i * 13 % 251) as u8).collect();
     std::fs::write(root.join("f.bin"), data).unwrap();
-    let srv = server(&root);
+    let srv = Server::qfec(&root, "QFEC_FLOOD_SERVER_BIN", &[]);
     let url = format!("https://{}/f.bin", srv.addr);
     let alone: Vec<f64> = (0..3).map(|_| download(&url)).collect();
-    let before = rss(srv.child.id());
+    let before = srv.rss();
     let stop = Arc::new(AtomicBool::new(false));
     let retries = Arc::new(AtomicU64::new(0));
     let (s, r, addr) = (stop.clone(), retries.clone(), srv.addr);
@@ -139,14 +76,10 @@ fn main() {
     while t0.elapsed() < Duration::from_secs(secs) {
         during.push(download(&url));
     }
-    let peak = rss(srv.child.id());
+    let peak = srv.rss();
     stop.store(true, Ordering::Relaxed);
     flooder.join().unwrap();
     let _ = std::fs::remove_dir_all(&root);
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let (a, d) = (median(alone.clone()), median(during.clone()));
     println!("{mb} MB downloads alone: {alone:.0?} Mb/s");
     println!(

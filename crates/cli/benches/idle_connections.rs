@@ -12,14 +12,15 @@
 //! QFEC_IDLE_SERVER_BIN (another `qfec` binary to run as the server, e.g. an older build, to
 //! compare before and after a change).
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const QFEC: &str = env!("CARGO_BIN_EXE_qfec");
+mod common;
+
+use common::{Server, download, env_u64, median};
+
 const ALPN: &[u8] = b"hq-interop";
 const IDLE_SECS: u64 = 900;
 /// Size of the file each idle connection fetches once before falling silent.
@@ -27,91 +28,6 @@ const SMALL: usize = 10_000;
 
 fn small_file() -> Vec<u8> {
     (0..SMALL).map(|i| (i % 253) as u8).collect()
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A server child process and its UDP address (read from its first output lines).
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn spawn(mut cmd: Command) -> Server {
-        let mut child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start server");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines.next().expect("server exited").unwrap();
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().parse().unwrap();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
-    }
-
-    /// Resident memory in bytes.
-    fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("read /proc status");
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .expect("VmRSS");
-        kb * 1024
-    }
-}
-
-fn qfec_server(root: &Path) -> Server {
-    let bin = std::env::var("QFEC_IDLE_SERVER_BIN").unwrap_or_else(|_| QFEC.to_string());
-    let mut cmd = Command::new(bin);
-    cmd.args(["server", "--listen", "127.0.0.1:0", "--idle-timeout"])
-        .arg(IDLE_SECS.to_string())
-        .arg("--root")
-        .arg(root);
-    Server::spawn(cmd)
-}
-
-/// Goodput in Mb/s of one `qfec client` download of `url`.
-fn download(url: &str) -> f64 {
-    let o = Command::new(QFEC)
-        .args(["client", "--insecure", "--timeout", "120", url])
-        .output()
-        .expect("run qfec client");
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "download failed: {out}");
-    let total = out
-        .lines()
-        .find(|l| l.starts_with("total "))
-        .expect("total");
-    total
-        .split('(')
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next()?.parse().ok())
-        .expect("goodput")
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn quinn_transport() -> Arc<quinn::TransportConfig> {
@@ -239,9 +155,9 @@ fn main() {
     if std::env::var("QFEC_IDLE_ROLE").as_deref() == Ok("quinn") {
         return quinn_server();
     }
-    let n = env_usize("QFEC_IDLE_CONNS", 10_000);
-    let mb = env_usize("QFEC_IDLE_MB", 200);
-    let runs = env_usize("QFEC_IDLE_RUNS", 3);
+    let n = env_u64("QFEC_IDLE_CONNS", 10_000) as usize;
+    let mb = env_u64("QFEC_IDLE_MB", 200) as usize;
+    let runs = env_u64("QFEC_IDLE_RUNS", 3) as usize;
     let root = std::env::temp_dir().join(format!("qfec-idle-bench-{}", std::process::id()));
     std::fs::create_dir_all(&root).unwrap();
     let data: Vec<u8> = (0..mb * 1_000_000).map(|i| (i * 7 % 251) as u8).collect();
@@ -249,7 +165,12 @@ fn main() {
     std::fs::write(root.join("small.bin"), small_file()).unwrap();
     drop(data);
 
-    let server = qfec_server(&root);
+    let idle_secs = IDLE_SECS.to_string();
+    let server = Server::qfec(
+        &root,
+        "QFEC_IDLE_SERVER_BIN",
+        &["--idle-timeout", &idle_secs],
+    );
     let url = format!("https://{}/bulk.bin", server.addr);
     println!("bulk {mb} MB from qfec server over loopback, {runs} downloads per side");
     let alone: Vec<f64> = (0..runs).map(|_| download(&url)).collect();
