@@ -58,16 +58,7 @@ impl ClientCryptoConfig {
             )
         };
         let verifier = Arc::new(TrustedCertificates { pinned, chained });
-        let mut cfg = rustls::ClientConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|e| e.to_string())?
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
-        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-        Ok(ClientCryptoConfig {
-            inner: Arc::new(cfg),
-        })
+        Ok(Self::with_verifier(provider(), verifier, alpn))
     }
 
     /// Accepts any server certificate: for labs, tests and interop runs only.
@@ -77,11 +68,20 @@ impl ClientCryptoConfig {
 
     /// Like `insecure`, with a chosen crypto provider (e.g. the simulator's deterministic one).
     pub fn insecure_with(provider: Arc<rustls::crypto::CryptoProvider>, alpn: &[&[u8]]) -> Self {
+        Self::with_verifier(provider, Arc::new(SkipServerVerification), alpn)
+    }
+
+    /// TLS 1.3 with `verifier` judging the server's certificate.
+    fn with_verifier(
+        provider: Arc<rustls::crypto::CryptoProvider>,
+        verifier: Arc<dyn ServerCertVerifier>,
+        alpn: &[&[u8]],
+    ) -> Self {
         let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .expect("ring supports TLS 1.3")
+            .expect("every rustls provider supports TLS 1.3")
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(SkipServerVerification))
+            .with_custom_certificate_verifier(verifier)
             .with_no_client_auth();
         cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         ClientCryptoConfig {

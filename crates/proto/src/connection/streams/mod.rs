@@ -59,6 +59,17 @@ pub enum StreamEvent {
     Available(Dir),
 }
 
+/// Whether the application may still write to `s`, and if not, why.
+fn accepts_writes(s: &SendStream) -> Result<(), WriteError> {
+    if let Some(code) = s.stop_requested {
+        return Err(WriteError::Stopped(code));
+    }
+    if s.state != SendState::Open {
+        return Err(WriteError::ClosedStream);
+    }
+    Ok(())
+}
+
 fn dir_index(dir: Dir) -> usize {
     match dir {
         Dir::Bi => 0,
@@ -238,12 +249,7 @@ impl Streams {
     /// Room left in the stream's send buffer, or why it cannot be written.
     fn write_room(&mut self, id: StreamId) -> Result<usize, WriteError> {
         let s = self.send.get_mut(&id).ok_or(WriteError::ClosedStream)?;
-        if let Some(code) = s.stop_requested {
-            return Err(WriteError::Stopped(code));
-        }
-        if s.state != SendState::Open {
-            return Err(WriteError::ClosedStream);
-        }
+        accepts_writes(s)?;
         let room = self.send_buffer.saturating_sub(s.buffered());
         if room == 0 {
             s.write_blocked = true;
@@ -265,12 +271,7 @@ impl Streams {
     /// application that writes no more than this never buffers what the peer cannot take.
     pub fn send_credit(&self, id: StreamId) -> Result<u64, WriteError> {
         let s = self.send.get(&id).ok_or(WriteError::ClosedStream)?;
-        if let Some(code) = s.stop_requested {
-            return Err(WriteError::Stopped(code));
-        }
-        if s.state != SendState::Open {
-            return Err(WriteError::ClosedStream);
-        }
+        accepts_writes(s)?;
         Ok(s.max_data.saturating_sub(s.write_offset()))
     }
 
@@ -293,12 +294,7 @@ impl Streams {
 
     pub fn finish(&mut self, id: StreamId) -> Result<(), WriteError> {
         let s = self.send.get_mut(&id).ok_or(WriteError::ClosedStream)?;
-        if let Some(code) = s.stop_requested {
-            return Err(WriteError::Stopped(code));
-        }
-        if s.state != SendState::Open {
-            return Err(WriteError::ClosedStream);
-        }
+        accepts_writes(s)?;
         s.finish();
         if !s.queued && s.has_pending() {
             s.queued = true;
