@@ -179,13 +179,26 @@ impl Sender {
         self.code.as_ref().map_or(0, |c| c.unprotected)
     }
 
-    /// Builds the code if there is none yet; false when no repair can be sent.
+    /// Builds the code if there is none yet, or a new one if the controller asks; false when
+    /// no repair can be sent.
     fn ensure_code(&mut self, cx: &ExtensionCx<'_>) -> bool {
         self.max_payload = cx.max_packet_payload();
+        if self.window == 0 {
+            return false;
+        }
+        if self.code.is_some() || self.idle {
+            let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
+            if self.controller.rescheme(&rcx) {
+                // What the old code holds is protected before it goes.
+                self.flush(1);
+                self.code = None;
+                self.idle = false;
+            }
+        }
         if self.code.is_some() {
             return true;
         }
-        if self.idle || self.window == 0 {
+        if self.idle {
             return false;
         }
         let code = self
@@ -329,25 +342,32 @@ impl Sender {
         if unprotected == 0 {
             return;
         }
-        let rcx = RedundancyCx::new(cx, unprotected);
+        let rcx = RedundancyCx::new(cx, unprotected, self.mode);
         // The application ran out of data (for now): protect the tail at once, so that a
         // tail loss does not wait for a probe timeout.
-        if self.controller.protect_now(&rcx)
-            || (!cx.app_data_pending() && self.controller.protect_tail(&rcx))
-        {
-            self.flush();
-        }
+        let repairs = if self.controller.protect_now(&rcx) {
+            1
+        } else if !cx.app_data_pending() {
+            self.controller.protect_tail(&rcx)
+        } else {
+            0
+        };
+        self.flush(repairs);
     }
 
-    /// Protects the unprotected source symbols now.
-    fn flush(&mut self) {
+    /// Protects the unprotected source symbols now: closes the block, or sends `repairs`
+    /// RLC repair symbols over the window.
+    fn flush(&mut self, repairs: u32) {
         let Some(code) = self.code.as_mut() else {
             return;
         };
-        if code.unprotected == 0 {
+        if code.unprotected == 0 || repairs == 0 {
             return;
         }
-        code.enc.flush();
+        let rounds = if code.group > 0 { 1 } else { repairs.min(16) };
+        for _ in 0..rounds {
+            code.enc.flush();
+        }
         code.enc.poll_repair(&mut self.fresh);
         if let Some((k, m)) = code.rs {
             // The shortened block keeps the code's rate: a 1-symbol tail of RS(20,10) gets
@@ -363,7 +383,7 @@ impl Sender {
 
     pub fn on_packets_acked(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {
         if self.feedback {
-            let rcx = RedundancyCx::new(cx, self.unprotected());
+            let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
             for &pn in pns {
                 if self.sids.has_pn(pn) {
                     self.controller.on_feedback(&rcx, Feedback::SourceAcked);
@@ -381,7 +401,7 @@ impl Sender {
         if !self.feedback {
             return;
         }
-        let rcx = RedundancyCx::new(cx, self.unprotected());
+        let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
         for &pn in pns {
             if self.sids.has_pn(pn) {
                 self.controller.on_feedback(&rcx, Feedback::SourceLost);
@@ -434,7 +454,7 @@ impl Sender {
             cx.peer_recovered(*pn, self.mode);
         }
         if self.feedback {
-            let rcx = RedundancyCx::new(cx, self.unprotected());
+            let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
             for _ in &recovered {
                 self.controller.on_feedback(&rcx, Feedback::SourceRecovered);
             }
@@ -453,7 +473,7 @@ impl Sender {
             return;
         }
         self.window = size;
-        self.flush();
+        self.flush(1);
         self.code = None;
         self.idle = false;
     }

@@ -11,7 +11,17 @@ use qfec_fec::SchemeId;
 use qfec_proto::RecoveredLossMode;
 use qfec_testkit::{Exchange, LinkSpec, Pair, payload};
 
-const SCHEMES: [&str; 6] = ["xor", "xor(4,3)", "rs", "rs(6,2)", "rlc", "rlc(12,3,gf2)"];
+const SCHEMES: [&str; 9] = [
+    "xor",
+    "xor(4,3)",
+    "rs",
+    "rs(6,2)",
+    "rlc",
+    "rlc(12,3,gf2)",
+    "rquic",
+    "rquic(ss=off)",
+    "adaptive",
+];
 
 /// Datagram `i` of a side: its index, then bytes derived from it.
 fn datagram(side: u8, i: u32) -> Vec<u8> {
@@ -37,7 +47,7 @@ fn check_datagrams(got: &[Vec<u8>], side: u8, sent: u32) -> Result<(), TestCaseE
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
     #[test]
     fn no_loss_pattern_corrupts_loses_or_duplicates(
         seed in 1u64..1_000_000,

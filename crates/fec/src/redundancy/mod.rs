@@ -1,22 +1,49 @@
 //! How much repair a FEC sender sends: the [`RedundancyController`] trait and the built-in
-//! controllers, named by [`Redundancy`] on the command line and in scenarios.
+//! controllers, named by [`Redundancy`] on the command line and in scenarios:
+//!
+//! - `fixed` ([`FixedRedundancy`]): one code at its own cadence (`xor`, `rs`, `rlc`, ...);
+//! - `rquic` ([`Rquic`]): paper 000's Algorithm 1, an XOR block size steered by residual loss;
+//! - `adaptive` ([`Adaptive`]): ours, repair only where the losses this connection sees make
+//!   it pay (see its module docs).
 
 use std::fmt;
 use std::str::FromStr;
 
 use qfec_erasure::{Field, Scheme};
-use qfec_proto::{ConnectionStats, ExtensionCx, Instant, PathStats};
+use qfec_proto::{ConnectionStats, ExtensionCx, Instant, PathStats, RecoveredLossMode};
+
+mod adaptive;
+mod rquic;
+
+pub use adaptive::{Adaptive, AdaptiveConfig};
+pub use rquic::{Rquic, RquicConfig};
 
 /// What a controller may look at: only what a real sender sees. Computed on demand.
 pub struct RedundancyCx<'c, 'a> {
     cx: &'c ExtensionCx<'a>,
     /// Source symbols added since the last repair symbol (not yet protected).
     pub unprotected: u64,
+    /// How losses the peer recovers reach our congestion control.
+    pub mode: RecoveredLossMode,
 }
 
 impl<'c, 'a> RedundancyCx<'c, 'a> {
-    pub(crate) fn new(cx: &'c ExtensionCx<'a>, unprotected: u64) -> Self {
-        RedundancyCx { cx, unprotected }
+    pub(crate) fn new(cx: &'c ExtensionCx<'a>, unprotected: u64, mode: RecoveredLossMode) -> Self {
+        RedundancyCx {
+            cx,
+            unprotected,
+            mode,
+        }
+    }
+
+    /// Largest payload of a full-size 1-RTT packet: the size of a packet, roughly.
+    pub fn packet_size(&self) -> u64 {
+        self.cx.max_packet_payload() as u64
+    }
+
+    /// The congestion window in full-size packets (at least 1).
+    pub fn cwnd_packets(&self) -> u64 {
+        (self.path().cwnd / self.packet_size().max(1)).max(1)
     }
 
     pub fn now(&self) -> Instant {
@@ -47,15 +74,22 @@ pub enum Feedback {
 }
 
 /// Decides how much repair to send. The sender asks it for the erasure code when it starts
-/// encoding (and again when the peer's coding window changes), whether to protect the
-/// symbols added so far after each source symbol and when the sender runs out of data, and
-/// tells it what became of each symbol.
+/// encoding (again when the peer's coding window changes, and whenever `rescheme` says so),
+/// whether to protect the symbols added so far after each source symbol and when the sender
+/// runs out of data, and tells it what became of each symbol.
 pub trait RedundancyController: Send + fmt::Debug {
     fn name(&self) -> &'static str;
 
     /// The code to encode with. Its span (a block's source symbols from first to last, or the
-    /// RLC window) must not exceed `max_span`, nor k + m for Reed-Solomon. `None`: no repair.
+    /// RLC window) must not exceed `max_span`, nor k + m for Reed-Solomon. `None`: no code
+    /// for now; packets go unprotected until `rescheme` asks again.
     fn scheme(&mut self, max_span: u64) -> Option<Scheme>;
+
+    /// Asked before each packet that could be protected: whether to replace the code (or get
+    /// one, after `scheme` gave none). The sender first protects what the old code holds.
+    fn rescheme(&mut self, _cx: &RedundancyCx<'_, '_>) -> bool {
+        false
+    }
 
     /// A source symbol went into the code (repair symbols the code's own cadence produced are
     /// already out) and some are unprotected: whether to protect them now (close the block,
@@ -65,10 +99,11 @@ pub trait RedundancyController: Send + fmt::Debug {
     }
 
     /// The application has nothing more to send (for now) and some source symbols are
-    /// unprotected: whether to protect them now, so that a tail loss does not wait for a
-    /// probe timeout.
-    fn protect_tail(&mut self, _cx: &RedundancyCx<'_, '_>) -> bool {
-        true
+    /// unprotected: how many repair symbols to protect them with now, so that a tail loss
+    /// does not wait for a probe timeout (0: none). A block code closes its block once,
+    /// whatever the count; RLC sends that many repairs over its window.
+    fn protect_tail(&mut self, _cx: &RedundancyCx<'_, '_>) -> u32 {
+        1
     }
 
     /// Whether to receive `on_feedback` (it costs a lookup per acknowledged packet).
@@ -140,11 +175,22 @@ pub fn fit_to_window(scheme: Scheme, max_span: u64) -> Option<Scheme> {
 }
 
 /// The built-in redundancy settings, as written on the command line and in scenarios:
-/// `xor`, `xor(k,depth)`, `rs`, `rs(k,m)`, `rlc`, `rlc(window,interval[,repairs][,gf2][,dt=N])`.
+/// `xor`, `xor(k,depth)`, `rs`, `rs(k,m)`, `rlc`, `rlc(window,interval[,repairs][,gf2][,dt=N])`,
+/// `rquic`, `rquic(ss=off)` and `adaptive`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redundancy {
     /// A fixed code (see [`FixedRedundancy`]).
     Fixed(Scheme),
+    /// Paper 000's adaptive XOR (see [`Rquic`]).
+    Rquic(RquicConfig),
+    /// Ours (see [`Adaptive`]); the default when FEC is on without a named code.
+    Adaptive(AdaptiveConfig),
+}
+
+impl Default for Redundancy {
+    fn default() -> Self {
+        Redundancy::Adaptive(AdaptiveConfig::default())
+    }
 }
 
 impl Redundancy {
@@ -165,20 +211,26 @@ impl Redundancy {
     pub fn controller(&self) -> Box<dyn RedundancyController> {
         match *self {
             Redundancy::Fixed(scheme) => Box::new(FixedRedundancy { scheme }),
-        }
-    }
-
-    /// The code this setting starts with.
-    pub fn scheme(&self) -> Scheme {
-        match *self {
-            Redundancy::Fixed(s) => s,
+            Redundancy::Rquic(c) => Box::new(Rquic::new(c)),
+            Redundancy::Adaptive(c) => Box::new(Adaptive::new(c)),
         }
     }
 }
 
 impl fmt::Display for Redundancy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.scheme() {
+        let scheme = match self {
+            Redundancy::Fixed(s) => *s,
+            Redundancy::Rquic(c) => {
+                return if c.fec_in_slow_start {
+                    f.write_str("rquic")
+                } else {
+                    f.write_str("rquic(ss=off)")
+                };
+            }
+            Redundancy::Adaptive(_) => return f.write_str("adaptive"),
+        };
+        match scheme {
             Scheme::Xor { k, depth } => write!(f, "xor({k},{depth})"),
             Scheme::ReedSolomon { k, m } => write!(f, "rs({k},{m})"),
             Scheme::Rlc {
@@ -207,19 +259,22 @@ impl fmt::Display for Redundancy {
 /// A FEC setting that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{reason} in FEC setting {input:?}: use none, xor, xor(K,DEPTH), rs, rs(K,M), rlc or \
-     rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N])"
+    "{reason} in FEC setting {input:?}: use none, adaptive, rquic, rquic(ss=off), xor, \
+     xor(K,DEPTH), rs, rs(K,M), rlc or rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N])"
 )]
 pub struct ParseRedundancyError {
     pub input: String,
     pub reason: String,
 }
 
-/// Parses a FEC setting: `none` (or `off`) gives `None`.
+/// Parses a FEC setting: `none` (or `off`) gives `None`, `on` the default ([`Adaptive`]).
 pub fn parse_fec(s: &str) -> Result<Option<Redundancy>, ParseRedundancyError> {
     let t = s.trim().to_ascii_lowercase();
     if t == "none" || t == "off" {
         return Ok(None);
+    }
+    if t == "on" {
+        return Ok(Some(Redundancy::default()));
     }
     t.parse()
         .map(Some)
@@ -257,6 +312,15 @@ impl FromStr for Redundancy {
             }
         };
         let scheme = match (name, args.as_slice()) {
+            ("adaptive", []) => return Ok(Redundancy::Adaptive(AdaptiveConfig::default())),
+            ("rquic", []) => return Ok(Redundancy::Rquic(RquicConfig::default())),
+            ("rquic", ["ss=off"]) => {
+                return Ok(Redundancy::Rquic(RquicConfig {
+                    fec_in_slow_start: false,
+                }));
+            }
+            ("rquic", ["ss=on"]) => return Ok(Redundancy::Rquic(RquicConfig::default())),
+            ("rquic", [a]) => return Err(err(format!("unknown rquic option {a:?}: use ss=off"))),
             ("xor", []) => Redundancy::XOR,
             ("xor", [k]) => Scheme::Xor {
                 k: num(k, "k", 255)? as u8,
@@ -312,7 +376,7 @@ impl FromStr for Redundancy {
                     repairs,
                 }
             }
-            ("xor" | "rs" | "rlc", _) => {
+            ("xor" | "rs" | "rlc" | "rquic" | "adaptive", _) => {
                 return Err(err(format!("wrong number of parameters for {name}")));
             }
             _ => return Err(err(format!("unknown scheme {name:?}"))),
@@ -352,6 +416,18 @@ mod tests {
             assert_eq!(r.to_string().parse::<Redundancy>().unwrap(), r);
         }
         assert_eq!(parse_fec(" None ").unwrap(), None);
+        assert_eq!(parse_fec("on").unwrap(), Some(Redundancy::default()));
+        for s in ["adaptive", "rquic", "rquic(ss=off)"] {
+            let r = parse_fec(s).unwrap().unwrap();
+            assert_eq!(r.to_string(), s);
+        }
+        assert!(matches!(
+            parse_fec("rquic(ss=off)").unwrap(),
+            Some(Redundancy::Rquic(RquicConfig {
+                fec_in_slow_start: false,
+                ..
+            }))
+        ));
         for bad in [
             "rs(200,100)",
             "xor(0)",
@@ -359,6 +435,8 @@ mod tests {
             "ldpc",
             "rs(20,10",
             "rlc(20,2,x)",
+            "rquic(fast)",
+            "adaptive(3)",
         ] {
             let e = parse_fec(bad).unwrap_err().to_string();
             assert!(e.contains(bad) && e.contains("rs(K,M)"), "{e}");

@@ -1,0 +1,348 @@
+//! `adaptive`: repair only where this connection's losses make it pay.
+//!
+//! Fixed redundancy costs its full rate on every path, and on a lossless or slow path that
+//! cost is all there is (paper 003, Fig. 8). This controller starts with no repair and adds
+//! it as losses show up, using only what the sender sees.
+//!
+//! **Loss estimate.** Every data packet carries a source symbol, so the sender hears about
+//! each one: acknowledged, or declared lost. A loss declared while the path shows a standing
+//! queue (the latest RTT a quarter of the way from the minimum RTT to the largest RTT seen, and
+//! at least an eighth of the minimum above it) is taken for a congestion drop
+//! and does not count as channel loss: FEC cannot beat a full queue, and congestion control
+//! must see those losses anyway. The channel loss rate is the rest over all packets, with a
+//! prior of 50 loss-free packets (one loss in a short handshake is not a 10 % loss rate) and
+//! a memory of a few thousand packets. Losses during the handshake seed it.
+//!
+//! **Where repair pays.** A repair symbol costs a packet's worth of sending; a loss it
+//! repairs saves the retransmission, the wait for loss detection (an RTT at least, a probe
+//! timeout at the tail) and, in `mask` mode, the congestion-window cut.
+//! - *The tail.* When the application runs out of data, the packets still in flight can only
+//!   be repaired by retransmission after a timeout. Repair sent after the last data packet
+//!   delays no data, so it only costs bytes: the tail gets the fewest repairs m (0 to 3) that
+//!   leave less than a 1 % chance of more than m losses among the in-flight packets and the
+//!   repairs, once any channel loss has been seen.
+//! - *Within the flow.* In `mask` mode a recovered loss costs neither a retransmission nor a
+//!   window cut, which is worth more than the repair: one repair per 1 / (2 p) source symbols
+//!   over a window of three intervals (so that two losses close together are still
+//!   repaired), when the loss rate p is at least 0.5 %. In `signal` mode a recovered loss
+//!   still halves the window, so repair inside a long flow only adds bytes: none is sent.
+//!
+//! The code is RLC over GF(2^8): it repairs any loss pattern its window allows, and its
+//! repairs interleave with the data, so recovery comes after a few packets, before packet-
+//! threshold loss detection would fire for the same loss. A change of interval takes effect
+//! at most once per RTT.
+
+use std::time::Duration;
+
+use qfec_erasure::{Field, Scheme};
+use qfec_proto::{Instant, RecoveredLossMode};
+
+use super::{Feedback, RedundancyController, RedundancyCx, fit_to_window};
+
+/// Loss-free packets the estimate starts from.
+const PRIOR_PACKETS: f64 = 50.0;
+/// Packets remembered: beyond, old counts are halved.
+const MEMORY_PACKETS: f64 = 4000.0;
+/// Loss rate below which no repair is sent within a flow.
+const MID_FLOW_MIN_LOSS: f64 = 0.005;
+/// Repair symbols per expected loss within a flow.
+const MID_FLOW_REPAIRS_PER_LOSS: f64 = 2.0;
+/// Largest tail repair.
+const MAX_TAIL_REPAIRS: u32 = 3;
+/// Chance of an unrepaired tail the tail repair aims below.
+const TAIL_TARGET: f64 = 0.01;
+/// Interval meaning "no repair at the code's own cadence".
+const NO_CADENCE: u16 = u16::MAX;
+
+/// Settings of [`Adaptive`] (none yet; the variant keeps room for them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdaptiveConfig {}
+
+/// Channel loss seen by the sender: losses not explained by a queue, over all packets.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LossEstimate {
+    delivered: f64,
+    channel_lost: f64,
+    congestion_lost: f64,
+}
+
+impl LossEstimate {
+    pub fn delivered(&mut self, n: f64) {
+        self.delivered += n;
+        self.forget();
+    }
+
+    pub fn lost(&mut self, n: f64, congestion: bool) {
+        if congestion {
+            self.congestion_lost += n;
+        } else {
+            self.channel_lost += n;
+        }
+        self.forget();
+    }
+
+    fn forget(&mut self) {
+        if self.delivered + self.channel_lost + self.congestion_lost > MEMORY_PACKETS {
+            self.delivered /= 2.0;
+            self.channel_lost /= 2.0;
+            self.congestion_lost /= 2.0;
+        }
+    }
+
+    /// Channel loss rate.
+    pub fn rate(&self) -> f64 {
+        let all = self.delivered + self.channel_lost + self.congestion_lost;
+        self.channel_lost / (all + PRIOR_PACKETS)
+    }
+
+    pub fn any(&self) -> bool {
+        self.channel_lost > 0.0
+    }
+}
+
+/// A loss seen while the latest RTT stands a quarter of the way from the minimum to the
+/// largest RTT seen (and at least an eighth of the minimum above it) is a queue's.
+pub(crate) fn congestion_loss(latest: Duration, min: Duration, max: Duration) -> bool {
+    latest > min + (min / 8).max(max.saturating_sub(min) / 4)
+}
+
+/// Source symbols per repair within a flow at loss rate `p` (`NO_CADENCE`: none).
+pub(crate) fn mid_flow_interval(p: f64, mode: RecoveredLossMode) -> u16 {
+    if mode == RecoveredLossMode::Signal || p < MID_FLOW_MIN_LOSS {
+        return NO_CADENCE;
+    }
+    (1.0 / (MID_FLOW_REPAIRS_PER_LOSS * p))
+        .round()
+        .clamp(2.0, 64.0) as u16
+}
+
+/// RLC window for an interval: three intervals, 8 to 64 symbols.
+fn window_for(interval: u16) -> u16 {
+    if interval == NO_CADENCE {
+        64
+    } else {
+        (3 * interval).clamp(8, 64)
+    }
+}
+
+/// P(X > m) for X ~ Binomial(n, p).
+fn binomial_tail(n: u64, p: f64, m: u64) -> f64 {
+    let mut term = (1.0 - p).powi(n as i32); // P(X = 0)
+    let mut cdf = term;
+    for k in 0..m.min(n) {
+        term *= (n - k) as f64 / (k + 1) as f64 * p / (1.0 - p);
+        cdf += term;
+    }
+    (1.0 - cdf).max(0.0)
+}
+
+/// Repairs for a tail of `in_flight` packets at loss rate `p`.
+pub(crate) fn tail_repairs(in_flight: u64, p: f64, any_loss: bool) -> u32 {
+    if !any_loss || in_flight == 0 || p <= 0.0 {
+        return 0;
+    }
+    for m in 1..=MAX_TAIL_REPAIRS {
+        if binomial_tail(in_flight + u64::from(m), p, u64::from(m)) < TAIL_TARGET {
+            return m;
+        }
+    }
+    MAX_TAIL_REPAIRS
+}
+
+/// Our controller; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Adaptive {
+    loss: LossEstimate,
+    /// The handshake's losses were counted.
+    seeded: bool,
+    /// Interval of the code in use.
+    interval: Option<u16>,
+    /// Interval to use when the code is next built.
+    wanted: u16,
+    last_change: Option<Instant>,
+    /// Largest RTT sample seen (the queue at its fullest).
+    max_rtt: Duration,
+}
+
+impl Adaptive {
+    pub fn new(_config: AdaptiveConfig) -> Adaptive {
+        Adaptive {
+            loss: LossEstimate::default(),
+            seeded: false,
+            interval: None,
+            wanted: NO_CADENCE,
+            last_change: None,
+            max_rtt: Duration::ZERO,
+        }
+    }
+
+    /// The channel loss rate estimated so far.
+    pub fn loss_rate(&self) -> f64 {
+        self.loss.rate()
+    }
+
+    fn seed(&mut self, cx: &RedundancyCx<'_, '_>) {
+        if !self.seeded {
+            self.seeded = true;
+            let s = cx.stats();
+            let lost = s.packets_lost.saturating_sub(s.spurious_losses) as f64;
+            self.loss.lost(lost, false);
+            self.loss.delivered((s.packets_sent as f64 - lost).max(0.0));
+        }
+    }
+}
+
+impl RedundancyController for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn scheme(&mut self, max_span: u64) -> Option<Scheme> {
+        let s = fit_to_window(
+            Scheme::Rlc {
+                window: window_for(self.wanted),
+                density: 15,
+                field: Field::Gf256,
+                interval: self.wanted,
+                repairs: 1,
+            },
+            max_span,
+        );
+        self.interval = s.map(|_| self.wanted);
+        s
+    }
+
+    fn rescheme(&mut self, cx: &RedundancyCx<'_, '_>) -> bool {
+        self.seed(cx);
+        let now = cx.now();
+        if self
+            .last_change
+            .is_some_and(|t| now.saturating_duration_since(t) < cx.path().rtt)
+        {
+            return false;
+        }
+        let want = mid_flow_interval(self.loss.rate(), cx.mode);
+        let Some(cur) = self.interval else {
+            return false;
+        };
+        // Only changes of a quarter or more are worth a new code.
+        let changed = match (cur == NO_CADENCE, want == NO_CADENCE) {
+            (true, true) => false,
+            (true, false) | (false, true) => true,
+            (false, false) => cur.abs_diff(want) * 4 >= cur,
+        };
+        if changed {
+            self.wanted = want;
+            self.last_change = Some(now);
+        }
+        changed
+    }
+
+    fn protect_tail(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {
+        self.seed(cx);
+        let path = cx.path();
+        let in_flight = path.bytes_in_flight.div_ceil(cx.packet_size().max(1)) + 1;
+        let n = in_flight.min(u64::from(window_for(self.interval.unwrap_or(NO_CADENCE))));
+        tail_repairs(n, self.loss.rate(), self.loss.any())
+    }
+
+    fn wants_feedback(&self) -> bool {
+        true
+    }
+
+    fn on_feedback(&mut self, cx: &RedundancyCx<'_, '_>, feedback: Feedback) {
+        self.seed(cx);
+        let p = cx.path();
+        self.max_rtt = self.max_rtt.max(p.latest_rtt);
+        match feedback {
+            Feedback::SourceAcked | Feedback::RepairAcked => self.loss.delivered(1.0),
+            Feedback::SourceLost | Feedback::RepairLost => {
+                let queue = congestion_loss(p.latest_rtt, p.min_rtt, self.max_rtt);
+                self.loss.lost(1.0, queue);
+            }
+            // Already counted when it was declared lost.
+            Feedback::SourceRecovered => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_loss_no_repair() {
+        let mut e = LossEstimate::default();
+        e.delivered(10_000.0);
+        assert_eq!(e.rate(), 0.0);
+        assert_eq!(tail_repairs(20, e.rate(), e.any()), 0);
+        assert_eq!(
+            mid_flow_interval(e.rate(), RecoveredLossMode::Mask),
+            NO_CADENCE
+        );
+    }
+
+    #[test]
+    fn queue_drops_are_not_channel_loss() {
+        let ms = Duration::from_millis;
+        // A queue that once added 240 ms: 70 ms of it marks a congestion drop.
+        assert!(congestion_loss(ms(371), ms(300), ms(540)));
+        assert!(!congestion_loss(ms(350), ms(300), ms(540)));
+        // No queue seen yet: an RTT an eighth above the minimum is noise.
+        assert!(!congestion_loss(ms(28), ms(25), ms(28)));
+        assert!(congestion_loss(ms(29), ms(25), ms(29)));
+        let mut e = LossEstimate::default();
+        e.delivered(950.0);
+        e.lost(50.0, true);
+        assert_eq!(e.rate(), 0.0);
+        e.lost(50.0, false);
+        assert!((e.rate() - 50.0 / 1100.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn one_early_loss_is_not_a_high_rate() {
+        let mut e = LossEstimate::default();
+        e.delivered(7.0);
+        e.lost(1.0, false);
+        assert!(e.rate() < 0.02, "{}", e.rate());
+    }
+
+    #[test]
+    fn the_estimate_follows_a_changed_rate() {
+        let mut e = LossEstimate::default();
+        for i in 0..20_000 {
+            e.lost(1.0, false);
+            e.delivered(if i < 10_000 { 9.0 } else { 99.0 });
+        }
+        assert!((e.rate() - 0.01).abs() < 0.003, "{}", e.rate());
+    }
+
+    #[test]
+    fn mid_flow_repair_in_mask_mode_follows_the_loss_rate() {
+        let m = RecoveredLossMode::Mask;
+        assert_eq!(mid_flow_interval(0.06, m), 8);
+        assert_eq!(mid_flow_interval(0.033, m), 15);
+        assert_eq!(mid_flow_interval(0.01, m), 50);
+        assert_eq!(mid_flow_interval(0.004, m), NO_CADENCE);
+        assert_eq!(mid_flow_interval(0.3, m), 2);
+        assert_eq!(
+            mid_flow_interval(0.06, RecoveredLossMode::Signal),
+            NO_CADENCE
+        );
+        assert_eq!(window_for(8), 24);
+        assert_eq!(window_for(2), 8);
+        assert_eq!(window_for(50), 64);
+    }
+
+    #[test]
+    fn tail_repair_covers_the_likely_losses() {
+        // 10 packets at 1 %: P(more than 1 of 11 lost) = 0.0052 < 1 %.
+        assert_eq!(tail_repairs(10, 0.01, true), 1);
+        // 20 packets at 6 %: one repair leaves 0.35, two 0.13, three 0.04: capped at 3.
+        assert_eq!(tail_repairs(20, 0.06, true), 3);
+        // 3 packets at 3 %: P(more than 1 of 4 lost) = 0.0052.
+        assert_eq!(tail_repairs(3, 0.03, true), 1);
+        assert!((binomial_tail(4, 0.5, 1) - 11.0 / 16.0).abs() < 1e-12);
+        assert_eq!(binomial_tail(3, 0.2, 3), 0.0);
+    }
+}
