@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use qfec_lab::ProtocolSettings;
 use qfec_lab::output::{summary_table, write_csv, write_jsonl, write_summary_csv};
+use qfec_lab::reproduce::{Options as ReproduceOptions, Paper};
 use qfec_lab::scenario::DEFAULT_DURATION_LIMIT;
 use qfec_lab::units::{Dur, parse_duration, parse_list, parse_ratio, parse_seeds};
 use qfec_lab::{
@@ -23,6 +24,30 @@ pub enum LabCommand {
     Run(Box<RunArgs>),
     /// List the link presets and their parameters.
     Presets,
+    /// Run a paper's evaluation and write a report directory: runs (CSV, JSON lines),
+    /// report.md beside the paper's numbers, SVG figures.
+    Reproduce(ReproduceArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ReproduceArgs {
+    /// rquic (paper 000) or quic-fec (paper 003).
+    name: String,
+    /// Few seeds and smaller files: checks that everything works, in seconds.
+    #[arg(long)]
+    quick: bool,
+    /// Report directory (default: reproduce-NAME).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Repetitions per point instead of the paper's (100 for rquic, 50 for quic-fec).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// Worker threads (default: all cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -118,7 +143,48 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LabCommand::Run(args) => run_experiment(*args),
+        LabCommand::Reproduce(args) => reproduce(args),
     }
+}
+
+fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
+    let paper: Paper = args.name.parse()?;
+    if args.seeds == Some(0) {
+        bail!("--seeds must be at least 1");
+    }
+    let opts = ReproduceOptions {
+        quick: args.quick,
+        out: args
+            .out
+            .unwrap_or_else(|| PathBuf::from(format!("reproduce-{}", paper.name()))),
+        threads: args.threads,
+        seeds: args.seeds,
+    };
+    let progress = !args.quiet && std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let outcome = qfec_lab::reproduce::reproduce(paper, &opts, |done, total| {
+        if progress {
+            draw_progress(done, total, started.elapsed());
+        }
+    })?;
+    if progress {
+        eprintln!();
+    }
+    println!(
+        "{} runs ({} failed) in {:.1} s; report: {}",
+        outcome.runs,
+        outcome.failed,
+        outcome.wall.as_secs_f64(),
+        outcome.report.display()
+    );
+    for f in &outcome.figures {
+        println!("figure: {}", f.display());
+    }
+    Ok(if outcome.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn run_experiment(args: RunArgs) -> Result<ExitCode> {

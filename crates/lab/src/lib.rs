@@ -49,6 +49,7 @@ pub mod output;
 pub mod pages;
 pub mod presets;
 pub mod quic;
+pub mod reproduce;
 pub mod scenario;
 pub mod units;
 pub mod workload;

@@ -1,0 +1,302 @@
+//! `qfec lab reproduce NAME`: a paper's evaluation run on the simulator, written as a report
+//! directory: every run (`runs.csv`, `runs.jsonl`), `report.md` with our numbers beside what
+//! the paper reports, and SVG figures that mirror the paper's.
+//!
+//! Each paper module plans its runs ([`RunSpec`]s, labelled by figure in `scenario`), and
+//! turns the records into tables and figures. Next to the paper's own variants every figure
+//! shows `adaptive`.
+
+mod plot;
+mod quic_fec;
+mod rquic;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use qfec_fec::Redundancy;
+use qfec_proto::RecoveredLossMode;
+use qfec_proto::recovery::cc::CongestionControl;
+
+use crate::campaign::{RunSpec, run_all};
+use crate::config::ProtocolSettings;
+use crate::metrics::{RunRecord, Stats};
+use crate::output::{write_csv, write_jsonl};
+use crate::presets::LinkPair;
+use crate::workload::Workload;
+
+pub use plot::{Figure, Panel, Reference, Series, draw, ecdf};
+
+/// The papers whose evaluation can be reproduced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paper {
+    /// Paper 000: rQUIC, adaptive XOR over WLAN/4G, 2G/3G and satellite.
+    Rquic,
+    /// Paper 003: QUIC-FEC with Reed-Solomon and RLC over in-flight links.
+    QuicFec,
+}
+
+impl Paper {
+    pub const ALL: [Paper; 2] = [Paper::Rquic, Paper::QuicFec];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Paper::Rquic => "rquic",
+            Paper::QuicFec => "quic-fec",
+        }
+    }
+}
+
+/// A reproduction name that is not known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reproduction {0:?}: use rquic (paper 000) or quic-fec (paper 003)")]
+pub struct UnknownPaper(pub String);
+
+impl FromStr for Paper {
+    type Err = UnknownPaper;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Paper::ALL
+            .into_iter()
+            .find(|p| p.name() == s.trim().to_ascii_lowercase())
+            .ok_or_else(|| UnknownPaper(s.to_string()))
+    }
+}
+
+/// How to run a reproduction.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Few seeds and smaller files: a check that everything works, in seconds.
+    pub quick: bool,
+    /// Report directory (created).
+    pub out: PathBuf,
+    /// Worker threads (0: all cores).
+    pub threads: usize,
+    /// Repetitions per point instead of the paper's.
+    pub seeds: Option<u64>,
+}
+
+/// A reproduction that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReproduceError {
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot draw {path}: {reason}")]
+    Plot { path: PathBuf, reason: String },
+}
+
+/// What a finished reproduction wrote.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub runs: usize,
+    pub failed: usize,
+    pub wall: Duration,
+    pub report: PathBuf,
+    pub figures: Vec<PathBuf>,
+}
+
+/// What a paper module produces from the records.
+struct Report {
+    markdown: String,
+    figures: Vec<(String, Figure)>,
+}
+
+/// Runs `paper`'s evaluation and writes its report directory. `progress(done, total)` is
+/// called as runs finish.
+pub fn reproduce(
+    paper: Paper,
+    opts: &Options,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Outcome, ReproduceError> {
+    let specs = match paper {
+        Paper::Rquic => rquic::plan(opts),
+        Paper::QuicFec => quic_fec::plan(opts),
+    };
+    let started = Instant::now();
+    let records = run_all(&specs, opts.threads, crate::quic::run, |done, total, _| {
+        progress(done, total)
+    });
+    let wall = started.elapsed();
+    let report = match paper {
+        Paper::Rquic => rquic::report(&records, opts),
+        Paper::QuicFec => quic_fec::report(&records, opts),
+    };
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReproduceError::Io { path, source }
+    };
+    std::fs::create_dir_all(&opts.out).map_err(io(&opts.out))?;
+    let csv = opts.out.join("runs.csv");
+    let f = std::fs::File::create(&csv).map_err(io(&csv))?;
+    write_csv(std::io::BufWriter::new(f), &records).map_err(io(&csv))?;
+    let jsonl = opts.out.join("runs.jsonl");
+    let f = std::fs::File::create(&jsonl).map_err(io(&jsonl))?;
+    write_jsonl(std::io::BufWriter::new(f), &records).map_err(io(&jsonl))?;
+    let mut figures = Vec::new();
+    for (name, fig) in &report.figures {
+        let path = opts.out.join(name);
+        draw(fig, &path).map_err(|reason| ReproduceError::Plot {
+            path: path.clone(),
+            reason,
+        })?;
+        figures.push(path);
+    }
+    let failed = records.iter().filter(|r| r.error.is_some()).count();
+    let mut md = report.markdown;
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        opts.threads
+    };
+    let _ = writeln!(
+        md,
+        "\n## Runs\n\n{} runs ({} failed) in {:.1} s wall on {} threads{}. Every run is in \
+         `runs.csv` and `runs.jsonl`.\n\nCommand: `qfec lab reproduce {}{}{}`",
+        records.len(),
+        failed,
+        wall.as_secs_f64(),
+        threads,
+        if opts.quick { ", quick mode" } else { "" },
+        paper.name(),
+        if opts.quick { " --quick" } else { "" },
+        opts.seeds
+            .map(|s| format!(" --seeds {s}"))
+            .unwrap_or_default(),
+    );
+    let report_path = opts.out.join("report.md");
+    std::fs::write(&report_path, md).map_err(io(&report_path))?;
+    Ok(Outcome {
+        runs: records.len(),
+        failed,
+        wall,
+        report: report_path,
+        figures,
+    })
+}
+
+/// A protocol variant of a reproduction.
+#[derive(Debug, Clone)]
+struct Variant {
+    name: &'static str,
+    protocol: ProtocolSettings,
+}
+
+fn variant(
+    name: &'static str,
+    cc: CongestionControl,
+    fec: Option<Redundancy>,
+    mode: RecoveredLossMode,
+) -> Variant {
+    Variant {
+        name,
+        protocol: ProtocolSettings {
+            congestion: Some(cc),
+            fec_cc: fec.map(|_| mode),
+            fec,
+            ..ProtocolSettings::default()
+        },
+    }
+}
+
+/// The variants every figure shows beside the paper's: plain QUIC (CUBIC, the baseline) and
+/// `adaptive`, FEC in `mode`.
+fn common_variants(mode: RecoveredLossMode) -> Vec<Variant> {
+    let adaptive = Some(Redundancy::default());
+    vec![
+        variant("quic", CongestionControl::Cubic, None, mode),
+        variant("adaptive", CongestionControl::Cubic, adaptive, mode),
+    ]
+}
+
+/// One point of a plan: where, what, and how many times.
+struct Point<'a> {
+    figure: &'a str,
+    /// Preset name or design point label.
+    place: String,
+    loss: f64,
+    links: LinkPair,
+    workload: Workload,
+    seeds: u64,
+    time_limit: Duration,
+}
+
+/// Adds the runs of `point` for every variant.
+fn push_runs(out: &mut Vec<RunSpec>, point: &Point<'_>, variants: &[Variant]) {
+    for v in variants {
+        for seed in 1..=point.seeds {
+            out.push(RunSpec {
+                index: out.len(),
+                scenario: point.figure.to_string(),
+                preset: Some(point.place.clone()),
+                variant: v.name.to_string(),
+                loss: point.loss,
+                seed,
+                links: point.links.clone(),
+                workload: point.workload.clone(),
+                protocol: v.protocol.clone(),
+                duration_limit: point.time_limit,
+            });
+        }
+    }
+}
+
+/// Records of one figure, point (place, workload, loss) and variant.
+fn select<'r>(
+    records: &'r [RunRecord],
+    figure: &str,
+    place: Option<&str>,
+    workload: Option<&str>,
+    variant: &str,
+) -> impl Iterator<Item = &'r RunRecord> {
+    records.iter().filter(move |r| {
+        r.scenario == figure
+            && r.variant == variant
+            && place.is_none_or(|p| r.preset == p)
+            && workload.is_none_or(|w| r.workload == w)
+    })
+}
+
+fn done(r: &RunRecord) -> Option<f64> {
+    r.completion_time_s
+        .filter(|_| r.completed && r.error.is_none())
+}
+
+/// Per-seed completion-time ratios of `variant` over `baseline` at each point of `figure`
+/// (paper 003's DCT ratio): runs pair by place, workload, loss and seed.
+fn paired_ratios(
+    records: &[RunRecord],
+    figure: &str,
+    workload: &str,
+    variant: &str,
+    baseline: &str,
+) -> Vec<f64> {
+    let base: std::collections::BTreeMap<(&str, u64, u64), f64> =
+        select(records, figure, None, Some(workload), baseline)
+            .filter_map(|r| Some(((r.preset.as_str(), r.loss.to_bits(), r.seed), done(r)?)))
+            .collect();
+    select(records, figure, None, Some(workload), variant)
+        .filter_map(|r| {
+            let b = base.get(&(r.preset.as_str(), r.loss.to_bits(), r.seed))?;
+            Some(done(r)? / b)
+        })
+        .collect()
+}
+
+fn median(xs: &[f64]) -> Option<f64> {
+    Stats::of(xs).map(|s| s.median)
+}
+
+fn fmt_opt(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
+}
+
+fn share(xs: &[f64], pred: impl Fn(f64) -> bool) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().filter(|x| pred(**x)).count() as f64 / xs.len() as f64)
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", v * 100.0))
+}

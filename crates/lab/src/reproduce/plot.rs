@@ -1,0 +1,205 @@
+//! SVG figures for the reproductions: grids of panels, each with one curve per variant (an
+//! ECDF, or a line over a swept parameter), and the papers' reported values as dashed
+//! reference lines.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+/// One curve.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A horizontal or vertical reference line with its label (a value the paper reports).
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub label: String,
+    /// `Some(y)`: horizontal at y; otherwise vertical at `x`.
+    pub y: Option<f64>,
+    pub x: f64,
+}
+
+/// One panel of a figure.
+#[derive(Debug, Clone, Default)]
+pub struct Panel {
+    pub title: String,
+    pub series: Vec<Series>,
+    pub references: Vec<Reference>,
+}
+
+/// A figure: panels on a grid with shared axis labels.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub panels: Vec<Panel>,
+    pub columns: usize,
+    /// Fixed x range (otherwise from the data).
+    pub x_range: Option<(f64, f64)>,
+    pub y_range: Option<(f64, f64)>,
+}
+
+/// The empirical CDF of `xs` as step points.
+pub fn ecdf(xs: &[f64]) -> Vec<(f64, f64)> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len() as f64;
+    let mut out = Vec::with_capacity(2 * v.len());
+    for (i, x) in v.iter().enumerate() {
+        out.push((*x, i as f64 / n));
+        out.push((*x, (i + 1) as f64 / n));
+    }
+    out
+}
+
+const COLORS: [RGBColor; 8] = [
+    RGBColor(0, 0, 0),
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
+];
+
+fn range_of(it: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = it
+        .filter(|v| v.is_finite())
+        .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    if lo > hi {
+        (0.0, 1.0)
+    } else if hi - lo < 0.1 * (hi + lo).abs() / 2.0 || hi - lo < 1e-9 {
+        // A spread of a few hundredths would fill the panel with noise: show at least 10 %.
+        let mid = (hi + lo) / 2.0;
+        let half = (0.05 * mid.abs()).max(0.5 * (hi - lo)).max(0.05);
+        (mid - half, mid + half)
+    } else {
+        let pad = (hi - lo) * 0.05;
+        (lo - pad, hi + pad)
+    }
+}
+
+/// Draws `fig` as an SVG file.
+pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
+    let cols = fig.columns.max(1);
+    let rows = fig.panels.len().div_ceil(cols).max(1);
+    let (w, h) = (420 * cols as u32, 330 * rows as u32 + 40);
+    let root = SVGBackend::new(path, (w, h)).into_drawing_area();
+    let e = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let root = root.titled(&fig.title, ("sans-serif", 20)).map_err(e)?;
+    let areas = root.split_evenly((rows, cols));
+    for (panel, area) in fig.panels.iter().zip(areas.iter()) {
+        let xs = panel
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .chain(
+                panel
+                    .references
+                    .iter()
+                    .filter(|r| r.y.is_none())
+                    .map(|r| r.x),
+            );
+        let ys = panel
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .chain(panel.references.iter().filter_map(|r| r.y));
+        let (x0, x1) = fig.x_range.unwrap_or_else(|| range_of(xs));
+        let (y0, y1) = fig.y_range.unwrap_or_else(|| range_of(ys));
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(34)
+            .y_label_area_size(44)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc(&fig.x_label)
+            .y_desc(&fig.y_label)
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(e)?;
+        for (i, s) in panel.series.iter().enumerate() {
+            let c = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
+                .map_err(e)?
+                .label(s.label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
+            if s.points.len() <= 12 {
+                chart
+                    .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, c.filled())))
+                    .map_err(e)?;
+            }
+        }
+        for r in &panel.references {
+            let grey = RGBColor(110, 110, 110);
+            let pts: Vec<(f64, f64)> = match r.y {
+                Some(y) => dashes((x0, y), (x1, y)),
+                None => dashes((r.x, y0), (r.x, y1)),
+            };
+            for pair in pts.chunks(2) {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(pair.to_vec(), grey)))
+                    .map_err(e)?;
+            }
+            let at = match r.y {
+                Some(y) => (x0 + (x1 - x0) * 0.02, y + (y1 - y0) * 0.02),
+                None => (r.x + (x1 - x0) * 0.01, y0 + (y1 - y0) * 0.04),
+            };
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    r.label.clone(),
+                    at,
+                    ("sans-serif", 11).into_font().color(&grey),
+                )))
+                .map_err(e)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(200, 200, 200))
+            .label_font(("sans-serif", 11))
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(e)?;
+    }
+    root.present().map_err(e)?;
+    Ok(())
+}
+
+/// A dashed segment from `a` to `b`, as point pairs.
+fn dashes(a: (f64, f64), b: (f64, f64)) -> Vec<(f64, f64)> {
+    const N: usize = 40;
+    let mut out = Vec::with_capacity(N);
+    for i in 0..N / 2 {
+        let t0 = (2 * i) as f64 / N as f64;
+        let t1 = (2 * i + 1) as f64 / N as f64;
+        out.push((a.0 + (b.0 - a.0) * t0, a.1 + (b.1 - a.1) * t0));
+        out.push((a.0 + (b.0 - a.0) * t1, a.1 + (b.1 - a.1) * t1));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecdf_steps_to_one() {
+        let e = ecdf(&[3.0, 1.0, 2.0, f64::NAN]);
+        assert_eq!(e.first(), Some(&(1.0, 0.0)));
+        assert_eq!(e.last(), Some(&(3.0, 1.0)));
+        assert_eq!(e.len(), 6);
+    }
+}

@@ -1,0 +1,481 @@
+//! Paper 003 (QUIC-FEC): download completion time (DCT) ratios of FEC over plain QUIC for
+//! files of 1 kB, 10 kB, 50 kB and 1 MB.
+//!
+//! - Fig. 5: the DA2GC and MSS in-flight links, uniform loss, 50 seeds, RLC.
+//! - Fig. 6: an experimental design (WSP over the Table I ranges: 0.3-10 Mb/s, one-way delay
+//!   100-400 ms; uniform loss over the p range, 1-8 %), Reed-Solomon; Fig. 7: Reed-Solomon
+//!   over RLC on the same points.
+//! - Fig. 8: the same points without loss, RLC at two code rates.
+//! - Fig. 10: Gilbert-Elliott losses with the Table I ranges, RLC.
+//!
+//! A ratio pairs two runs with the same seed (the paper's deterministic loss generator); FEC
+//! runs in `signal` mode (the paper's RECOVERED frames).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use qfec_erasure::{Field, Scheme};
+use qfec_fec::Redundancy;
+use qfec_proto::RecoveredLossMode;
+use qfec_proto::recovery::cc::CongestionControl;
+use qfec_sim::LossSpec;
+
+use super::{
+    Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants, ecdf,
+    median, paired_ratios, pct, push_runs, share, variant,
+};
+use crate::campaign::RunSpec;
+use crate::metrics::{RunRecord, Stats};
+use crate::presets::{PAPER003_DESIGN, Preset};
+use crate::workload::{Workload, short_size};
+
+const MODE: RecoveredLossMode = RecoveredLossMode::Signal;
+/// A ratio counts as "no worse" up to 1 % above 1 (SID frames add a few bytes per packet, so
+/// a run without loss is a hair slower), and as "better" 1 % below.
+const NO_WORSE: f64 = 1.01;
+const BETTER: f64 = 0.99;
+/// RLC with one repair per four source symbols (Fig. 8's higher code rate).
+const RLC_QUARTER: Scheme = Scheme::Rlc {
+    window: 20,
+    density: 15,
+    field: Field::Gf256,
+    interval: 4,
+    repairs: 1,
+};
+
+fn sizes(opts: &Options) -> [u64; 4] {
+    if opts.quick {
+        [1_000, 10_000, 50_000, 200_000]
+    } else {
+        [1_000, 10_000, 50_000, 1_000_000]
+    }
+}
+
+fn with(extra: &[Variant]) -> Vec<Variant> {
+    let mut v = common_variants(MODE);
+    for (i, x) in extra.iter().enumerate() {
+        v.insert(1 + i, x.clone());
+    }
+    v
+}
+
+fn rlc() -> Variant {
+    variant(
+        "rlc",
+        CongestionControl::Cubic,
+        Some(Redundancy::Fixed(Redundancy::RLC)),
+        MODE,
+    )
+}
+
+fn rs() -> Variant {
+    variant(
+        "rs",
+        CongestionControl::Cubic,
+        Some(Redundancy::Fixed(Redundancy::RS)),
+        MODE,
+    )
+}
+
+fn rlc_quarter() -> Variant {
+    variant(
+        "rlc-1/4",
+        CongestionControl::Cubic,
+        Some(Redundancy::Fixed(RLC_QUARTER)),
+        MODE,
+    )
+}
+
+/// Figures, their variants (the paper's first) and whether they use the design.
+fn figures() -> Vec<(&'static str, Vec<Variant>)> {
+    vec![
+        ("fig5", with(&[rlc()])),
+        ("fig6", with(&[rs(), rlc()])),
+        ("fig8", with(&[rlc(), rlc_quarter()])),
+        ("fig10", with(&[rlc()])),
+    ]
+}
+
+pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
+    let sizes = sizes(opts);
+    let limit = Duration::from_secs(1800);
+    let mut out = Vec::new();
+    let figs = figures();
+    // Fig. 5: the two use cases at their loss rates.
+    let seeds = opts.seeds.unwrap_or(if opts.quick { 3 } else { 50 });
+    for name in ["da2gc", "mss"] {
+        let p = Preset::from_name(name).expect("built-in preset");
+        for &bytes in &sizes {
+            let point = Point {
+                figure: "fig5",
+                place: name.to_string(),
+                loss: p.default_loss(),
+                links: p.links(None),
+                workload: Workload::Bulk { bytes },
+                seeds,
+                time_limit: limit,
+            };
+            push_runs(&mut out, &point, &figs[0].1);
+        }
+    }
+    // Figs. 6-10: one run per design point, as in the paper.
+    let n = if opts.quick { 3 } else { 120 };
+    let design_seeds = opts.seeds.unwrap_or(1);
+    for (i, pt) in PAPER003_DESIGN.sample(n, 3, 0).iter().enumerate() {
+        let place = format!("d{:03}", i + 1);
+        let ge = pt.links();
+        let mut uniform = ge.clone();
+        let mut lossless = ge.clone();
+        for (d, l) in [(&mut uniform.down, pt.p), (&mut uniform.up, pt.p)] {
+            d.air_loss = vec![LossSpec::Bernoulli { p: l }];
+        }
+        lossless.down.air_loss.clear();
+        lossless.up.air_loss.clear();
+        for &bytes in &sizes {
+            for (figure, links, loss, vs) in [
+                ("fig6", &uniform, pt.p, &figs[1].1),
+                ("fig8", &lossless, 0.0, &figs[2].1),
+                ("fig10", &ge, pt.p, &figs[3].1),
+            ] {
+                let point = Point {
+                    figure,
+                    place: place.clone(),
+                    loss,
+                    links: links.clone(),
+                    workload: Workload::Bulk { bytes },
+                    seeds: design_seeds,
+                    time_limit: limit,
+                };
+                push_runs(&mut out, &point, vs);
+            }
+        }
+    }
+    out
+}
+
+fn label(bytes: u64) -> String {
+    format!("bulk-{}", short_size(bytes))
+}
+
+fn ecdf_panels(
+    records: &[RunRecord],
+    figure: &str,
+    places: Option<&[&str]>,
+    sizes: &[u64],
+    variants: &[&str],
+    baseline: &str,
+) -> Vec<Panel> {
+    let mut panels = Vec::new();
+    for place in places.map_or(vec![None], |p| p.iter().map(|x| Some(*x)).collect()) {
+        for &bytes in sizes {
+            let wl = label(bytes);
+            let series = variants
+                .iter()
+                .map(|v| {
+                    let mut r = paired_ratios(records, figure, &wl, v, baseline);
+                    if let Some(p) = place {
+                        r = paired_ratios_at(records, figure, p, &wl, v, baseline);
+                    }
+                    Series {
+                        label: format!("{v} / {baseline}"),
+                        points: ecdf(&r),
+                    }
+                })
+                .collect();
+            panels.push(Panel {
+                title: match place {
+                    Some(p) => format!("{p}, {}", short_size(bytes)),
+                    None => short_size(bytes),
+                },
+                series,
+                references: vec![Reference {
+                    label: "ratio 1".into(),
+                    y: None,
+                    x: 1.0,
+                }],
+            });
+        }
+    }
+    panels
+}
+
+fn paired_ratios_at(
+    records: &[RunRecord],
+    figure: &str,
+    place: &str,
+    workload: &str,
+    variant: &str,
+    baseline: &str,
+) -> Vec<f64> {
+    let only: Vec<RunRecord> = records
+        .iter()
+        .filter(|r| r.preset == place)
+        .cloned()
+        .collect();
+    paired_ratios(&only, figure, workload, variant, baseline)
+}
+
+fn table(
+    md: &mut String,
+    records: &[RunRecord],
+    figure: &str,
+    place: Option<&str>,
+    sizes: &[u64],
+    variants: &[&str],
+    baseline: &str,
+) {
+    let _ = writeln!(
+        md,
+        "| {}file | variant | runs | median | p10 | p90 | ≤ 1.01 | < 0.99 |\n|{}---|---|---:|---:|---:|---:|---:|---:|",
+        if place.is_some() { "link | " } else { "" },
+        if place.is_some() { "---|" } else { "" }
+    );
+    for &bytes in sizes {
+        let wl = label(bytes);
+        for v in variants {
+            let r = match place {
+                Some(p) => paired_ratios_at(records, figure, p, &wl, v, baseline),
+                None => paired_ratios(records, figure, &wl, v, baseline),
+            };
+            let s = Stats::of(&r);
+            let f = |x: Option<f64>| x.map_or("–".into(), |v| format!("{v:.2}"));
+            let _ = writeln!(
+                md,
+                "| {}{} | {v} / {baseline} | {} | {} | {} | {} | {} | {} |",
+                place.map(|p| format!("{p} | ")).unwrap_or_default(),
+                short_size(bytes),
+                r.len(),
+                f(s.map(|s| s.median)),
+                f(s.map(|s| s.p10)),
+                f(s.map(|s| s.p90)),
+                pct(share(&r, |x| x <= NO_WORSE)),
+                pct(share(&r, |x| x < BETTER)),
+            );
+        }
+    }
+    md.push('\n');
+}
+
+pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
+    let sizes = sizes(opts);
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Paper 003 (QUIC-FEC) reproduced\n\nDCT ratio = completion time of a variant over \
+         that of plain QUIC (CUBIC, no FEC) in the run with the same seed and point. FEC runs \
+         in `signal` mode (RECOVERED frames). Codes: RLC = one repair per 2 source symbols \
+         over a window of 20, RS = 20 source + 10 repair symbols per block, rlc-1/4 = one \
+         repair per 4.\n"
+    );
+    let mut figures = Vec::new();
+    let base = "quic";
+    let common = ["adaptive"];
+    let list = |first: &[&'static str]| -> Vec<&'static str> {
+        first.iter().chain(common.iter()).copied().collect()
+    };
+    // Fig. 5.
+    let v5 = list(&["rlc"]);
+    let _ = writeln!(
+        md,
+        "## Fig. 5: DA2GC (0.468 Mb/s, RTT 262 ms, 3.3 % loss) and MSS (1.89 Mb/s, RTT 761 ms, 6 % loss)\n"
+    );
+    for place in ["da2gc", "mss"] {
+        table(&mut md, records, "fig5", Some(place), &sizes, &v5, base);
+    }
+    figures.push((
+        "fig5.svg".to_string(),
+        Figure {
+            title: "Paper 003 Fig. 5: DCT ratio ECDF, DA2GC and MSS".into(),
+            x_label: "DCT ratio".into(),
+            y_label: "ECDF".into(),
+            panels: ecdf_panels(records, "fig5", Some(&["da2gc", "mss"]), &sizes, &v5, base),
+            columns: 4,
+            x_range: None,
+            y_range: Some((0.0, 1.0)),
+        },
+    ));
+    // Fig. 6 and 7.
+    let v6 = list(&["rs"]);
+    let _ = writeln!(
+        md,
+        "## Fig. 6: experimental design, uniform loss, Reed-Solomon\n"
+    );
+    table(&mut md, records, "fig6", None, &sizes, &v6, base);
+    figures.push((
+        "fig6.svg".to_string(),
+        Figure {
+            title: "Paper 003 Fig. 6: DCT ratio ECDF over the design (uniform loss)".into(),
+            x_label: "DCT ratio".into(),
+            y_label: "ECDF".into(),
+            panels: ecdf_panels(records, "fig6", None, &sizes, &v6, base),
+            columns: 4,
+            x_range: None,
+            y_range: Some((0.0, 1.0)),
+        },
+    ));
+    let _ = writeln!(md, "## Fig. 7: Reed-Solomon over RLC, same points\n");
+    table(&mut md, records, "fig6", None, &sizes, &["rs"], "rlc");
+    let fig7 = Panel {
+        title: "RS / RLC".into(),
+        series: sizes
+            .iter()
+            .map(|&b| Series {
+                label: short_size(b),
+                points: ecdf(&paired_ratios(records, "fig6", &label(b), "rs", "rlc")),
+            })
+            .collect(),
+        references: vec![Reference {
+            label: "ratio 1".into(),
+            y: None,
+            x: 1.0,
+        }],
+    };
+    figures.push((
+        "fig7.svg".to_string(),
+        Figure {
+            title: "Paper 003 Fig. 7: DCT ratio RS / RLC".into(),
+            x_label: "DCT ratio".into(),
+            y_label: "ECDF".into(),
+            panels: vec![fig7],
+            columns: 1,
+            x_range: None,
+            y_range: Some((0.0, 1.0)),
+        },
+    ));
+    // Fig. 8.
+    let v8 = list(&["rlc", "rlc-1/4"]);
+    let _ = writeln!(
+        md,
+        "## Fig. 8: the cost of FEC without loss (same points, 0 %)\n"
+    );
+    table(&mut md, records, "fig8", None, &sizes, &v8, base);
+    figures.push((
+        "fig8.svg".to_string(),
+        Figure {
+            title: "Paper 003 Fig. 8: DCT ratio ECDF without loss".into(),
+            x_label: "DCT ratio".into(),
+            y_label: "ECDF".into(),
+            panels: ecdf_panels(records, "fig8", None, &sizes, &v8, base),
+            columns: 4,
+            x_range: None,
+            y_range: Some((0.0, 1.0)),
+        },
+    ));
+    // Fig. 10.
+    let v10 = list(&["rlc"]);
+    let _ = writeln!(
+        md,
+        "## Fig. 10: Gilbert-Elliott losses (Table I ranges), RLC\n"
+    );
+    table(&mut md, records, "fig10", None, &sizes, &v10, base);
+    figures.push((
+        "fig10.svg".to_string(),
+        Figure {
+            title: "Paper 003 Fig. 10: DCT ratio ECDF, Gilbert-Elliott losses".into(),
+            x_label: "DCT ratio".into(),
+            y_label: "ECDF".into(),
+            panels: ecdf_panels(records, "fig10", None, &sizes, &v10, base),
+            columns: 4,
+            x_range: None,
+            y_range: Some((0.0, 1.0)),
+        },
+    ));
+    claims(&mut md, records, &sizes);
+    Report {
+        markdown: md,
+        figures,
+    }
+}
+
+fn claims(md: &mut String, records: &[RunRecord], sizes: &[u64]) {
+    let big = label(sizes[3]);
+    let r = |fig: &str, place: Option<&str>, wl: &str, v: &str, b: &str| match place {
+        Some(p) => paired_ratios_at(records, fig, p, wl, v, b),
+        None => paired_ratios(records, fig, wl, v, b),
+    };
+    let _ = writeln!(
+        md,
+        "## The paper's statements beside ours\n\nThe paper gives its results as plots; these \
+         are the statements its text makes, with our measure of each.\n\n| paper 003 says | \
+         our measure | ours |\n|---|---|---|"
+    );
+    let d1 = r("fig5", Some("da2gc"), "bulk-1kB", "rlc", "quic");
+    let _ = writeln!(
+        md,
+        "| DA2GC, 1 kB: FEC has only a positive or no impact | runs with RLC ratio ≤ 1.01 | {} |",
+        pct(share(&d1, |x| x <= NO_WORSE))
+    );
+    for wl in ["bulk-10kB", "bulk-50kB"] {
+        let x = r("fig5", Some("da2gc"), wl, "rlc", "quic");
+        let _ = writeln!(
+            md,
+            "| DA2GC, {}: FEC clearly deteriorates the DCT in most cases | runs with RLC ratio > 1.01 | {} (median {}) |",
+            &wl[5..],
+            pct(share(&x, |v| v > NO_WORSE)),
+            super::fmt_opt(median(&x), 2)
+        );
+    }
+    let small: Vec<f64> = ["bulk-1kB", "bulk-10kB", "bulk-50kB"]
+        .iter()
+        .flat_map(|wl| r("fig5", Some("mss"), wl, "rlc", "quic"))
+        .collect();
+    let _ = writeln!(
+        md,
+        "| MSS: FEC reduces the DCT in the vast majority of the smaller downloads | runs of 1-50 kB with RLC ratio < 0.99 (≤ 1.01) | {} ({}) |",
+        pct(share(&small, |v| v < BETTER)),
+        pct(share(&small, |v| v <= NO_WORSE))
+    );
+    let x = r("fig6", None, &big, "rs", "quic");
+    let _ = writeln!(
+        md,
+        "| design, {}: QUIC-FEC (RS) performs badly, 1.5x the bytes | median RS ratio | {} |",
+        short_size(sizes[3]),
+        super::fmt_opt(median(&x), 2)
+    );
+    let x = r("fig6", None, &big, "rs", "rlc");
+    let _ = writeln!(
+        md,
+        "| design, {}: RLC performs significantly better than RS | median RS / RLC | {} |",
+        short_size(sizes[3]),
+        super::fmt_opt(median(&x), 2)
+    );
+    let all0: Vec<f64> = sizes
+        .iter()
+        .flat_map(|&b| r("fig8", None, &label(b), "rlc", "quic"))
+        .collect();
+    let q0: Vec<f64> = sizes
+        .iter()
+        .flat_map(|&b| r("fig8", None, &label(b), "rlc-1/4", "quic"))
+        .collect();
+    let _ = writeln!(
+        md,
+        "| 0 % loss: FEC always deteriorates the DCT | runs with RLC ratio > 1.01 (≥ 0.99) | {} ({}) |\n\
+         | 0 % loss: a higher code rate harms less | median ratio RLC 1/2 vs 1/4 | {} vs {} |",
+        pct(share(&all0, |v| v > NO_WORSE)),
+        pct(share(&all0, |v| v >= BETTER)),
+        super::fmt_opt(median(&all0), 3),
+        super::fmt_opt(median(&q0), 3)
+    );
+    let ge_small: Vec<f64> = ["bulk-1kB", "bulk-10kB"]
+        .iter()
+        .flat_map(|wl| r("fig10", None, wl, "rlc", "quic"))
+        .collect();
+    let ge_big = r("fig10", None, &big, "rlc", "quic");
+    let _ = writeln!(
+        md,
+        "| Gilbert-Elliott: FEC benefits small transfers, the largest suffers | median RLC ratio, 1-10 kB / {} | {} / {} |",
+        short_size(sizes[3]),
+        super::fmt_opt(median(&ge_small), 2),
+        super::fmt_opt(median(&ge_big), 2)
+    );
+    let ad0: Vec<f64> = sizes
+        .iter()
+        .flat_map(|&b| r("fig8", None, &label(b), "adaptive", "quic"))
+        .collect();
+    let _ = writeln!(
+        md,
+        "| (ours) `adaptive` at 0 % loss | median, p95 of its ratio | {}, {} |\n",
+        super::fmt_opt(median(&ad0), 3),
+        super::fmt_opt(Stats::of(&ad0).map(|s| s.p95), 3)
+    );
+}

@@ -1,0 +1,344 @@
+//! Paper 000 (rQUIC): completion-time ratio ξ and FEC overhead against random loss, for
+//! bulk downloads (Fig. 5: 20 MB, 5 MB over satellite) and the flickr page (Fig. 6), over
+//! the Table I links (WLAN and 4G, 2G/3G, satellite; buffers of one BDP), 100 runs per
+//! point. ξ is the paper's: a run's completion time over the mean completion time of plain
+//! QUIC at the same point. rQUIC and `adaptive` run in `mask` mode, as rQUIC does.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use qfec_fec::Redundancy;
+use qfec_fec::redundancy::RquicConfig;
+use qfec_proto::RecoveredLossMode;
+use qfec_proto::recovery::cc::CongestionControl;
+
+use super::{
+    Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants, done,
+    fmt_opt, push_runs, select, variant,
+};
+use crate::campaign::RunSpec;
+use crate::metrics::{RunRecord, Stats};
+use crate::pages::PageModel;
+use crate::presets::Preset;
+use crate::workload::Workload;
+
+/// Table I's networks, as presets (WLAN and 4G form NetType1).
+const PRESETS: [&str; 4] = ["wlan", "4g", "3g", "satellite"];
+const MODE: RecoveredLossMode = RecoveredLossMode::Mask;
+
+fn variants(web: bool) -> Vec<Variant> {
+    let mut v = common_variants(MODE);
+    v.insert(
+        1,
+        variant(
+            "rquic",
+            CongestionControl::Cubic,
+            Some(Redundancy::Rquic(RquicConfig::default())),
+            MODE,
+        ),
+    );
+    if web {
+        // The paper's future work: no FEC in slow start, where most of a page is sent.
+        v.insert(
+            2,
+            variant(
+                "rquic-ss-off",
+                CongestionControl::Cubic,
+                Some(Redundancy::Rquic(RquicConfig {
+                    fec_in_slow_start: false,
+                })),
+                MODE,
+            ),
+        );
+    }
+    v
+}
+
+fn losses(opts: &Options) -> Vec<f64> {
+    if opts.quick {
+        vec![0.0, 0.03]
+    } else {
+        vec![0.0, 0.01, 0.02, 0.03, 0.04, 0.05]
+    }
+}
+
+pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
+    let seeds = opts.seeds.unwrap_or(if opts.quick { 2 } else { 100 });
+    let mut out = Vec::new();
+    for name in PRESETS {
+        let p = Preset::from_name(name).expect("built-in preset");
+        for &loss in &losses(opts) {
+            let bytes = if opts.quick {
+                p.bulk_bytes / 20
+            } else {
+                p.bulk_bytes
+            };
+            for (figure, workload) in [
+                ("fig5", Workload::Bulk { bytes }),
+                ("fig6", Workload::Page(PageModel::flickr())),
+            ] {
+                let point = Point {
+                    figure,
+                    place: name.to_string(),
+                    loss,
+                    links: p.links(Some(loss)),
+                    workload,
+                    seeds,
+                    time_limit: Duration::from_secs(1800),
+                };
+                push_runs(&mut out, &point, &variants(figure == "fig6"));
+            }
+        }
+    }
+    out
+}
+
+/// ξ of every run of `variant` at a point: over the mean of plain QUIC's runs there.
+fn xi(records: &[RunRecord], figure: &str, place: &str, loss: f64, variant: &str) -> Vec<f64> {
+    let at = |v: &str| {
+        select(records, figure, Some(place), None, v)
+            .filter(|r| r.loss == loss)
+            .filter_map(done)
+            .collect::<Vec<f64>>()
+    };
+    let Some(base) = Stats::of(&at("quic")) else {
+        return Vec::new();
+    };
+    at(variant).into_iter().map(|t| t / base.mean).collect()
+}
+
+fn overhead(records: &[RunRecord], figure: &str, place: &str, loss: f64, variant: &str) -> f64 {
+    let o: Vec<f64> = select(records, figure, Some(place), None, variant)
+        .filter(|r| r.loss == loss && r.completed)
+        .map(|r| r.overhead() * 100.0)
+        .collect();
+    Stats::of(&o).map_or(f64::NAN, |s| s.mean)
+}
+
+fn mean(xs: &[f64]) -> Option<f64> {
+    Stats::of(xs).map(|s| s.mean)
+}
+
+/// The paper's numbers for a panel (it gives them in the text, not per point).
+fn references(figure: &str, place: &str) -> Vec<Reference> {
+    let r = |y: f64, label: &str| Reference {
+        label: label.into(),
+        y: Some(y),
+        x: 0.0,
+    };
+    match (figure, place) {
+        ("fig5", "wlan" | "4g") => vec![r(0.4, "paper: best ξ ≈ 0.4 (up to 60 % gain)")],
+        ("fig5", "satellite") => vec![r(0.5, "paper: best ξ ≈ 0.5 (up to 50 % gain)")],
+        ("fig6", "wlan" | "4g") => vec![r(0.75, "paper: best ξ ≈ 0.75 (up to 25 % saving)")],
+        (_, _) => vec![r(1.0, "ξ = 1")],
+    }
+}
+
+pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
+    let losses = losses(opts);
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# Paper 000 (rQUIC) reproduced\n\nξ = completion time / mean completion time of plain \
+         QUIC (CUBIC, no FEC) at the same point, as in the paper (Eq. 3). Overhead = bytes FEC \
+         added / bytes on the wire. rQUIC and `adaptive` run in `mask` mode (a recovered loss \
+         counts as delivered), as rQUIC does. Links: Table I mid-points (`qfec lab presets`), \
+         one-BDP drop-tail buffers, Bernoulli loss on both directions.\n"
+    );
+    let mut figures = Vec::new();
+    for (figure, title) in [
+        ("fig5", "Fig. 5: bulk download"),
+        ("fig6", "Fig. 6: the flickr page (30 objects, 1,776 KiB)"),
+    ] {
+        let vs: Vec<&str> = variants(figure == "fig6")
+            .iter()
+            .map(|v| v.name)
+            .filter(|n| *n != "quic")
+            .collect();
+        let _ = writeln!(md, "## {title}\n\nMean ξ (and overhead %) per variant.\n");
+        let _ = write!(md, "| link | loss | quic DCT (s) |");
+        for v in &vs {
+            let _ = write!(md, " {v} |");
+        }
+        let _ = write!(md, "\n|---|---:|---:|");
+        for _ in &vs {
+            let _ = write!(md, "---:|");
+        }
+        md.push('\n');
+        let mut xi_panels = Vec::new();
+        let mut ovh_panels = Vec::new();
+        for place in PRESETS {
+            let mut xi_series = Vec::new();
+            let mut ovh_series = Vec::new();
+            for v in &vs {
+                let pts: Vec<(f64, f64)> = losses
+                    .iter()
+                    .filter_map(|&l| Some((l * 100.0, mean(&xi(records, figure, place, l, v))?)))
+                    .collect();
+                xi_series.push(Series {
+                    label: v.to_string(),
+                    points: pts,
+                });
+                if v.contains("rquic") || v.contains("adaptive") {
+                    ovh_series.push(Series {
+                        label: v.to_string(),
+                        points: losses
+                            .iter()
+                            .map(|&l| (l * 100.0, overhead(records, figure, place, l, v)))
+                            .filter(|p| p.1.is_finite())
+                            .collect(),
+                    });
+                }
+            }
+            for &l in &losses {
+                let base: Vec<f64> = select(records, figure, Some(place), None, "quic")
+                    .filter(|r| r.loss == l)
+                    .filter_map(done)
+                    .collect();
+                let _ = write!(
+                    md,
+                    "| {place} | {:.0} % | {} |",
+                    l * 100.0,
+                    fmt_opt(mean(&base), 2)
+                );
+                for v in &vs {
+                    let x = mean(&xi(records, figure, place, l, v));
+                    let o = overhead(records, figure, place, l, v);
+                    let _ = if o.is_finite() && (v.contains("rquic") || v.contains("adaptive")) {
+                        write!(md, " {} ({o:.1} %) |", fmt_opt(x, 2))
+                    } else {
+                        write!(md, " {} |", fmt_opt(x, 2))
+                    };
+                }
+                md.push('\n');
+            }
+            xi_panels.push(Panel {
+                title: place.to_string(),
+                series: xi_series,
+                references: references(figure, place),
+            });
+            ovh_panels.push(Panel {
+                title: place.to_string(),
+                series: ovh_series,
+                references: vec![Reference {
+                    label: "paper: < 5 % at 0 % loss".into(),
+                    y: Some(5.0),
+                    x: 0.0,
+                }],
+            });
+        }
+        md.push('\n');
+        figures.push((
+            format!("{figure}-xi.svg"),
+            Figure {
+                title: format!("Paper 000 {title}: ξ against loss"),
+                x_label: "random loss (%)".into(),
+                y_label: "mean ξ".into(),
+                panels: xi_panels,
+                columns: 2,
+                x_range: None,
+                y_range: None,
+            },
+        ));
+        figures.push((
+            format!("{figure}-overhead.svg"),
+            Figure {
+                title: format!("Paper 000 {title}: FEC overhead against loss"),
+                x_label: "random loss (%)".into(),
+                y_label: "overhead (% of bytes)".into(),
+                panels: ovh_panels,
+                columns: 2,
+                x_range: None,
+                y_range: None,
+            },
+        ));
+    }
+    claims(&mut md, records, &losses);
+    Report {
+        markdown: md,
+        figures,
+    }
+}
+
+/// The paper's claims in numbers, beside ours.
+fn claims(md: &mut String, records: &[RunRecord], losses: &[f64]) {
+    let best = |figure: &str, places: &[&str], v: &str| {
+        places
+            .iter()
+            .flat_map(|p| losses.iter().map(move |l| (p, l)))
+            .filter_map(|(p, &l)| mean(&xi(records, figure, p, l, v)))
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))))
+    };
+    let at0 = |figure: &str, v: &str| {
+        PRESETS
+            .iter()
+            .filter_map(|p| mean(&xi(records, figure, p, 0.0, v)))
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+    };
+    let ovh0 = PRESETS
+        .iter()
+        .map(|p| overhead(records, "fig5", p, 0.0, "rquic"))
+        .fold(f64::NAN, f64::max);
+    let last = *losses.last().unwrap_or(&0.0);
+    let ovh_top = PRESETS
+        .iter()
+        .map(|p| overhead(records, "fig5", p, last, "rquic"))
+        .fold(f64::NAN, f64::max);
+    let _ = writeln!(
+        md,
+        "## The paper's numbers beside ours\n\nThe paper gives its figures as plots; these are \
+         the values its text states.\n\n| claim (paper 000) | paper | ours: rquic | ours: \
+         adaptive |\n|---|---|---|---|"
+    );
+    let row = |md: &mut String, claim: &str, paper: &str, a: Option<f64>, b: Option<f64>| {
+        let _ = writeln!(
+            md,
+            "| {claim} | {paper} | {} | {} |",
+            fmt_opt(a, 2),
+            fmt_opt(b, 2)
+        );
+    };
+    let nt1 = ["wlan", "4g"];
+    row(
+        md,
+        "bulk, NetType1 (WLAN, 4G): best mean ξ",
+        "≈ 0.4 (up to 60 % gain)",
+        best("fig5", &nt1, "rquic"),
+        best("fig5", &nt1, "adaptive"),
+    );
+    row(
+        md,
+        "bulk, NetType3 (satellite): best mean ξ",
+        "≈ 0.5 (up to 50 % gain)",
+        best("fig5", &["satellite"], "rquic"),
+        best("fig5", &["satellite"], "adaptive"),
+    );
+    row(
+        md,
+        "bulk, 0 % loss: largest mean ξ",
+        "≈ 1 (no benefit, not jeopardized)",
+        at0("fig5", "rquic"),
+        at0("fig5", "adaptive"),
+    );
+    let _ = writeln!(
+        md,
+        "| bulk, 0 % loss: largest overhead | < 5 % | {ovh0:.1} % | – |\n| bulk, {:.0} % loss: \
+         largest overhead | grows with loss | {ovh_top:.1} % | – |",
+        last * 100.0
+    );
+    row(
+        md,
+        "web, NetType1: best mean ξ",
+        "≈ 0.75 (up to 25 % saving)",
+        best("fig6", &nt1, "rquic"),
+        best("fig6", &nt1, "adaptive"),
+    );
+    row(
+        md,
+        "web, satellite: best mean ξ",
+        "no clear benefit",
+        best("fig6", &["satellite"], "rquic"),
+        best("fig6", &["satellite"], "adaptive"),
+    );
+    md.push('\n');
+}
