@@ -22,7 +22,7 @@
 //!   leave less than a 1 % chance of more than m losses among the in-flight packets and the
 //!   repairs, once any channel loss has been seen.
 //! - *Within the flow.* In `mask` mode a recovered loss costs neither a retransmission nor a
-//!   window cut, which is worth more than the repair: one repair per 1 / (2 p) source symbols
+//!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
 //!   repaired), when the loss rate p is at least 0.5 %. In `signal` mode a recovered loss
 //!   still halves the window, so repair inside a long flow only adds bytes: none is sent.
@@ -46,7 +46,7 @@ const MEMORY_PACKETS: f64 = 4000.0;
 /// Loss rate below which no repair is sent within a flow.
 const MID_FLOW_MIN_LOSS: f64 = 0.005;
 /// Repair symbols per expected loss within a flow.
-const MID_FLOW_REPAIRS_PER_LOSS: f64 = 2.0;
+const MID_FLOW_REPAIRS_PER_LOSS: f64 = 3.0;
 /// Largest tail repair.
 const MAX_TAIL_REPAIRS: u32 = 3;
 /// Chance of an unrepaired tail the tail repair aims below.
@@ -320,16 +320,16 @@ mod tests {
     #[test]
     fn mid_flow_repair_in_mask_mode_follows_the_loss_rate() {
         let m = RecoveredLossMode::Mask;
-        assert_eq!(mid_flow_interval(0.06, m), 8);
-        assert_eq!(mid_flow_interval(0.033, m), 15);
-        assert_eq!(mid_flow_interval(0.01, m), 50);
+        assert_eq!(mid_flow_interval(0.06, m), 6);
+        assert_eq!(mid_flow_interval(0.033, m), 10);
+        assert_eq!(mid_flow_interval(0.01, m), 33);
         assert_eq!(mid_flow_interval(0.004, m), NO_CADENCE);
         assert_eq!(mid_flow_interval(0.3, m), 2);
         assert_eq!(
             mid_flow_interval(0.06, RecoveredLossMode::Signal),
             NO_CADENCE
         );
-        assert_eq!(window_for(8), 24);
+        assert_eq!(window_for(6), 18);
         assert_eq!(window_for(2), 8);
         assert_eq!(window_for(50), 64);
     }
