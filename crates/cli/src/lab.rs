@@ -71,8 +71,9 @@ pub struct RunArgs {
     /// variants of one experiment.
     #[arg(long)]
     cc: Option<String>,
-    /// FEC both endpoints send: none, xor, xor(K,DEPTH), rs, rs(K,M), rlc,
-    /// rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a list (none,rlc,rs) compares them, and
+    /// FEC both endpoints send: none, on (= adaptive), rquic, rquic(ss=off), xor,
+    /// xor(K,DEPTH), rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a list
+    /// (none,rlc,adaptive) compares them, and
     /// adds each FEC variant's completion-time ratio to `none` (xi).
     #[arg(long)]
     fec: Option<String>,

@@ -4,14 +4,20 @@
 //! cost is all there is (paper 003, Fig. 8). This controller starts with no repair and adds
 //! it as losses show up, using only what the sender sees.
 //!
-//! **Loss estimate.** Every data packet carries a source symbol, so the sender hears about
-//! each one: acknowledged, or declared lost. A loss declared while the path shows a standing
-//! queue (the latest RTT a quarter of the way from the minimum RTT to the largest RTT seen, and
-//! at least an eighth of the minimum above it) is taken for a congestion drop
-//! and does not count as channel loss: FEC cannot beat a full queue, and congestion control
-//! must see those losses anyway. The channel loss rate is the rest over all packets, with a
-//! prior of 50 loss-free packets (one loss in a short handshake is not a 10 % loss rate) and
-//! a memory of a few thousand packets. Losses during the handshake seed it.
+//! **Loss estimate.** Before each packet it could protect, the controller reads the sender's
+//! counters: packets sent, packets declared lost (less those that arrived after all), and
+//! packets the peer recovered before loss detection fired (lost on the wire all the same).
+//! A loss seen while the path shows a standing queue (the latest RTT a quarter of the way from
+//! the minimum RTT to the largest RTT seen, and at least an eighth of the minimum above it) is
+//! taken for a congestion drop and does not count as channel loss: FEC cannot beat a full
+//! queue, and congestion control must see those losses anyway. The channel loss rate is the
+//! rest over all packets, with a prior of 50 loss-free packets (one loss in a short handshake
+//! is not a 10 % loss rate) and a memory of a few thousand packets. Handshake losses count.
+//!
+//! **No loss, no code.** Until a channel loss is seen there is no code at all: packets carry
+//! no SID frame and their STREAM frames fill the whole packet (a source symbol must fit a
+//! REPAIR frame, which costs about 1.5 % of each packet). So on a clean path the connection
+//! is plain QUIC, byte for byte.
 //!
 //! **Where repair pays.** A repair symbol costs a packet's worth of sending; a loss it
 //! repairs saves the retransmission, the wait for loss detection (an RTT at least, a probe
@@ -37,7 +43,7 @@ use std::time::Duration;
 use qfec_erasure::{Field, Scheme};
 use qfec_proto::{Instant, RecoveredLossMode};
 
-use super::{Feedback, RedundancyController, RedundancyCx, fit_to_window};
+use super::{RedundancyController, RedundancyCx, fit_to_window};
 
 /// Loss-free packets the estimate starts from.
 const PRIOR_PACKETS: f64 = 50.0;
@@ -149,12 +155,19 @@ pub(crate) fn tail_repairs(in_flight: u64, p: f64, any_loss: bool) -> u32 {
     MAX_TAIL_REPAIRS
 }
 
+/// The sender's counters when last read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    sent: u64,
+    /// Declared lost and not found spurious, plus recovered by the peer in time.
+    lost: u64,
+}
+
 /// Our controller; see the module docs.
 #[derive(Debug, Clone)]
 pub struct Adaptive {
     loss: LossEstimate,
-    /// The handshake's losses were counted.
-    seeded: bool,
+    seen: Counters,
     /// Interval of the code in use.
     interval: Option<u16>,
     /// Interval to use when the code is next built.
@@ -168,7 +181,7 @@ impl Adaptive {
     pub fn new(_config: AdaptiveConfig) -> Adaptive {
         Adaptive {
             loss: LossEstimate::default(),
-            seeded: false,
+            seen: Counters::default(),
             interval: None,
             wanted: NO_CADENCE,
             last_change: None,
@@ -181,14 +194,26 @@ impl Adaptive {
         self.loss.rate()
     }
 
-    fn seed(&mut self, cx: &RedundancyCx<'_, '_>) {
-        if !self.seeded {
-            self.seeded = true;
-            let s = cx.stats();
-            let lost = s.packets_lost.saturating_sub(s.spurious_losses) as f64;
-            self.loss.lost(lost, false);
-            self.loss.delivered((s.packets_sent as f64 - lost).max(0.0));
+    /// Counts what happened since the counters were last read.
+    fn observe(&mut self, cx: &RedundancyCx<'_, '_>) {
+        let s = cx.stats();
+        let p = cx.path();
+        self.max_rtt = self.max_rtt.max(p.latest_rtt);
+        let now = Counters {
+            sent: s.packets_sent,
+            lost: s.packets_lost.saturating_sub(s.spurious_losses) + s.packets_recovered_by_peer,
+        };
+        let lost = now.lost.saturating_sub(self.seen.lost);
+        let sent = now.sent.saturating_sub(self.seen.sent);
+        if lost > 0 {
+            let queue = congestion_loss(p.latest_rtt, p.min_rtt, self.max_rtt);
+            self.loss.lost(lost as f64, queue);
         }
+        self.loss.delivered(sent.saturating_sub(lost) as f64);
+        self.seen = Counters {
+            sent: now.sent,
+            lost: now.lost.max(self.seen.lost),
+        };
     }
 }
 
@@ -198,6 +223,10 @@ impl RedundancyController for Adaptive {
     }
 
     fn scheme(&mut self, max_span: u64) -> Option<Scheme> {
+        if !self.loss.any() {
+            self.interval = None;
+            return None;
+        }
         let s = fit_to_window(
             Scheme::Rlc {
                 window: window_for(self.wanted),
@@ -213,7 +242,7 @@ impl RedundancyController for Adaptive {
     }
 
     fn rescheme(&mut self, cx: &RedundancyCx<'_, '_>) -> bool {
-        self.seed(cx);
+        self.observe(cx);
         let now = cx.now();
         if self
             .last_change
@@ -223,6 +252,12 @@ impl RedundancyController for Adaptive {
         }
         let want = mid_flow_interval(self.loss.rate(), cx.mode);
         let Some(cur) = self.interval else {
+            // No code yet: one from the first channel loss on.
+            if self.loss.any() {
+                self.wanted = want;
+                self.last_change = Some(now);
+                return true;
+            }
             return false;
         };
         // Only changes of a quarter or more are worth a new code.
@@ -239,30 +274,11 @@ impl RedundancyController for Adaptive {
     }
 
     fn protect_tail(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {
-        self.seed(cx);
+        self.observe(cx);
         let path = cx.path();
         let in_flight = path.bytes_in_flight.div_ceil(cx.packet_size().max(1)) + 1;
         let n = in_flight.min(u64::from(window_for(self.interval.unwrap_or(NO_CADENCE))));
         tail_repairs(n, self.loss.rate(), self.loss.any())
-    }
-
-    fn wants_feedback(&self) -> bool {
-        true
-    }
-
-    fn on_feedback(&mut self, cx: &RedundancyCx<'_, '_>, feedback: Feedback) {
-        self.seed(cx);
-        let p = cx.path();
-        self.max_rtt = self.max_rtt.max(p.latest_rtt);
-        match feedback {
-            Feedback::SourceAcked | Feedback::RepairAcked => self.loss.delivered(1.0),
-            Feedback::SourceLost | Feedback::RepairLost => {
-                let queue = congestion_loss(p.latest_rtt, p.min_rtt, self.max_rtt);
-                self.loss.lost(1.0, queue);
-            }
-            // Already counted when it was declared lost.
-            Feedback::SourceRecovered => {}
-        }
     }
 }
 
