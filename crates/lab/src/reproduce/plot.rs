@@ -41,6 +41,8 @@ pub struct Figure {
     /// Fixed x range (otherwise from the data).
     pub x_range: Option<(f64, f64)>,
     pub y_range: Option<(f64, f64)>,
+    /// Legend in the upper right corner (default: lower right, where ECDFs leave room).
+    pub legend_upper: bool,
 }
 
 /// The empirical CDF of `xs` as step points.
@@ -154,7 +156,7 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
                     .map_err(e)?;
             }
             let at = match r.y {
-                Some(y) => (x0 + (x1 - x0) * 0.02, y + (y1 - y0) * 0.02),
+                Some(y) => (x0 + (x1 - x0) * 0.02, y + (y1 - y0) * 0.045),
                 None => (r.x + (x1 - x0) * 0.01, y0 + (y1 - y0) * 0.04),
             };
             chart
@@ -170,7 +172,11 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font(("sans-serif", 11))
-            .position(SeriesLabelPosition::LowerRight)
+            .position(if fig.legend_upper {
+                SeriesLabelPosition::UpperRight
+            } else {
+                SeriesLabelPosition::LowerRight
+            })
             .draw()
             .map_err(e)?;
     }

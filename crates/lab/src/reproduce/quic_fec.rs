@@ -301,6 +301,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             columns: 4,
             x_range: None,
             y_range: Some((0.0, 1.0)),
+            legend_upper: false,
         },
     ));
     // Fig. 6 and 7.
@@ -320,6 +321,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             columns: 4,
             x_range: None,
             y_range: Some((0.0, 1.0)),
+            legend_upper: false,
         },
     ));
     let _ = writeln!(md, "## Fig. 7: Reed-Solomon over RLC, same points\n");
@@ -349,6 +351,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             columns: 1,
             x_range: None,
             y_range: Some((0.0, 1.0)),
+            legend_upper: false,
         },
     ));
     // Fig. 8.
@@ -368,6 +371,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             columns: 4,
             x_range: None,
             y_range: Some((0.0, 1.0)),
+            legend_upper: false,
         },
     ));
     // Fig. 10.
@@ -387,6 +391,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             columns: 4,
             x_range: None,
             y_range: Some((0.0, 1.0)),
+            legend_upper: false,
         },
     ));
     claims(&mut md, records, &sizes);

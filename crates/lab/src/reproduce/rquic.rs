@@ -238,6 +238,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                 columns: 2,
                 x_range: None,
                 y_range: None,
+                legend_upper: true,
             },
         ));
         figures.push((
@@ -250,6 +251,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                 columns: 2,
                 x_range: None,
                 y_range: None,
+                legend_upper: true,
             },
         ));
     }
