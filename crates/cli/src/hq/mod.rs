@@ -48,9 +48,10 @@ pub struct TransportArgs {
     /// xor, xor(K,DEPTH), rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]), or none.
     #[arg(long, default_value = "none", value_parser = parse_fec)]
     fec: FecArg,
-    /// How losses the peer recovered reach congestion control: signal or mask.
-    #[arg(long, default_value = "signal")]
-    fec_cc: RecoveredLossMode,
+    /// How losses the peer recovered reach congestion control: signal or mask (default:
+    /// mask for rquic, as paper 000 does, signal otherwise).
+    #[arg(long)]
+    fec_cc: Option<RecoveredLossMode>,
     /// Do not offer to decode the peer's FEC (plain QUIC unless --fec is given).
     #[arg(long)]
     no_fec_decode: bool,
@@ -78,7 +79,10 @@ impl TransportArgs {
         };
         if self.fec.0.is_some() || !self.no_fec_decode {
             let mut f = FecConfig::new(self.fec.0);
-            f.mode = self.fec_cc;
+            f.mode = self
+                .fec_cc
+                .or_else(|| self.fec.0.map(|r| r.default_mode()))
+                .unwrap_or(RecoveredLossMode::Signal);
             if self.no_fec_decode {
                 f.decode.clear();
             }

@@ -207,6 +207,15 @@ impl Redundancy {
         repairs: 1,
     };
 
+    /// How recovered losses reach congestion control unless the user says otherwise: `mask`
+    /// for rQUIC (paper 000 hides them), `signal` (RFC 9265) for the others.
+    pub fn default_mode(&self) -> RecoveredLossMode {
+        match self {
+            Redundancy::Rquic(_) => RecoveredLossMode::Mask,
+            _ => RecoveredLossMode::Signal,
+        }
+    }
+
     /// A controller for one connection.
     pub fn controller(&self) -> Box<dyn RedundancyController> {
         match *self {
@@ -421,6 +430,14 @@ mod tests {
             let r = parse_fec(s).unwrap().unwrap();
             assert_eq!(r.to_string(), s);
         }
+        assert_eq!(
+            parse_fec("rquic").unwrap().unwrap().default_mode(),
+            RecoveredLossMode::Mask
+        );
+        assert_eq!(
+            Redundancy::default().default_mode(),
+            RecoveredLossMode::Signal
+        );
         assert!(matches!(
             parse_fec("rquic(ss=off)").unwrap(),
             Some(Redundancy::Rquic(RquicConfig {

@@ -17,8 +17,7 @@ use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
 use qfec_proto::recovery::cc::{CongestionControl, CubicConfig, NewRenoConfig};
 use qfec_proto::{
-    ClientConfig, Endpoint, EndpointConfig, Instant, RecoveredLossMode, ServerConfig, Side,
-    TransportConfig,
+    ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
 use qfec_sim::{RunOutcome, Simulator};
 
@@ -92,7 +91,7 @@ pub fn transport_config(
     }
     if let Some(r) = settings.fec {
         let mut c = FecConfig::new(side.is_server().then_some(r));
-        c.mode = settings.fec_cc.unwrap_or(RecoveredLossMode::Signal);
+        c.mode = settings.fec_cc.unwrap_or_else(|| r.default_mode());
         c.install(&mut t);
     }
     // Windows large enough that flow control never limits a lab transfer.
