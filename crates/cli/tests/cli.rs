@@ -126,6 +126,18 @@ fn bad_input_gets_a_clear_error() {
     )
     .unwrap();
     one_line_error(&["lab", "run", bad.to_str().unwrap()], "link.down.loss");
+    one_line_error(
+        &["lab", "reproduce", "bquic2"],
+        "use rquic (paper 000) or quic-fec",
+    );
+    one_line_error(
+        &["lab", "reproduce", "rquic", "--seeds", "0"],
+        "--seeds must be at least 1",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--fec", "rquic(fast)"],
+        "rquic(ss=off)",
+    );
 }
 
 #[test]
