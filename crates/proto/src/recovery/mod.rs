@@ -4,10 +4,12 @@
 //! - [`rtt`]: RTT estimation (RFC 9002 §5).
 //! - [`sent`]: sent-packet tracking, ACK processing, loss detection (§6, Appendix A).
 //! - [`persistent`]: persistent-congestion detection (§7.6).
+//! - [`delivery`]: delivery-rate sampling (draft-ietf-ccwg-bbr), per ACK and per lost packet.
 //! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC 9438).
-//! - [`pacing`]: token-bucket pacer (§7.7).
+//! - [`pacing`]: token-bucket pacer (§7.7), or at the controller's rate.
 
 pub mod cc;
+pub mod delivery;
 pub mod pacing;
 pub mod persistent;
 pub mod rtt;
@@ -17,6 +19,7 @@ pub use cc::{
     CongestionControl, Controller, ControllerFactory, CubicConfig, NewRenoConfig,
     ParseCongestionControlError,
 };
+pub use delivery::{DeliveryRate, LossSample, PacketDelivery, RateSample};
 pub use pacing::Pacer;
 pub use persistent::PersistentCongestion;
 pub use rtt::{GRANULARITY, INITIAL_RTT, RttEstimator};

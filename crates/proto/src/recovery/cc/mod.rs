@@ -4,12 +4,16 @@
 //!
 //! Windows are in bytes. The connection keeps bytes in flight (see
 //! [`SentPackets`](super::SentPackets)) and asks [`Controller::window`] whether it may send.
+//! Loss-based controllers work from the per-packet `on_ack` and the per-event
+//! `on_congestion_event`; model-based ones from the delivery-rate sampler's [`RateSample`]
+//! per ACK and [`LossSample`] per lost packet, and may set the pacing rate.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use super::RttEstimator;
+use super::delivery::{LossSample, RateSample};
 use crate::Instant;
 
 mod cubic;
@@ -40,6 +44,26 @@ pub trait Controller: Send + fmt::Debug {
 
     /// After all packets of one ACK frame were processed.
     fn on_end_acks(&mut self, _now: Instant, _bytes_in_flight: u64, _app_limited: bool) {}
+
+    /// One in-flight packet was declared lost (or, in FEC's signal mode, recovered by the
+    /// peer). Called per packet, before the `on_congestion_event` of the same event.
+    fn on_packet_lost(&mut self, _now: Instant, _loss: &LossSample) {}
+
+    /// The delivery-rate sample of one ACK frame, after the losses it revealed were declared.
+    fn on_rate_sample(&mut self, _now: Instant, _rs: &RateSample) {}
+
+    /// Pacing rate in bytes per second. `None` (the default): the connection paces at 1.25
+    /// times the window per smoothed RTT (RFC 9002 §7.7).
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
+    /// While true the connection keeps its delivery-rate sampler application-limited, so that
+    /// rates the controller holds down on purpose (BBR's ProbeRTT) are not taken for the
+    /// path's.
+    fn holds_rate_samples_app_limited(&self) -> bool {
+        false
+    }
 
     /// A loss event (one per ACK frame or timeout that declared in-flight packets lost); `sent`
     /// is the send time of the largest lost packet. Losses of packets sent before the current
