@@ -5,7 +5,8 @@
 //! - [`sent`]: sent-packet tracking, ACK processing, loss detection (§6, Appendix A).
 //! - [`persistent`]: persistent-congestion detection (§7.6).
 //! - [`delivery`]: delivery-rate sampling (draft-ietf-ccwg-bbr), per ACK and per lost packet.
-//! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC 9438).
+//! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC
+//!   9438, BBRv3 draft-ietf-ccwg-bbr).
 //! - [`pacing`]: token-bucket pacer (§7.7), or at the controller's rate.
 
 pub mod cc;
@@ -16,7 +17,7 @@ pub mod rtt;
 pub mod sent;
 
 pub use cc::{
-    CongestionControl, Controller, ControllerFactory, CubicConfig, NewRenoConfig,
+    BbrConfig, CongestionControl, Controller, ControllerFactory, CubicConfig, NewRenoConfig,
     ParseCongestionControlError,
 };
 pub use delivery::{DeliveryRate, LossSample, PacketDelivery, RateSample};
