@@ -67,7 +67,7 @@ pub struct RunArgs {
     /// Number of seeds (1..=N) or a list/range such as 1-20 or 3,7,9.
     #[arg(long)]
     seeds: Option<String>,
-    /// Congestion controller: newreno or cubic; a list (newreno,cubic) compares them as
+    /// Congestion controller: newreno, cubic or bbr; a list (newreno,cubic) compares them as
     /// variants of one experiment.
     #[arg(long)]
     cc: Option<String>,

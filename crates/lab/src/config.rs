@@ -285,7 +285,7 @@ pub struct ObjectCfg {
 
 /// Protocol knobs; unset fields keep the core's defaults. `extra` carries settings that have no
 /// typed field yet (the runner decides what they mean). Names are those of the crates that
-/// own the concepts: `congestion` is a `qfec_proto` controller (`newreno`, `cubic`), `fec` a
+/// own the concepts: `congestion` is a `qfec_proto` controller (`newreno`, `cubic`, `bbr`), `fec` a
 /// `qfec_fec` setting (`none`, `xor`, `rs(20,10)`, `rlc(20,2)`, ...), `fec_cc` how recovered
 /// losses reach congestion control (`signal` or `mask`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]

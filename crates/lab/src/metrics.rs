@@ -61,6 +61,13 @@ pub struct RunRecord {
     #[serde(default)]
     pub event_hash: u64,
     pub wall_time_s: f64,
+    /// Time-weighted mean occupancy of the downlink's queue over the transfer (the whole run
+    /// if it did not complete), bytes.
+    #[serde(default)]
+    pub down_queue_mean_bytes: f64,
+    /// Largest occupancy of the downlink's queue, bytes.
+    #[serde(default)]
+    pub down_queue_max_bytes: u64,
     /// (time s, smoothed RTT s) samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rtt_trace: Vec<(f64, f64)>,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use qfec_lab::{LinkPair, Preset, ProtocolSettings, RunSpec, Workload, quic};
+use qfec_lab::{LinkPair, Preset, ProtocolSettings, RunRecord, RunSpec, Workload, quic};
 use qfec_proto::recovery::cc::CongestionControl;
 use qfec_sim::{LinkSpec, LossSpec, QueueLimit, bdp_bytes};
 
@@ -61,6 +61,13 @@ fn loss_limited(cc: CongestionControl, loss: f64, (short, long): (u64, u64)) -> 
 }
 
 fn loss_limited_run(cc: CongestionControl, loss: f64, bytes: u64) -> (u64, f64) {
+    let rec = quic::run(&loss_limited_spec(cc, loss, bytes, 3));
+    ok(&rec);
+    (bytes, rec.completion_time_s.unwrap())
+}
+
+/// 200 Mb/s, 100 ms RTT, one-BDP queues, Bernoulli loss `loss` on the downlink.
+fn loss_limited_spec(cc: CongestionControl, loss: f64, bytes: u64, seed: u64) -> RunSpec {
     let rtt = Duration::from_millis(100);
     let rate = 200_000_000;
     let dir = |name: &str, p: f64| {
@@ -79,9 +86,20 @@ fn loss_limited_run(cc: CongestionControl, loss: f64, bytes: u64) -> (u64, f64) 
         congestion: Some(cc),
         ..ProtocolSettings::default()
     };
-    let rec = quic::run(&spec(links, Workload::Bulk { bytes }, protocol, 3));
-    ok(&rec);
-    (bytes, rec.completion_time_s.unwrap())
+    spec(links, Workload::Bulk { bytes }, protocol, seed)
+}
+
+/// Goodput between `t1` and `t2` seconds of a transfer that never ends, from two runs of
+/// the same seed stopped at `t1` and `t2`: they are identical up to `t1`.
+fn loss_limited_between(cc: CongestionControl, loss: f64, (t1, t2): (u64, u64), seed: u64) -> f64 {
+    let delivered_by = |secs| {
+        let mut s = loss_limited_spec(cc, loss, 1 << 40, seed);
+        s.duration_limit = Duration::from_secs(secs);
+        let rec = quic::run(&s);
+        assert!(!rec.completed);
+        rec.app_bytes
+    };
+    (delivered_by(t2) - delivered_by(t1)) as f64 * 8.0 / (t2 - t1) as f64
 }
 
 /// Mathis et al.: rate = MSS / RTT * sqrt(3 / (2 p)).
@@ -237,4 +255,110 @@ fn invalid_settings_are_reported_not_run() {
             .as_deref()
             .is_some_and(|e| e.contains("protocol.ack_eliciting_threshold"))
     );
+}
+
+/// BBR over the wlan preset (25 Mb/s, 25 ms RTT) without loss, with a one-BDP and with a
+/// ten-BDP drop-tail queue. BBR paces at its bandwidth estimate and bounds what is in flight
+/// by about two BDPs, probing above one only a few rounds per cycle, so it should fill the
+/// link in both while keeping the queue near empty; CUBIC fills whatever buffer there is.
+#[test]
+fn bbr_fills_the_link_and_keeps_the_queue_short() {
+    let p = Preset::from_name("wlan").unwrap();
+    let bdp = bdp_bytes(p.rate_bps(), p.rtt()) as f64;
+    let run = |cc, buffer_bdps: u64| {
+        let mut links = p.links(Some(0.0));
+        links.down = links
+            .down
+            .queue(QueueLimit::Bytes(buffer_bdps * bdp as u64));
+        let protocol = ProtocolSettings {
+            congestion: Some(cc),
+            ..ProtocolSettings::default()
+        };
+        quic::run(&spec(
+            links,
+            Workload::Bulk { bytes: 20_000_000 },
+            protocol,
+            1,
+        ))
+    };
+    let report = |name: &str, rec: &RunRecord| {
+        ok(rec);
+        let wire = rec.bytes_on_wire as f64 * 8.0 / rec.completion_time_s.unwrap();
+        let (mean, max) = (
+            rec.down_queue_mean_bytes / bdp,
+            rec.down_queue_max_bytes as f64 / bdp,
+        );
+        eprintln!(
+            "{name}: wire rate {:.3} of the link, queue mean {mean:.2} BDP, max {max:.2} BDP",
+            wire / p.rate_bps() as f64
+        );
+        (wire, mean, max)
+    };
+    let mut bbr_deep_mean = f64::NAN;
+    for buffer in [1, 10] {
+        let (wire, mean, max) = report(
+            &format!("bbr, {buffer}-BDP buffer"),
+            &run(CongestionControl::Bbr, buffer),
+        );
+        bbr_deep_mean = mean;
+        assert!(
+            wire >= 0.95 * p.rate_bps() as f64,
+            "wire rate {wire:.0} b/s of {}",
+            p.rate_bps()
+        );
+        // Startup's queue (up to one BDP) drains within rounds; in ProbeBW only UP queues.
+        assert!(mean <= 0.5, "mean queue {mean:.2} BDP");
+        // cwnd_gain 2.25 in ProbeBW_UP bounds the queue at about 1.25 BDP.
+        assert!(max <= 1.5, "max queue {max:.2} BDP");
+    }
+    let (_, cubic_mean, _) = report("cubic, 10-BDP buffer", &run(CongestionControl::Cubic, 10));
+    assert!(
+        bbr_deep_mean * 10.0 < cubic_mean,
+        "bbr {bbr_deep_mean:.2} BDP vs cubic {cubic_mean:.2} BDP"
+    );
+}
+
+/// Random loss below BBR's 2 % loss threshold does not bound its model: on the 200 Mb/s,
+/// 100 ms path it keeps most of the link where NewReno gets the Mathis rate.
+#[test]
+fn bbr_under_one_percent_loss_is_far_above_mathis() {
+    let p = 0.01;
+    let got = loss_limited(CongestionControl::Bbr, p, (30_000_000, 130_000_000));
+    let ratio = got / mathis(p);
+    eprintln!(
+        "bbr p={p}: {got:.0} b/s, Mathis {:.0}, ratio {ratio:.1}",
+        mathis(p)
+    );
+    assert!(ratio >= 3.0, "{got:.0} b/s is {ratio:.1} x Mathis");
+    assert!(got >= 0.5 * 200e6, "{got:.0} b/s");
+}
+
+/// Above BBR's loss threshold (2 % per round), v3 backs off by design (draft-ietf-ccwg-bbr
+/// aims to tolerate about 1 %): in CRUISE each lossy round lowers the short-term model to
+/// what was delivered, about p per round, and a probe that sees more than 2 % loss stops at
+/// once and lowers inflight_longterm. Once the flight W is below 1 / LossThresh = 50 packets,
+/// a single loss in a round is above 2 %, so W grows only in loss-free rounds, which have
+/// probability (1 - p)^W ~ e^(-pW): W balances near pW ~ 1/2, i.e. goodput
+/// ~ MSS / (2 p RTT). That scales as 1/p where Mathis (NewReno) scales as 1/sqrt(p), giving
+/// 2.4 x Mathis at 3 % and 1.8 x at 5 %, not the 3 x asked of lower loss rates. The balance
+/// is a heuristic, not a bound; six seeds land at 0.78-1.07 of it at 3 % and 0.86-1.04 at
+/// 5 %. The decay from Startup's estimate to this balance takes up to 80 s here, so the rate
+/// is measured from 100 s to 200 s.
+#[test]
+fn bbr_under_heavy_loss_settles_where_its_loss_threshold_predicts() {
+    for p in [0.03, 0.05] {
+        let got = loss_limited_between(CongestionControl::Bbr, p, (100, 200), 1);
+        let model = 1400.0 * 8.0 / 0.1 / (2.0 * p);
+        let (to_model, to_mathis) = (got / model, got / mathis(p));
+        eprintln!(
+            "bbr p={p}: {got:.0} b/s, model {model:.0} ({to_model:.2}), Mathis {:.0} \
+             (ratio {to_mathis:.2})",
+            mathis(p)
+        );
+        assert!(
+            (0.7..=1.3).contains(&to_model),
+            "p={p}: {got:.0} b/s vs {model:.0} b/s predicted"
+        );
+        assert!(to_mathis > 1.2, "p={p}: {to_mathis:.2} x Mathis");
+    }
 }

@@ -26,11 +26,22 @@ pub struct LinkStats {
     pub delivered_bytes: u64,
     pub max_queue_packets: usize,
     pub max_queue_bytes: u64,
+    /// Integral of the queue's byte occupancy over time, in byte-nanoseconds (up to its last
+    /// change): over a time span, the mean occupancy is this / span.
+    pub queue_byte_ns: u128,
 }
 
 impl LinkStats {
     pub fn dropped(&self) -> u64 {
         self.dropped_ingress + self.dropped_queue + self.dropped_air + self.dropped_blackhole
+    }
+
+    /// Time-weighted mean queue occupancy in bytes over `span` from the start of the run.
+    pub fn mean_queue_bytes(&self, span: std::time::Duration) -> f64 {
+        if span.is_zero() {
+            return 0.0;
+        }
+        self.queue_byte_ns as f64 / span.as_nanos() as f64
     }
 }
 
@@ -56,6 +67,8 @@ pub(crate) struct LinkRt {
     pub changes: Vec<(Instant, LinkChange)>,
     queue: VecDeque<(u32, u32)>,
     queue_bytes: u64,
+    /// Since when `queue_bytes` has its current value (for `stats.queue_byte_ns`).
+    queue_since: u64,
     in_service: Option<u32>,
     opportunity_pending: bool,
     cursor: TraceCursor,
@@ -97,6 +110,7 @@ impl LinkRt {
             changes: spec.changes.clone(),
             queue: VecDeque::new(),
             queue_bytes: 0,
+            queue_since: 0,
             in_service: None,
             opportunity_pending: false,
             cursor: TraceCursor::default(),
@@ -148,6 +162,7 @@ impl LinkRt {
         if !fits && !straight {
             return self.drop_packet(now, slot, EventKind::DropQueue, w);
         }
+        self.account_queue(now);
         self.queue.push_back((slot, len as u32));
         self.queue_bytes += len as u64;
         w.log.record(now, EventKind::Enqueue, self.id, len, hash);
@@ -158,10 +173,18 @@ impl LinkRt {
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
     }
 
-    fn pop_head(&mut self) -> u32 {
+    fn pop_head(&mut self, now: u64) -> u32 {
+        self.account_queue(now);
         let (slot, len) = self.queue.pop_front().expect("non-empty queue");
         self.queue_bytes -= u64::from(len);
         slot
+    }
+
+    /// Adds the occupancy since the last change to the integral, before a change.
+    fn account_queue(&mut self, now: u64) {
+        let held = now.saturating_sub(self.queue_since);
+        self.stats.queue_byte_ns += u128::from(self.queue_bytes) * u128::from(held);
+        self.queue_since = now;
     }
 
     /// Start serving if idle.
@@ -172,7 +195,7 @@ impl LinkRt {
         match &self.ser {
             Ser::Unlimited => {
                 while !self.queue.is_empty() {
-                    let slot = self.pop_head();
+                    let slot = self.pop_head(now);
                     self.egress(now, slot, w);
                 }
             }
@@ -180,7 +203,7 @@ impl LinkRt {
                 if self.in_service.is_none() && !self.queue.is_empty() {
                     let rate = *rate;
                     let (slot, len) = (self.queue[0].0, self.queue[0].1);
-                    self.pop_head();
+                    self.pop_head(now);
                     self.in_service = Some(slot);
                     let done = now + serialization_ns(len as usize, rate);
                     w.schedule(done, Ev::ServiceDone(self.id));
@@ -228,7 +251,7 @@ impl LinkRt {
             }
             credit -= need;
             self.head_paid = 0;
-            let slot = self.pop_head();
+            let slot = self.pop_head(now);
             self.egress(now, slot, w);
         }
         self.kick(now, w);

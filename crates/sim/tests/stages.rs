@@ -25,6 +25,18 @@ fn drop_tail_in_packets_never_exceeds_limit() {
 }
 
 #[test]
+fn queue_occupancy_is_integrated_over_time() {
+    // Three 1000-byte packets at once into 8 Mb/s (1 ms each): the first goes straight onto
+    // the wire, 2000 bytes wait 1 ms, then 1000 bytes another 1 ms.
+    let link = LinkSpec::new("a->b", 8_000_000, Duration::ZERO);
+    let (mut sim, _) = cbr(1, &link, 1000, Duration::ZERO, 3);
+    run(&mut sim);
+    let st = sim.link_stats(LinkId(0));
+    assert_eq!(st.queue_byte_ns, 3_000 * 1_000_000);
+    assert_eq!(st.mean_queue_bytes(Duration::from_millis(3)), 1000.0);
+}
+
+#[test]
 fn drop_tail_in_bytes_never_exceeds_limit() {
     let link = LinkSpec::new("a->b", 10_000_000, Duration::ZERO).queue(QueueLimit::Bytes(4000));
     let (mut sim, _) = cbr(1, &link, 1000, Duration::from_micros(100), 200);

@@ -32,7 +32,7 @@ pub(crate) const CODE_NOT_FOUND: u64 = 0x404;
 /// Transport options shared by client and server.
 #[derive(Args, Clone, Debug)]
 pub struct TransportArgs {
-    /// Congestion controller: newreno or cubic.
+    /// Congestion controller: newreno, cubic or bbr.
     #[arg(long, default_value = "cubic")]
     cc: CongestionControl,
     /// Disable pacing (send whole congestion windows in bursts).

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
-use qfec_proto::recovery::cc::{CongestionControl, CubicConfig, NewRenoConfig};
+use qfec_proto::recovery::cc::{BbrConfig, CongestionControl, CubicConfig, NewRenoConfig};
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
@@ -57,6 +57,13 @@ pub fn transport_config(
         }
         CongestionControl::Cubic => {
             let mut c = CubicConfig::default();
+            if let Some(iw) = iw {
+                c.initial_window_packets = iw;
+            }
+            t.congestion_controller = Arc::new(c);
+        }
+        CongestionControl::Bbr => {
+            let mut c = BbrConfig::default();
             if let Some(iw) = iw {
                 c.initial_window_packets = iw;
             }
@@ -166,7 +173,7 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         client_addr(),
         QuicNode::client(client_ep, ClientApp::new(conn, &spec.workload, start)),
     );
-    spec.links.install(&mut sim, server_addr(), client_addr());
+    let (down, _) = spec.links.install(&mut sim, server_addr(), client_addr());
     if let Err(e) = attach_captures(&mut sim, options) {
         rec.error = Some(e);
         return rec;
@@ -186,6 +193,12 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
             e.push_str(&format!(" (client: {d})"));
         }
     }
+    let q = sim.link_stats(down);
+    let span = rec
+        .completion_time_s
+        .map_or(sim.now() - start, Duration::from_secs_f64);
+    rec.down_queue_mean_bytes = q.mean_queue_bytes(span);
+    rec.down_queue_max_bytes = q.max_queue_bytes;
     rec.sim_events = sim.stats().events;
     rec.sim_time_s = sim.now().as_nanos() as f64 / 1e9;
     rec.event_hash = sim.event_hash();

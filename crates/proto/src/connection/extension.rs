@@ -438,12 +438,19 @@ impl Connection {
             if p.in_flight {
                 match mode {
                     RecoveredLossMode::Mask => {
-                        // Hidden from congestion control: the packet counts as delivered.
+                        // Hidden from congestion control: the packet counts as acknowledged.
                         let app_limited = self.app_limited;
                         self.cc
                             .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
+                        if let Some(d) = &p.info.delivery {
+                            self.delivery.on_recovered(d);
+                        }
                     }
                     RecoveredLossMode::Signal => {
+                        if let Some(d) = &p.info.delivery {
+                            let loss = self.delivery.on_lost(d);
+                            self.cc.on_packet_lost(now, &loss);
+                        }
                         self.stats.congestion_events += 1;
                         self.cc
                             .on_congestion_event(now, p.time_sent, false, u64::from(p.size));
@@ -463,6 +470,9 @@ impl Connection {
         };
         self.stats.late_recoveries_by_peer += 1;
         if mode == RecoveredLossMode::Mask {
+            if let Some(d) = &lost.info.delivery {
+                self.delivery.on_recovered(d);
+            }
             self.explain_loss(pn, true);
         }
         // What lay outside the region was queued again when the loss was declared.

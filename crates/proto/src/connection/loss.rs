@@ -83,6 +83,9 @@ impl Connection {
                 self.cc
                     .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
             }
+            if let Some(d) = &p.info.delivery {
+                self.delivery.on_delivered(now, d);
+            }
             if tell_extensions {
                 acked_pns.push(pn);
             }
@@ -90,6 +93,9 @@ impl Connection {
         }
         for l in late {
             // Declared lost, acknowledged after all: its content arrived.
+            if let Some(d) = &l.info.delivery {
+                self.delivery.on_delivered(now, d);
+            }
             self.explain_loss(l.pn, false);
             if tell_extensions {
                 acked_pns.push(l.pn);
@@ -104,11 +110,29 @@ impl Connection {
             self.cc.on_end_acks(now, in_flight, app_limited);
             self.detect_losses(now, space);
         }
+        self.deliver_rate_sample(now);
         if self.peer_validated_address {
             self.pto_count = 0;
         }
         self.set_loss_timer(now);
         Ok(())
+    }
+
+    /// Hands the rate sample of what was delivered since the last one to congestion control,
+    /// once the ACK's losses are known.
+    fn deliver_rate_sample(&mut self, now: Instant) {
+        let min_rtt = if self.rtt.has_sample() {
+            self.rtt.min()
+        } else {
+            Duration::ZERO
+        };
+        let in_flight = self.bytes_in_flight();
+        if let Some(rs) = self.delivery.take_sample(now, min_rtt, in_flight) {
+            self.cc.on_rate_sample(now, &rs);
+            if self.cc.holds_rate_samples_app_limited() {
+                self.delivery.mark_app_limited(in_flight);
+            }
+        }
     }
 
     /// Releases what an acknowledged packet carried.
@@ -176,6 +200,10 @@ impl Connection {
                 lost_bytes += u64::from(p.size);
                 largest_lost_sent = Some(p.time_sent);
                 in_flight_lost.push(*pn);
+            }
+            if let Some(d) = &p.info.delivery {
+                let loss = self.delivery.on_lost(d);
+                self.cc.on_packet_lost(now, &loss);
             }
             self.requeue_frames(space, &p.info.frames);
         }

@@ -36,6 +36,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::TransportConfig;
 use crate::crypto::TlsSession;
 use crate::recovery::cc::Controller;
+use crate::recovery::delivery::DeliveryRate;
 use crate::recovery::pacing::Pacer;
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
@@ -200,6 +201,9 @@ pub struct Connection {
     write_space: SpaceId,
     rtt: RttEstimator,
     cc: Box<dyn Controller>,
+    /// Delivery-rate sampling for `cc`. Its counters only grow, so a controller rebuilt for a
+    /// new path reads them as they are, without a reset.
+    delivery: DeliveryRate,
     pacer: Pacer,
     pto_count: u32,
     /// Time of the first RTT sample, for persistent congestion.
@@ -325,6 +329,7 @@ impl Connection {
             write_space: SpaceId::Initial,
             rtt: RttEstimator::new(cfg.initial_rtt),
             cc,
+            delivery: DeliveryRate::new(),
             pacer,
             pto_count: 0,
             first_rtt_sample: None,

@@ -1,6 +1,7 @@
 //! What a sent packet carried, so that its loss can be repaired and its acknowledgement
 //! can release state.
 
+use crate::recovery::delivery::PacketDelivery;
 use crate::types::{Dir, StreamId};
 
 /// A retransmittable (or acknowledgement-relevant) item of a sent packet.
@@ -46,6 +47,10 @@ pub struct SentInfo {
     /// Index in `frames` of the first frame of the protected region (an extension's, e.g. a
     /// FEC source symbol): a peer that recovers the region gets those frames, not the others.
     pub protected_from: Option<u16>,
+    /// The delivery-rate sampler's snapshot, for packets counting toward bytes in flight. Kept
+    /// here rather than in `SentPacket` so that it follows the packet into the lost list
+    /// (an acknowledgement after a declared loss still counts as delivered).
+    pub delivery: Option<PacketDelivery>,
 }
 
 impl SentInfo {
@@ -82,6 +87,7 @@ mod tests {
             frames: frames.clone(),
             largest_acked_in_ack: Some(7),
             protected_from: Some(2),
+            delivery: None,
         };
         let (outside, inside) = info.split_protected();
         assert_eq!(

@@ -119,6 +119,15 @@ impl Connection {
         let allowance = Allowance {
             data: self.congestion_allows(now, mtu),
         };
+        if allowance.data
+            && self.handshake_complete
+            && self.bytes_in_flight() < self.cc.window()
+            && self.out_of_data()
+        {
+            // Window and pacer would let data go, but there is none: the delivery rate the
+            // next round measures is the application's, not the path's.
+            self.delivery.mark_app_limited(self.bytes_in_flight());
+        }
         let start = buf.len();
         let mut contains_initial = false;
         let mut any = false;
@@ -234,6 +243,13 @@ impl Connection {
             || self.extensions.iter().any(|e| e.wants_to_send())
     }
 
+    /// No new or lost stream data, datagram or extension data (e.g. FEC repair) to send.
+    fn out_of_data(&self) -> bool {
+        !self.streams.has_stream_data()
+            && self.datagrams_out.is_empty()
+            && !self.extensions.iter().any(|e| e.wants_to_send())
+    }
+
     /// Congestion window and pacer permit another full-size ack-eliciting packet.
     fn congestion_allows(&mut self, now: Instant, mtu: usize) -> bool {
         let window = self.cc.window();
@@ -248,8 +264,14 @@ impl Connection {
             return false;
         }
         if self.config.pacing && self.handshake_complete {
-            let srtt = self.rtt.smoothed();
-            if let Some(t) = self.pacer.delay(now, mtu as u64, mtu as u16, srtt, window) {
+            let delay = match self.cc.pacing_rate() {
+                Some(rate) => self.pacer.delay_at_rate(now, mtu as u64, mtu as u16, rate),
+                None => {
+                    let srtt = self.rtt.smoothed();
+                    self.pacer.delay(now, mtu as u64, mtu as u16, srtt, window)
+                }
+            };
+            if let Some(t) = delay {
                 self.pacing_timer = Some(t);
                 return false;
             }
@@ -436,6 +458,10 @@ impl Connection {
         let size = buf.len() - packet_start;
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
+        if in_flight {
+            let after = self.bytes_in_flight() + size as u64;
+            info.delivery = Some(self.delivery.on_sent(now, size as u64, after));
+        }
         let sp = &mut self.spaces[space.idx()];
         sp.next_pn += 1;
         sp.sent.on_sent(

@@ -4,19 +4,23 @@
 //! - [`rtt`]: RTT estimation (RFC 9002 §5).
 //! - [`sent`]: sent-packet tracking, ACK processing, loss detection (§6, Appendix A).
 //! - [`persistent`]: persistent-congestion detection (§7.6).
-//! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC 9438).
-//! - [`pacing`]: token-bucket pacer (§7.7).
+//! - [`delivery`]: delivery-rate sampling (draft-ietf-ccwg-bbr), per ACK and per lost packet.
+//! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC
+//!   9438, BBRv3 draft-ietf-ccwg-bbr).
+//! - [`pacing`]: token-bucket pacer (§7.7), or at the controller's rate.
 
 pub mod cc;
+pub mod delivery;
 pub mod pacing;
 pub mod persistent;
 pub mod rtt;
 pub mod sent;
 
 pub use cc::{
-    CongestionControl, Controller, ControllerFactory, CubicConfig, NewRenoConfig,
+    BbrConfig, CongestionControl, Controller, ControllerFactory, CubicConfig, NewRenoConfig,
     ParseCongestionControlError,
 };
+pub use delivery::{DeliveryRate, LossSample, PacketDelivery, RateSample};
 pub use pacing::Pacer;
 pub use persistent::PersistentCongestion;
 pub use rtt::{GRANULARITY, INITIAL_RTT, RttEstimator};

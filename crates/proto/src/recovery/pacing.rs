@@ -1,9 +1,12 @@
-//! Pacing (RFC 9002 §7.7): a token bucket refilled at N = 1.25 times cwnd / smoothed_rtt.
+//! Pacing (RFC 9002 §7.7): a token bucket refilled at N = 1.25 times cwnd / smoothed_rtt, or
+//! at the rate a controller sets itself (BBR, see [`Pacer::delay_at_rate`]).
 //!
 //! Burst capacity: the bytes the pacing rate delivers in 2 ms, but at least 10 datagrams (so
 //! slow paths still send the initial window and small bursts back-to-back) and at most 64 KiB
 //! (one GSO batch; bursts larger than that overflow shallow router buffers at high rates), and
-//! never more than the window itself. All arithmetic is integer (bytes, nanoseconds).
+//! never more than the window itself. At a controller's rate the capacity is BBR's send
+//! quantum instead: 1 ms at the rate, between 2 datagrams and 64 KiB. All arithmetic is
+//! integer (bytes, nanoseconds).
 
 use std::time::Duration;
 
@@ -13,6 +16,9 @@ use crate::Instant;
 const BURST_INTERVAL_NANOS: u128 = 2_000_000;
 const MIN_BURST_DATAGRAMS: u64 = 10;
 const MAX_BURST_BYTES: u64 = 64 * 1024;
+/// Send quantum at a controller's rate (draft-ietf-ccwg-bbr SetSendQuantum): 1 ms of sending.
+const QUANTUM_INTERVAL_NANOS: u128 = 1_000_000;
+const MIN_QUANTUM_DATAGRAMS: u64 = 2;
 
 /// Token-bucket pacer for one path.
 #[derive(Debug, Clone)]
@@ -21,9 +27,21 @@ pub struct Pacer {
     capacity: u64,
     last_refill: Instant,
     /// Inputs the capacity was computed from, to recompute only on change.
-    window: u64,
-    rtt_nanos: u64,
-    mtu: u16,
+    inputs: Inputs,
+}
+
+/// What the rate and capacity follow: the window and RTT, or a controller's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inputs {
+    Window {
+        window: u64,
+        rtt_nanos: u64,
+        mtu: u16,
+    },
+    Rate {
+        bytes_per_sec: u64,
+        mtu: u16,
+    },
 }
 
 impl Pacer {
@@ -34,9 +52,11 @@ impl Pacer {
             tokens: capacity,
             capacity,
             last_refill: now,
-            window,
-            rtt_nanos,
-            mtu,
+            inputs: Inputs::Window {
+                window,
+                rtt_nanos,
+                mtu,
+            },
         }
     }
 
@@ -55,17 +75,56 @@ impl Pacer {
             // No RTT estimate yet to pace against, or nothing may be sent anyway.
             return None;
         }
-        if (window, rtt_nanos, mtu) != (self.window, self.rtt_nanos, self.mtu) {
-            self.window = window;
-            self.rtt_nanos = rtt_nanos;
-            self.mtu = mtu;
-            self.capacity = capacity(rtt_nanos, window, mtu);
-            self.tokens = self.tokens.min(self.capacity);
+        let inputs = Inputs::Window {
+            window,
+            rtt_nanos,
+            mtu,
+        };
+        if inputs != self.inputs {
+            self.set_inputs(inputs, capacity(rtt_nanos, window, mtu));
         }
-        // Refill: rate = 5 * window / (4 * rtt) bytes per nanosecond.
+        // Rate = 5 * window / (4 * rtt) bytes per nanosecond.
+        self.wait(
+            now,
+            bytes,
+            5 * u128::from(window),
+            4 * u128::from(rtt_nanos),
+        )
+    }
+
+    /// Like [`delay`](Self::delay), at `bytes_per_sec` set by the congestion controller.
+    pub fn delay_at_rate(
+        &mut self,
+        now: Instant,
+        bytes: u64,
+        mtu: u16,
+        bytes_per_sec: u64,
+    ) -> Option<Instant> {
+        if bytes_per_sec == 0 {
+            return None;
+        }
+        let inputs = Inputs::Rate { bytes_per_sec, mtu };
+        if inputs != self.inputs {
+            self.set_inputs(inputs, quantum(bytes_per_sec, mtu));
+        }
+        self.wait(now, bytes, u128::from(bytes_per_sec), 1_000_000_000)
+    }
+
+    fn set_inputs(&mut self, inputs: Inputs, capacity: u64) {
+        self.inputs = inputs;
+        self.capacity = capacity;
+        self.tokens = self.tokens.min(capacity);
+    }
+
+    /// Refills at `rate_num / rate_den` bytes per nanosecond, then says when `bytes` may go.
+    fn wait(
+        &mut self,
+        now: Instant,
+        bytes: u64,
+        rate_num: u128,
+        rate_den: u128,
+    ) -> Option<Instant> {
         let elapsed = u128::from(now.saturating_duration_since(self.last_refill).as_nanos() as u64);
-        let rate_num = 5 * u128::from(window);
-        let rate_den = 4 * u128::from(rtt_nanos);
         let added = elapsed * rate_num / rate_den;
         if added > 0 {
             // Fractions of a byte are dropped at each refill; refills happen at most once per
@@ -104,6 +163,14 @@ fn capacity(rtt_nanos: u64, window: u64, mtu: u16) -> u64 {
         .max(MIN_BURST_DATAGRAMS * mtu)
         .min(MAX_BURST_BYTES.max(mtu))
         .min(window.max(mtu))
+}
+
+fn quantum(bytes_per_sec: u64, mtu: u16) -> u64 {
+    let per_interval = (u128::from(bytes_per_sec) * QUANTUM_INTERVAL_NANOS / 1_000_000_000) as u64;
+    per_interval.clamp(
+        MIN_QUANTUM_DATAGRAMS * u64::from(mtu),
+        MAX_BURST_BYTES.max(2 * u64::from(mtu)),
+    )
 }
 
 #[cfg(test)]
@@ -182,6 +249,32 @@ mod tests {
             None
         );
         assert_eq!(p.delay(Instant::ZERO, 1200, 1200, ms(10), 0), None);
+    }
+
+    #[test]
+    fn controller_rate_and_send_quantum() {
+        // 2.5 MB/s: the quantum is 1 ms = 2500 bytes, i.e. two 1200-byte datagrams.
+        assert_eq!(quantum(2_500_000, 1200), 2500);
+        assert_eq!(quantum(100_000, 1200), 2400);
+        assert_eq!(quantum(1_000_000_000, 1200), MAX_BURST_BYTES);
+        let mut now = Instant::ZERO;
+        let mut p = Pacer::new(ms(100), 12_000, 1200, now);
+        let end = now + Duration::from_secs(1);
+        let mut sent = 0u64;
+        while now < end {
+            match p.delay_at_rate(now, 1200, 1200, 2_500_000) {
+                None => {
+                    p.on_sent(1200);
+                    sent += 1200;
+                }
+                Some(t) => now = t,
+            }
+        }
+        // The window-based bucket was full (12 kB) when the rate took over; it is cut to the
+        // quantum, so at most 2500 bytes go beyond the rate.
+        let err = (sent as f64 - 2_500_000.0).abs() / 2_500_000.0;
+        assert!(err < 0.01, "sent {sent}");
+        assert_eq!(p.delay_at_rate(now, 1200, 1200, 0), None);
     }
 
     #[test]

@@ -1,21 +1,27 @@
 //! Congestion control behind an open trait: the connection owns a `Box<dyn Controller>` per
 //! path, built by a [`ControllerFactory`] chosen in the configuration. NewReno (RFC 9002 §7,
-//! Appendix B) and CUBIC (RFC 9438) are provided; others (BBR) plug in the same way.
+//! Appendix B), CUBIC (RFC 9438) and BBRv3 (draft-ietf-ccwg-bbr) are provided.
 //!
 //! Windows are in bytes. The connection keeps bytes in flight (see
 //! [`SentPackets`](super::SentPackets)) and asks [`Controller::window`] whether it may send.
+//! Loss-based controllers work from the per-packet `on_ack` and the per-event
+//! `on_congestion_event`; model-based ones (BBR) from the delivery-rate sampler's
+//! [`RateSample`] per ACK and [`LossSample`] per lost packet, and set the pacing rate.
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use super::RttEstimator;
+use super::delivery::{LossSample, RateSample};
 use crate::Instant;
 
+mod bbr;
 mod cubic;
 mod hystart;
 mod new_reno;
 
+pub use bbr::{Bbr, BbrConfig};
 pub use cubic::{Cubic, CubicConfig};
 pub use new_reno::{NewReno, NewRenoConfig};
 
@@ -40,6 +46,26 @@ pub trait Controller: Send + fmt::Debug {
 
     /// After all packets of one ACK frame were processed.
     fn on_end_acks(&mut self, _now: Instant, _bytes_in_flight: u64, _app_limited: bool) {}
+
+    /// One in-flight packet was declared lost (or, in FEC's signal mode, recovered by the
+    /// peer). Called per packet, before the `on_congestion_event` of the same event.
+    fn on_packet_lost(&mut self, _now: Instant, _loss: &LossSample) {}
+
+    /// The delivery-rate sample of one ACK frame, after the losses it revealed were declared.
+    fn on_rate_sample(&mut self, _now: Instant, _rs: &RateSample) {}
+
+    /// Pacing rate in bytes per second. `None` (the default): the connection paces at 1.25
+    /// times the window per smoothed RTT (RFC 9002 §7.7).
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
+    /// While true the connection keeps its delivery-rate sampler application-limited, so that
+    /// rates the controller holds down on purpose (BBR's ProbeRTT) are not taken for the
+    /// path's.
+    fn holds_rate_samples_app_limited(&self) -> bool {
+        false
+    }
 
     /// A loss event (one per ACK frame or timeout that declared in-flight packets lost); `sent`
     /// is the send time of the largest lost packet. Losses of packets sent before the current
@@ -95,16 +121,22 @@ pub(crate) fn initial_window(packets: u64, mds: u16) -> u64 {
 pub enum CongestionControl {
     NewReno,
     Cubic,
+    Bbr,
 }
 
 impl CongestionControl {
-    pub const ALL: [CongestionControl; 2] = [CongestionControl::NewReno, CongestionControl::Cubic];
+    pub const ALL: [CongestionControl; 3] = [
+        CongestionControl::NewReno,
+        CongestionControl::Cubic,
+        CongestionControl::Bbr,
+    ];
 
     /// The factory with default parameters.
     pub fn factory(self) -> Arc<dyn ControllerFactory> {
         match self {
             CongestionControl::NewReno => Arc::new(NewRenoConfig::default()),
             CongestionControl::Cubic => Arc::new(CubicConfig::default()),
+            CongestionControl::Bbr => Arc::new(BbrConfig::default()),
         }
     }
 
@@ -112,6 +144,7 @@ impl CongestionControl {
         match self {
             CongestionControl::NewReno => "newreno",
             CongestionControl::Cubic => "cubic",
+            CongestionControl::Bbr => "bbr",
         }
     }
 }
@@ -130,7 +163,7 @@ impl fmt::Display for ParseCongestionControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic",
+            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic, bbr",
             self.0
         )
     }
@@ -144,6 +177,7 @@ impl FromStr for CongestionControl {
         match s.trim().to_ascii_lowercase().as_str() {
             "newreno" | "new-reno" | "reno" => Ok(CongestionControl::NewReno),
             "cubic" => Ok(CongestionControl::Cubic),
+            "bbr" => Ok(CongestionControl::Bbr),
             _ => Err(ParseCongestionControlError(s.to_string())),
         }
     }
@@ -165,8 +199,15 @@ mod tests {
         assert_eq!("cubic".parse(), Ok(CongestionControl::Cubic));
         assert_eq!("Reno".parse(), Ok(CongestionControl::NewReno));
         assert_eq!("newreno".parse(), Ok(CongestionControl::NewReno));
-        let err = "bbr".parse::<CongestionControl>().unwrap_err().to_string();
-        assert!(err.contains("newreno") && err.contains("cubic"), "{err}");
+        assert_eq!("BBR".parse(), Ok(CongestionControl::Bbr));
+        let err = "vegas"
+            .parse::<CongestionControl>()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("newreno") && err.contains("cubic") && err.contains("bbr"),
+            "{err}"
+        );
         for cc in CongestionControl::ALL {
             assert_eq!(cc.to_string().parse(), Ok(cc));
             let c = cc.factory().build(Instant::ZERO, 1200);
