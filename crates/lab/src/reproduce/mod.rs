@@ -4,7 +4,7 @@
 //!
 //! Each paper module plans its runs ([`RunSpec`]s, labelled by figure in `scenario`), and
 //! turns the records into tables and figures. Next to the paper's own variants every figure
-//! shows `adaptive`.
+//! shows `adaptive`, BBR and BBR with `adaptive`.
 
 mod plot;
 mod quic_fec;
@@ -205,13 +205,15 @@ fn variant(
     }
 }
 
-/// The variants every figure shows beside the paper's: plain QUIC (CUBIC, the baseline) and
-/// `adaptive`, FEC in `mode`.
+/// The variants every figure shows beside the paper's: plain QUIC (CUBIC, the baseline),
+/// `adaptive`, BBR and BBR with `adaptive`, FEC in `mode`.
 fn common_variants(mode: RecoveredLossMode) -> Vec<Variant> {
     let adaptive = Some(Redundancy::default());
     vec![
         variant("quic", CongestionControl::Cubic, None, mode),
         variant("adaptive", CongestionControl::Cubic, adaptive, mode),
+        variant("bbr", CongestionControl::Bbr, None, mode),
+        variant("bbr+adaptive", CongestionControl::Bbr, adaptive, mode),
     ]
 }
 

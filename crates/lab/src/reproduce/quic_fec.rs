@@ -278,7 +278,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
     );
     let mut figures = Vec::new();
     let base = "quic";
-    let common = ["adaptive"];
+    let common = ["adaptive", "bbr", "bbr+adaptive"];
     let list = |first: &[&'static str]| -> Vec<&'static str> {
         first.iter().chain(common.iter()).copied().collect()
     };

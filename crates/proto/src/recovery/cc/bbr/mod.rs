@@ -24,7 +24,8 @@
 //! restart, save/restore of the window around recovery and ProbeRTT, and the undo of a
 //! spurious loss episode. Adaptations to this stack:
 //! - Randomness (the wait before the next bandwidth probe) comes from a counter hashed with
-//!   [`BbrConfig::seed`] and the build time, never from a global RNG.
+//!   [`BbrConfig::seed`] and the time the controller was built (the caller's `now`, so virtual
+//!   time in the lab), never from a global RNG or a clock.
 //! - The startup loss exit counts ACKs that declared losses in the round, standing in for the
 //!   draft's "discontiguous lost ranges" (QUIC declares a burst of losses on one ACK).
 //! - Persistent congestion (RFC 9002 §7.6) is the draft's retransmission timeout: the window
