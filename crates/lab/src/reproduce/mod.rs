@@ -1,6 +1,7 @@
 //! `qfec lab reproduce NAME`: a paper's evaluation run on the simulator, written as a report
-//! directory: every run (`runs.csv`, `runs.jsonl`), `report.md` with our numbers beside what
-//! the paper reports, and SVG figures that mirror the paper's.
+//! directory: every run (`runs.csv`, `runs.jsonl`; without the RTT and window traces, which
+//! `qfec lab run --out` keeps), `report.md` with our numbers beside what the paper reports,
+//! and SVG figures that mirror the paper's.
 //!
 //! Each paper module plans its runs ([`RunSpec`]s, labelled by figure in `scenario`), and
 //! turns the records into tables and figures. Next to the paper's own variants every figure
@@ -116,7 +117,13 @@ pub fn reproduce(
         Paper::QuicFec => quic_fec::plan(opts),
     };
     let started = Instant::now();
-    let records = run_all(&specs, opts.threads, crate::quic::run, |done, total, _| {
+    // The RTT and window traces (kilobytes per run) are not part of any figure here.
+    let run = |spec: &RunSpec| RunRecord {
+        rtt_trace: Vec::new(),
+        cwnd_trace: Vec::new(),
+        ..crate::quic::run(spec)
+    };
+    let records = run_all(&specs, opts.threads, run, |done, total, _| {
         progress(done, total)
     });
     let wall = started.elapsed();
