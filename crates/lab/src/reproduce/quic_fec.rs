@@ -162,6 +162,23 @@ pub(super) fn left_out(r: &RunRecord) -> bool {
             .is_some_and(|e| e.contains("idle timeout"))
 }
 
+/// A figure of DCT-ratio ECDFs, written to `name`.svg.
+fn ecdf_figure(name: &str, title: &str, panels: Vec<Panel>, columns: usize) -> (String, Figure) {
+    (
+        format!("{name}.svg"),
+        Figure {
+            title: title.into(),
+            x_label: "DCT ratio".into(),
+            y_label: "ECDF".into(),
+            panels,
+            columns,
+            x_range: None,
+            y_range: Some((0.0, 1.0)),
+            legend_upper: false,
+        },
+    )
+}
+
 fn label(bytes: u64) -> String {
     format!("bulk-{}", short_size(bytes))
 }
@@ -291,18 +308,11 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
     for place in ["da2gc", "mss"] {
         table(&mut md, records, "fig5", Some(place), &sizes, &v5, base);
     }
-    figures.push((
-        "fig5.svg".to_string(),
-        Figure {
-            title: "Paper 003 Fig. 5: DCT ratio ECDF, DA2GC and MSS".into(),
-            x_label: "DCT ratio".into(),
-            y_label: "ECDF".into(),
-            panels: ecdf_panels(records, "fig5", Some(&["da2gc", "mss"]), &sizes, &v5, base),
-            columns: 4,
-            x_range: None,
-            y_range: Some((0.0, 1.0)),
-            legend_upper: false,
-        },
+    figures.push(ecdf_figure(
+        "fig5",
+        "Paper 003 Fig. 5: DCT ratio ECDF, DA2GC and MSS",
+        ecdf_panels(records, "fig5", Some(&["da2gc", "mss"]), &sizes, &v5, base),
+        4,
     ));
     // Fig. 6 and 7.
     let v6 = list(&["rs"]);
@@ -311,18 +321,11 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         "## Fig. 6: experimental design, uniform loss, Reed-Solomon\n"
     );
     table(&mut md, records, "fig6", None, &sizes, &v6, base);
-    figures.push((
-        "fig6.svg".to_string(),
-        Figure {
-            title: "Paper 003 Fig. 6: DCT ratio ECDF over the design (uniform loss)".into(),
-            x_label: "DCT ratio".into(),
-            y_label: "ECDF".into(),
-            panels: ecdf_panels(records, "fig6", None, &sizes, &v6, base),
-            columns: 4,
-            x_range: None,
-            y_range: Some((0.0, 1.0)),
-            legend_upper: false,
-        },
+    figures.push(ecdf_figure(
+        "fig6",
+        "Paper 003 Fig. 6: DCT ratio ECDF over the design (uniform loss)",
+        ecdf_panels(records, "fig6", None, &sizes, &v6, base),
+        4,
     ));
     let _ = writeln!(md, "## Fig. 7: Reed-Solomon over RLC, same points\n");
     table(&mut md, records, "fig6", None, &sizes, &["rs"], "rlc");
@@ -341,18 +344,11 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             x: 1.0,
         }],
     };
-    figures.push((
-        "fig7.svg".to_string(),
-        Figure {
-            title: "Paper 003 Fig. 7: DCT ratio RS / RLC".into(),
-            x_label: "DCT ratio".into(),
-            y_label: "ECDF".into(),
-            panels: vec![fig7],
-            columns: 1,
-            x_range: None,
-            y_range: Some((0.0, 1.0)),
-            legend_upper: false,
-        },
+    figures.push(ecdf_figure(
+        "fig7",
+        "Paper 003 Fig. 7: DCT ratio RS / RLC",
+        vec![fig7],
+        1,
     ));
     // Fig. 8.
     let v8 = list(&["rlc", "rlc-1/4"]);
@@ -361,18 +357,11 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         "## Fig. 8: the cost of FEC without loss (same points, 0 %)\n"
     );
     table(&mut md, records, "fig8", None, &sizes, &v8, base);
-    figures.push((
-        "fig8.svg".to_string(),
-        Figure {
-            title: "Paper 003 Fig. 8: DCT ratio ECDF without loss".into(),
-            x_label: "DCT ratio".into(),
-            y_label: "ECDF".into(),
-            panels: ecdf_panels(records, "fig8", None, &sizes, &v8, base),
-            columns: 4,
-            x_range: None,
-            y_range: Some((0.0, 1.0)),
-            legend_upper: false,
-        },
+    figures.push(ecdf_figure(
+        "fig8",
+        "Paper 003 Fig. 8: DCT ratio ECDF without loss",
+        ecdf_panels(records, "fig8", None, &sizes, &v8, base),
+        4,
     ));
     // Fig. 10.
     let v10 = list(&["rlc"]);
@@ -381,18 +370,11 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         "## Fig. 10: Gilbert-Elliott losses (Table I ranges), RLC\n"
     );
     table(&mut md, records, "fig10", None, &sizes, &v10, base);
-    figures.push((
-        "fig10.svg".to_string(),
-        Figure {
-            title: "Paper 003 Fig. 10: DCT ratio ECDF, Gilbert-Elliott losses".into(),
-            x_label: "DCT ratio".into(),
-            y_label: "ECDF".into(),
-            panels: ecdf_panels(records, "fig10", None, &sizes, &v10, base),
-            columns: 4,
-            x_range: None,
-            y_range: Some((0.0, 1.0)),
-            legend_upper: false,
-        },
+    figures.push(ecdf_figure(
+        "fig10",
+        "Paper 003 Fig. 10: DCT ratio ECDF, Gilbert-Elliott losses",
+        ecdf_panels(records, "fig10", None, &sizes, &v10, base),
+        4,
     ));
     claims(&mut md, records, &sizes);
     Report {
