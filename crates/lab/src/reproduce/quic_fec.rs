@@ -365,9 +365,13 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
     ));
     // Fig. 10.
     let v10 = list(&["rlc"]);
+    let ge_runs = records.iter().filter(|r| r.scenario == "fig10").count();
+    let gone = records.iter().filter(|r| left_out(r)).count();
     let _ = writeln!(
         md,
-        "## Fig. 10: Gilbert-Elliott losses (Table I ranges), RLC\n"
+        "## Fig. 10: Gilbert-Elliott losses (Table I ranges), RLC\n\n{gone} of {ge_runs} runs \
+         did not finish: a loss burst outlasted the idle timeout. As in the paper, they are left \
+         out (and so is their pair).\n"
     );
     table(&mut md, records, "fig10", None, &sizes, &v10, base);
     figures.push(ecdf_figure(
