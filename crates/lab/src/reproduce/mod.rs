@@ -27,7 +27,7 @@ use crate::output::{write_csv, write_jsonl};
 use crate::presets::LinkPair;
 use crate::workload::Workload;
 
-pub use plot::{Figure, Panel, Reference, Series, draw, ecdf};
+pub use plot::{Corner, Figure, Panel, Reference, Series, draw, ecdf};
 
 /// The papers whose evaluation can be reproduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

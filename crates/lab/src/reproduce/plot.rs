@@ -41,8 +41,18 @@ pub struct Figure {
     /// Fixed x range (otherwise from the data).
     pub x_range: Option<(f64, f64)>,
     pub y_range: Option<(f64, f64)>,
-    /// Legend in the upper right corner (default: lower right, where ECDFs leave room).
-    pub legend_upper: bool,
+    /// Where the legend goes: where the curves leave room.
+    pub legend: Corner,
+}
+
+/// A corner of a panel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Corner {
+    /// Where ECDFs leave room.
+    LowerRight,
+    UpperRight,
+    /// Where rising curves leave room.
+    UpperLeft,
 }
 
 /// The empirical CDF of `xs` as step points.
@@ -172,10 +182,10 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font(("sans-serif", 11))
-            .position(if fig.legend_upper {
-                SeriesLabelPosition::UpperRight
-            } else {
-                SeriesLabelPosition::LowerRight
+            .position(match fig.legend {
+                Corner::LowerRight => SeriesLabelPosition::LowerRight,
+                Corner::UpperRight => SeriesLabelPosition::UpperRight,
+                Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
             })
             .draw()
             .map_err(e)?;

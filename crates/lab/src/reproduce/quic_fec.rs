@@ -21,8 +21,8 @@ use qfec_proto::recovery::cc::CongestionControl;
 use qfec_sim::LossSpec;
 
 use super::{
-    Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants, ecdf,
-    median, paired_ratios, pct, push_runs, share, variant,
+    Corner, Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants,
+    ecdf, median, paired_ratios, pct, push_runs, share, variant,
 };
 use crate::campaign::RunSpec;
 use crate::metrics::{RunRecord, Stats};
@@ -174,7 +174,7 @@ fn ecdf_figure(name: &str, title: &str, panels: Vec<Panel>, columns: usize) -> (
             columns,
             x_range: None,
             y_range: Some((0.0, 1.0)),
-            legend_upper: false,
+            legend: Corner::LowerRight,
         },
     )
 }

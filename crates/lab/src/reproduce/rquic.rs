@@ -13,8 +13,8 @@ use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
 
 use super::{
-    Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants, done,
-    fmt_opt, push_runs, select, variant,
+    Corner, Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants,
+    done, fmt_opt, push_runs, select, variant,
 };
 use crate::campaign::RunSpec;
 use crate::metrics::{RunRecord, Stats};
@@ -238,7 +238,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                 columns: 2,
                 x_range: None,
                 y_range: None,
-                legend_upper: true,
+                legend: Corner::UpperRight,
             },
         ));
         figures.push((
@@ -251,7 +251,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                 columns: 2,
                 x_range: None,
                 y_range: None,
-                legend_upper: true,
+                legend: Corner::UpperLeft,
             },
         ));
     }
