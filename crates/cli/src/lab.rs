@@ -27,6 +27,35 @@ pub enum LabCommand {
     /// Run a paper's evaluation and write a report directory: runs (CSV, JSON lines),
     /// report.md beside the paper's numbers, SVG figures.
     Reproduce(ReproduceArgs),
+    /// Draw an SVG figure from a runs file written by `lab run --out FILE.jsonl`: the ECDF of
+    /// a metric across runs, its median against --x, or a run's time series (cwnd, rtt).
+    Plot(PlotArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// Runs file (JSON lines, from `qfec lab run --out runs.jsonl` or a reproduction).
+    runs: PathBuf,
+    /// dct, goodput, xi, overhead, retx; or the time series cwnd, rtt.
+    #[arg(long)]
+    y: String,
+    /// Draw the median of --y against loss or seed instead of its ECDF.
+    #[arg(long)]
+    x: Option<String>,
+    /// One curve per variant, preset, workload, loss or seed.
+    #[arg(long, default_value = "variant")]
+    by: String,
+    /// Only the runs of this seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Only the runs of this variant.
+    #[arg(long)]
+    variant: Option<String>,
+    #[arg(long)]
+    title: Option<String>,
+    /// The SVG file to write.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -145,7 +174,47 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
         }
         LabCommand::Run(args) => run_experiment(*args),
         LabCommand::Reproduce(args) => reproduce(args),
+        LabCommand::Plot(args) => plot(args),
     }
+}
+
+fn plot(args: PlotArgs) -> Result<ExitCode> {
+    use qfec_lab::charts::{ChartSpec, chart};
+    let spec = ChartSpec {
+        y: args.y.parse().context("--y")?,
+        x: args
+            .x
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .context("--x")?,
+        by: args.by.parse().context("--by")?,
+        title: args.title,
+    };
+    let text = std::fs::read_to_string(&args.runs)
+        .with_context(|| format!("cannot read {}", args.runs.display()))?;
+    let mut records: Vec<RunRecord> = qfec_lab::output::read_jsonl(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e}; plot reads the JSON lines runs file (`qfec lab run --out runs.jsonl`)",
+            args.runs.display()
+        )
+    })?;
+    records.retain(|r| {
+        args.seed.is_none_or(|s| r.seed == s)
+            && args.variant.as_ref().is_none_or(|v| &r.variant == v)
+    });
+    if records.is_empty() {
+        bail!("no run in {} matches --seed/--variant", args.runs.display());
+    }
+    let fig = chart(&records, &spec)?;
+    qfec_lab::plot::draw(&fig, &args.out).map_err(anyhow::Error::msg)?;
+    println!(
+        "{} curves from {} runs written to {}",
+        fig.panels[0].series.len(),
+        records.len(),
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {

@@ -260,3 +260,70 @@ fn lab_compares_fec_variants_against_plain_quic() {
         "--fec",
     );
 }
+
+#[test]
+fn lab_plot_draws_the_runs_of_a_campaign() {
+    let dir = temp_dir("plot");
+    let runs = dir.join("runs.jsonl");
+    let o = Command::new(QFEC)
+        .args(["lab", "run", "--preset", "wlan", "--loss", "0,3%"])
+        .args(["--workload", "bulk:300kB", "--seeds", "2"])
+        .args(["--fec", "none,rlc,adaptive", "--fec-cc", "mask", "--out"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    succeeded(&o);
+    let plot = |args: &[&str], svg: &str| {
+        let out = dir.join(svg);
+        let o = Command::new(QFEC)
+            .args(["lab", "plot"])
+            .arg(&runs)
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stdout = succeeded(&o);
+        let svg = std::fs::read_to_string(&out).unwrap();
+        assert!(svg.trim_end().ends_with("</svg>") && svg.contains("<text"));
+        (stdout, svg)
+    };
+    // xi exists for the two FEC variants only.
+    let (stdout, svg) = plot(&["--y", "xi"], "xi.svg");
+    assert!(stdout.starts_with("2 curves from 12 runs"), "{stdout}");
+    assert!(svg.contains("adaptive") && svg.contains("rlc"));
+    let (stdout, _) = plot(&["--y", "dct", "--x", "loss"], "dct.svg");
+    assert!(stdout.starts_with("3 curves"), "{stdout}");
+    let (stdout, svg) = plot(
+        &["--y", "cwnd", "--seed", "1", "--variant", "adaptive"],
+        "cwnd.svg",
+    );
+    assert!(stdout.starts_with("2 curves from 2 runs"), "{stdout}");
+    assert!(svg.contains("congestion window (kB)"));
+    one_line_error(
+        &[
+            "lab",
+            "plot",
+            runs.to_str().unwrap(),
+            "--y",
+            "cwnd",
+            "--out",
+            "x.svg",
+        ],
+        "at most 8",
+    );
+    let csv = dir.join("runs.csv");
+    std::fs::write(&csv, "scenario,preset\n").unwrap();
+    one_line_error(
+        &[
+            "lab",
+            "plot",
+            csv.to_str().unwrap(),
+            "--y",
+            "dct",
+            "--out",
+            "x.svg",
+        ],
+        "JSON lines",
+    );
+}

@@ -42,11 +42,13 @@
 //! ```
 
 pub mod campaign;
+pub mod charts;
 pub mod config;
 pub mod design;
 pub mod metrics;
 pub mod output;
 pub mod pages;
+pub mod plot;
 pub mod presets;
 pub mod quic;
 pub mod reproduce;

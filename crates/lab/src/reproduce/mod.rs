@@ -7,7 +7,6 @@
 //! turns the records into tables and figures. Next to the paper's own variants every figure
 //! shows `adaptive`, BBR and BBR with `adaptive`.
 
-mod plot;
 mod quic_fec;
 mod rquic;
 
@@ -27,7 +26,7 @@ use crate::output::{write_csv, write_jsonl};
 use crate::presets::LinkPair;
 use crate::workload::Workload;
 
-pub use plot::{Corner, Figure, Panel, Reference, Series, draw, ecdf};
+use crate::plot::{Corner, Figure, Panel, Reference, Series, draw, ecdf};
 
 /// The papers whose evaluation can be reproduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

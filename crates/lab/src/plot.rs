@@ -1,20 +1,20 @@
-//! SVG figures for the reproductions: grids of panels, each with one curve per variant (an
-//! ECDF, or a line over a swept parameter), and the papers' reported values as dashed
-//! reference lines.
+//! SVG figures (plotters): grids of panels, each with one curve per series (an ECDF, a line
+//! over a swept parameter, a time series), and reference values as dashed lines. The
+//! reproductions and `qfec lab plot` draw with it.
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
 /// One curve.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     pub label: String,
     pub points: Vec<(f64, f64)>,
 }
 
 /// A horizontal or vertical reference line with its label (a value the paper reports).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Reference {
     pub label: String,
     /// `Some(y)`: horizontal at y; otherwise vertical at `x`.
@@ -23,7 +23,7 @@ pub struct Reference {
 }
 
 /// One panel of a figure.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Panel {
     pub title: String,
     pub series: Vec<Series>,
@@ -31,7 +31,7 @@ pub struct Panel {
 }
 
 /// A figure: panels on a grid with shared axis labels.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
     pub title: String,
     pub x_label: String,
@@ -100,7 +100,12 @@ fn range_of(it: impl Iterator<Item = f64>) -> (f64, f64) {
 pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
     let cols = fig.columns.max(1);
     let rows = fig.panels.len().div_ceil(cols).max(1);
-    let (w, h) = (420 * cols as u32, 330 * rows as u32 + 40);
+    // A lone panel gets room for its legend; a grid keeps panels small enough to compare.
+    let (w, h) = if fig.panels.len() == 1 {
+        (640, 480)
+    } else {
+        (420 * cols as u32, 330 * rows as u32 + 40)
+    };
     let root = SVGBackend::new(path, (w, h)).into_drawing_area();
     let e = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();
     root.fill(&WHITE).map_err(e)?;

@@ -1,0 +1,407 @@
+//! Figures from run records (`qfec lab plot`): the distribution of a metric across runs
+//! (ECDF), a metric against a swept parameter (median per value), or the time series a run
+//! recorded (congestion window, smoothed RTT), with one curve per group of runs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::metrics::{RunRecord, Stats};
+use crate::plot::{Corner, Figure, Panel, Reference, Series, ecdf};
+
+/// Runs a time-series figure draws at most (beyond, the lines cannot be told apart).
+const MAX_SERIES_RUNS: usize = 8;
+
+/// What a figure shows on its y axis (or its x axis, for an ECDF).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    CompletionTime,
+    Goodput,
+    DctRatio,
+    Overhead,
+    Retransmissions,
+    /// Time series: congestion window.
+    Cwnd,
+    /// Time series: smoothed RTT.
+    Rtt,
+}
+
+impl Metric {
+    const NAMES: &'static str = "dct, goodput, xi, overhead, retx, cwnd, rtt";
+
+    /// Axis label with units.
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::CompletionTime => "completion time (s)",
+            Metric::Goodput => "goodput (Mb/s)",
+            Metric::DctRatio => "completion time / plain QUIC's (xi)",
+            Metric::Overhead => "FEC overhead (% of bytes)",
+            Metric::Retransmissions => "retransmitted packets",
+            Metric::Cwnd => "congestion window (kB)",
+            Metric::Rtt => "smoothed RTT (ms)",
+        }
+    }
+
+    /// Whether the runs recorded it over time (the others are one value per run).
+    pub fn is_series(self) -> bool {
+        matches!(self, Metric::Cwnd | Metric::Rtt)
+    }
+
+    fn of(self, r: &RunRecord) -> Option<f64> {
+        let done = r.completed && r.error.is_none();
+        match self {
+            Metric::CompletionTime => r.completion_time_s.filter(|_| done),
+            Metric::Goodput => r.goodput_bps.filter(|_| done).map(|b| b / 1e6),
+            Metric::DctRatio => r.dct_ratio,
+            Metric::Overhead => Some(r.overhead() * 100.0),
+            Metric::Retransmissions => Some(r.retransmissions as f64),
+            Metric::Cwnd | Metric::Rtt => None,
+        }
+    }
+
+    fn series(self, r: &RunRecord) -> Vec<(f64, f64)> {
+        match self {
+            Metric::Cwnd => r
+                .cwnd_trace
+                .iter()
+                .map(|&(t, w)| (t, w as f64 / 1e3))
+                .collect(),
+            Metric::Rtt => r.rtt_trace.iter().map(|&(t, s)| (t, s * 1e3)).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A name that is not a metric, parameter or grouping.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {got:?}: use one of {valid}")]
+pub struct UnknownName {
+    pub what: &'static str,
+    pub got: String,
+    pub valid: &'static str,
+}
+
+impl FromStr for Metric {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "dct" | "completion_time" => Metric::CompletionTime,
+            "goodput" => Metric::Goodput,
+            "xi" | "dct_ratio" => Metric::DctRatio,
+            "overhead" => Metric::Overhead,
+            "retx" | "retransmissions" => Metric::Retransmissions,
+            "cwnd" => Metric::Cwnd,
+            "rtt" => Metric::Rtt,
+            _ => {
+                return Err(UnknownName {
+                    what: "metric",
+                    got: s.into(),
+                    valid: Metric::NAMES,
+                });
+            }
+        })
+    }
+}
+
+/// A record field runs are grouped by, or swept over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Variant,
+    Preset,
+    Workload,
+    Loss,
+    Seed,
+}
+
+impl Field {
+    const NAMES: &'static str = "variant, preset, workload, loss, seed";
+
+    fn key(self, r: &RunRecord) -> String {
+        match self {
+            Field::Variant => r.variant.clone(),
+            Field::Preset => r.preset.clone(),
+            Field::Workload => r.workload.clone(),
+            Field::Loss => format!("{}%", r.loss * 100.0),
+            Field::Seed => format!("seed {}", r.seed),
+        }
+    }
+
+    /// The field as a number, for an x axis.
+    fn value(self, r: &RunRecord) -> Option<f64> {
+        match self {
+            Field::Loss => Some(r.loss * 100.0),
+            Field::Seed => Some(r.seed as f64),
+            _ => None,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Field::Loss => "loss (%)",
+            Field::Seed => "seed",
+            Field::Variant => "variant",
+            Field::Preset => "preset",
+            Field::Workload => "workload",
+        }
+    }
+}
+
+impl FromStr for Field {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "variant" => Field::Variant,
+            "preset" => Field::Preset,
+            "workload" => Field::Workload,
+            "loss" => Field::Loss,
+            "seed" => Field::Seed,
+            _ => {
+                return Err(UnknownName {
+                    what: "field",
+                    got: s.into(),
+                    valid: Field::NAMES,
+                });
+            }
+        })
+    }
+}
+
+/// What to draw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChartSpec {
+    pub y: Metric,
+    /// Sweep: the median of `y` against this numeric field, one line per group.
+    pub x: Option<Field>,
+    pub by: Field,
+    pub title: Option<String>,
+}
+
+/// Why a chart cannot be drawn from these runs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChartError {
+    #[error("--x {0} is not numeric: use --x loss or --x seed")]
+    NotNumeric(&'static str),
+    #[error(
+        "no run has {0}: time series need runs written as JSON lines by `qfec lab run --out FILE.jsonl`"
+    )]
+    NoSeries(&'static str),
+    #[error("no run has a value for {0} (xi needs a FEC variant beside `none` in the campaign)")]
+    NoValues(&'static str),
+    #[error("time series ({0}) take no --x: the x axis is time")]
+    SeriesWithX(&'static str),
+    #[error("{0} runs selected: a time-series figure draws at most 8; select fewer with --seed")]
+    TooMany(usize),
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// The figure `spec` asks for, from `records`.
+pub fn chart(records: &[RunRecord], spec: &ChartSpec) -> Result<Figure, ChartError> {
+    let mut groups: BTreeMap<String, Vec<&RunRecord>> = BTreeMap::new();
+    for r in records {
+        groups.entry(spec.by.key(r)).or_default().push(r);
+    }
+    let (series, x_label, legend) = if spec.y.is_series() {
+        if spec.x.is_some() {
+            return Err(ChartError::SeriesWithX(spec.y.label()));
+        }
+        let n = records
+            .iter()
+            .filter(|r| !spec.y.series(r).is_empty())
+            .count();
+        if n == 0 {
+            return Err(ChartError::NoSeries(spec.y.label()));
+        }
+        if n > MAX_SERIES_RUNS {
+            return Err(ChartError::TooMany(n));
+        }
+        let mut out = Vec::new();
+        for (key, runs) in &groups {
+            for r in runs {
+                let points = spec.y.series(r);
+                if !points.is_empty() {
+                    let loss = if spec.by == Field::Loss {
+                        String::new()
+                    } else {
+                        format!(", loss {}%", r.loss * 100.0)
+                    };
+                    out.push(Series {
+                        label: format!("{key}{loss}, seed {}", r.seed),
+                        points,
+                    });
+                }
+            }
+        }
+        (out, "time (s)".to_string(), Corner::UpperRight)
+    } else if let Some(x) = spec.x {
+        if x.value(&RunRecord::default()).is_none() {
+            return Err(ChartError::NotNumeric(x.label()));
+        }
+        let mut out = Vec::new();
+        for (key, runs) in &groups {
+            let mut at: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+            for r in runs {
+                if let (Some(xv), Some(yv)) = (x.value(r), spec.y.of(r)) {
+                    at.entry(xv.to_bits()).or_default().push(yv);
+                }
+            }
+            let mut points: Vec<(f64, f64)> = at
+                .iter()
+                .filter_map(|(xb, ys)| Some((f64::from_bits(*xb), Stats::of(ys)?.median)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            if !points.is_empty() {
+                out.push(Series {
+                    label: key.clone(),
+                    points,
+                });
+            }
+        }
+        (out, x.label().to_string(), Corner::UpperLeft)
+    } else {
+        let mut out = Vec::new();
+        for (key, runs) in &groups {
+            let ys: Vec<f64> = runs.iter().filter_map(|r| spec.y.of(r)).collect();
+            if !ys.is_empty() {
+                out.push(Series {
+                    label: key.clone(),
+                    points: ecdf(&ys),
+                });
+            }
+        }
+        (out, spec.y.label().to_string(), Corner::LowerRight)
+    };
+    if series.is_empty() {
+        return Err(ChartError::NoValues(spec.y.label()));
+    }
+    let ecdf_chart = !spec.y.is_series() && spec.x.is_none();
+    let references = if ecdf_chart && spec.y == Metric::DctRatio {
+        vec![Reference {
+            label: "xi = 1".into(),
+            y: None,
+            x: 1.0,
+        }]
+    } else {
+        Vec::new()
+    };
+    let y_label = if ecdf_chart {
+        "fraction of runs (ECDF)".to_string()
+    } else if spec.x.is_some() {
+        format!("median {}", spec.y.label())
+    } else {
+        spec.y.label().to_string()
+    };
+    let title = spec.title.clone().unwrap_or_else(|| match spec.x {
+        _ if spec.y.is_series() => format!("{} over time, by {}", spec.y.label(), spec.by),
+        Some(x) => format!("{} against {}, by {}", spec.y.label(), x.label(), spec.by),
+        None => format!("{} across runs, by {}", spec.y.label(), spec.by),
+    });
+    Ok(Figure {
+        title,
+        x_label,
+        y_label,
+        panels: vec![Panel {
+            title: String::new(),
+            series,
+            references,
+        }],
+        columns: 1,
+        x_range: None,
+        y_range: ecdf_chart.then_some((0.0, 1.0)),
+        legend,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(variant: &str, loss: f64, seed: u64, t: f64) -> RunRecord {
+        RunRecord {
+            variant: variant.into(),
+            loss,
+            seed,
+            completed: true,
+            completion_time_s: Some(t),
+            cwnd_trace: vec![(0.0, 12_000), (0.1, 24_000)],
+            ..RunRecord::default()
+        }
+    }
+
+    fn runs() -> Vec<RunRecord> {
+        let mut v = Vec::new();
+        for (variant, base) in [("none", 1.0), ("rlc", 2.0)] {
+            for loss in [0.0, 0.02] {
+                for seed in 1..=3 {
+                    v.push(rec(variant, loss, seed, base + loss * 100.0 + seed as f64));
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn one_ecdf_per_group() {
+        let spec = ChartSpec {
+            y: Metric::CompletionTime,
+            x: None,
+            by: Field::Variant,
+            title: None,
+        };
+        let fig = chart(&runs(), &spec).unwrap();
+        let s = &fig.panels[0].series;
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].label.as_str(), s[0].points.len()), ("none", 12));
+        assert_eq!(s[1].points.last(), Some(&(7.0, 1.0)));
+        assert_eq!(fig.y_range, Some((0.0, 1.0)));
+    }
+
+    #[test]
+    fn medians_against_a_swept_parameter() {
+        let spec = ChartSpec {
+            y: Metric::CompletionTime,
+            x: Some(Field::Loss),
+            by: Field::Variant,
+            title: None,
+        };
+        let fig = chart(&runs(), &spec).unwrap();
+        let s = &fig.panels[0].series;
+        assert_eq!(s[0].points, vec![(0.0, 3.0), (2.0, 5.0)]);
+        assert_eq!(s[1].points, vec![(0.0, 4.0), (2.0, 6.0)]);
+        let bad = ChartSpec {
+            x: Some(Field::Variant),
+            ..spec
+        };
+        assert_eq!(chart(&runs(), &bad), Err(ChartError::NotNumeric("variant")));
+    }
+
+    #[test]
+    fn time_series_of_few_runs() {
+        let spec = ChartSpec {
+            y: Metric::Cwnd,
+            x: None,
+            by: Field::Variant,
+            title: None,
+        };
+        assert_eq!(chart(&runs(), &spec), Err(ChartError::TooMany(12)));
+        let few: Vec<RunRecord> = runs().into_iter().filter(|r| r.seed == 1).collect();
+        let fig = chart(&few, &spec).unwrap();
+        assert_eq!(fig.panels[0].series.len(), 4);
+        assert_eq!(fig.panels[0].series[1].label, "none, loss 2%, seed 1");
+        assert_eq!(
+            fig.panels[0].series[0].points,
+            vec![(0.0, 12.0), (0.1, 24.0)]
+        );
+        assert!(
+            "latency"
+                .parse::<Metric>()
+                .unwrap_err()
+                .to_string()
+                .contains("cwnd")
+        );
+    }
+}
