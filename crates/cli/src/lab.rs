@@ -42,9 +42,12 @@ pub struct PlotArgs {
     /// Draw the median of --y against loss or seed instead of its ECDF.
     #[arg(long)]
     x: Option<String>,
-    /// One curve per variant, preset, workload, loss or seed.
+    /// One curve (or box) per variant, preset, workload, loss or seed.
     #[arg(long, default_value = "variant")]
     by: String,
+    /// A box plot of --y per group (quartiles, median, whiskers to min and max).
+    #[arg(long = "box")]
+    boxes: bool,
     /// Only the runs of this seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -189,6 +192,7 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
             .transpose()
             .context("--x")?,
         by: args.by.parse().context("--by")?,
+        boxes: args.boxes,
         title: args.title,
     };
     let text = std::fs::read_to_string(&args.runs)
@@ -208,9 +212,14 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
     }
     let fig = chart(&records, &spec)?;
     qfec_lab::plot::draw(&fig, &args.out).map_err(anyhow::Error::msg)?;
+    let panel = &fig.panels[0];
+    let (n, what) = if panel.boxes.is_empty() {
+        (panel.series.len(), "curves")
+    } else {
+        (panel.boxes.len(), "boxes")
+    };
     println!(
-        "{} curves from {} runs written to {}",
-        fig.panels[0].series.len(),
+        "{n} {what} from {} runs written to {}",
         records.len(),
         args.out.display()
     );

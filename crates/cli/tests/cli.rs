@@ -300,6 +300,9 @@ fn lab_plot_draws_the_runs_of_a_campaign() {
     );
     assert!(stdout.starts_with("2 curves from 2 runs"), "{stdout}");
     assert!(svg.contains("congestion window (kB)"));
+    let (stdout, svg) = plot(&["--y", "dct", "--by", "loss", "--box"], "box.svg");
+    assert!(stdout.starts_with("2 boxes from 12 runs"), "{stdout}");
+    assert!(svg.contains("<rect"));
     one_line_error(
         &[
             "lab",

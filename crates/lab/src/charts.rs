@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::metrics::{RunRecord, Stats};
-use crate::plot::{Corner, Figure, Panel, Reference, Series, ecdf};
+use crate::plot::{BoxStat, Corner, Figure, Panel, Reference, Series, ecdf};
 
 /// Runs a time-series figure draws at most (beyond, the lines cannot be told apart).
 const MAX_SERIES_RUNS: usize = 8;
@@ -173,6 +173,8 @@ pub struct ChartSpec {
     /// Sweep: the median of `y` against this numeric field, one line per group.
     pub x: Option<Field>,
     pub by: Field,
+    /// A box plot of `y` per group instead of ECDFs.
+    pub boxes: bool,
     pub title: Option<String>,
 }
 
@@ -187,7 +189,9 @@ pub enum ChartError {
     NoSeries(&'static str),
     #[error("no run has a value for {0} (xi needs a FEC variant beside `none` in the campaign)")]
     NoValues(&'static str),
-    #[error("time series ({0}) take no --x: the x axis is time")]
+    #[error("--box and --x do not go together: a box plot's x axis is the groups")]
+    BoxWithX,
+    #[error("time series ({0}) take no --x or --box: the x axis is time")]
     SeriesWithX(&'static str),
     #[error("{0} runs selected: a time-series figure draws at most 8; select fewer with --seed")]
     TooMany(usize),
@@ -205,8 +209,11 @@ pub fn chart(records: &[RunRecord], spec: &ChartSpec) -> Result<Figure, ChartErr
     for r in records {
         groups.entry(spec.by.key(r)).or_default().push(r);
     }
+    if spec.boxes && !spec.y.is_series() {
+        return box_chart(&groups, spec);
+    }
     let (series, x_label, legend) = if spec.y.is_series() {
-        if spec.x.is_some() {
+        if spec.x.is_some() || spec.boxes {
             return Err(ChartError::SeriesWithX(spec.y.label()));
         }
         let n = records
@@ -308,11 +315,48 @@ pub fn chart(records: &[RunRecord], spec: &ChartSpec) -> Result<Figure, ChartErr
             title: String::new(),
             series,
             references,
+            ..Panel::default()
         }],
         columns: 1,
         x_range: None,
         y_range: ecdf_chart.then_some((0.0, 1.0)),
         legend,
+    })
+}
+
+/// One box per group: the spread of `spec.y` across its runs.
+fn box_chart(
+    groups: &BTreeMap<String, Vec<&RunRecord>>,
+    spec: &ChartSpec,
+) -> Result<Figure, ChartError> {
+    if spec.x.is_some() {
+        return Err(ChartError::BoxWithX);
+    }
+    let boxes: Vec<BoxStat> = groups
+        .iter()
+        .filter_map(|(key, runs)| {
+            let ys: Vec<f64> = runs.iter().filter_map(|r| spec.y.of(r)).collect();
+            BoxStat::of(key, &ys)
+        })
+        .collect();
+    if boxes.is_empty() {
+        return Err(ChartError::NoValues(spec.y.label()));
+    }
+    Ok(Figure {
+        title: spec
+            .title
+            .clone()
+            .unwrap_or_else(|| format!("{} across runs, by {}", spec.y.label(), spec.by)),
+        x_label: spec.by.label().into(),
+        y_label: spec.y.label().into(),
+        panels: vec![Panel {
+            boxes,
+            ..Panel::default()
+        }],
+        columns: 1,
+        x_range: None,
+        y_range: None,
+        legend: Corner::UpperRight,
     })
 }
 
@@ -350,6 +394,7 @@ mod tests {
             y: Metric::CompletionTime,
             x: None,
             by: Field::Variant,
+            boxes: false,
             title: None,
         };
         let fig = chart(&runs(), &spec).unwrap();
@@ -366,6 +411,7 @@ mod tests {
             y: Metric::CompletionTime,
             x: Some(Field::Loss),
             by: Field::Variant,
+            boxes: false,
             title: None,
         };
         let fig = chart(&runs(), &spec).unwrap();
@@ -380,11 +426,37 @@ mod tests {
     }
 
     #[test]
+    fn one_box_per_group() {
+        let spec = ChartSpec {
+            y: Metric::CompletionTime,
+            x: None,
+            by: Field::Loss,
+            boxes: true,
+            title: None,
+        };
+        let fig = chart(&runs(), &spec).unwrap();
+        let b = &fig.panels[0].boxes;
+        assert_eq!(b.len(), 2);
+        // Loss 0 %: none 2, 3, 4 and rlc 3, 4, 5.
+        assert_eq!(
+            (b[0].label.as_str(), b[0].min, b[0].median, b[0].max),
+            ("0%", 2.0, 3.5, 5.0)
+        );
+        assert_eq!((b[0].q1, b[0].q3), (3.0, 4.0));
+        let with_x = ChartSpec {
+            x: Some(Field::Seed),
+            ..spec
+        };
+        assert_eq!(chart(&runs(), &with_x), Err(ChartError::BoxWithX));
+    }
+
+    #[test]
     fn time_series_of_few_runs() {
         let spec = ChartSpec {
             y: Metric::Cwnd,
             x: None,
             by: Field::Variant,
+            boxes: false,
             title: None,
         };
         assert_eq!(chart(&runs(), &spec), Err(ChartError::TooMany(12)));

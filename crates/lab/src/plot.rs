@@ -22,12 +22,45 @@ pub struct Reference {
     pub x: f64,
 }
 
-/// One panel of a figure.
+/// One box of a box plot: quartiles, median, and whiskers to the extremes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BoxStat {
+    pub label: String,
+    pub min: f64,
+    pub q1: f64,
+    pub median: f64,
+    pub q3: f64,
+    pub max: f64,
+}
+
+impl BoxStat {
+    /// The box of sample `xs` (NaNs ignored); None if empty.
+    pub fn of(label: &str, xs: &[f64]) -> Option<BoxStat> {
+        let mut v: Vec<f64> = xs.iter().copied().filter(|x| !x.is_nan()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let q = |p| crate::metrics::quantile(&v, p);
+        Some(BoxStat {
+            label: label.into(),
+            min: v[0],
+            q1: q(0.25),
+            median: q(0.5),
+            q3: q(0.75),
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+/// One panel of a figure: curves, or (if `boxes` is not empty) a box plot with one box per
+/// category along the x axis.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Panel {
     pub title: String,
     pub series: Vec<Series>,
     pub references: Vec<Reference>,
+    pub boxes: Vec<BoxStat>,
 }
 
 /// A figure: panels on a grid with shared axis labels.
@@ -128,6 +161,10 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1))
             .chain(panel.references.iter().filter_map(|r| r.y));
+        if !panel.boxes.is_empty() {
+            draw_boxes(fig, panel, area).map_err(e)?;
+            continue;
+        }
         let (x0, x1) = fig.x_range.unwrap_or_else(|| range_of(xs));
         let (y0, y1) = fig.y_range.unwrap_or_else(|| range_of(ys));
         let mut chart = ChartBuilder::on(area)
@@ -196,6 +233,64 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .map_err(e)?;
     }
     root.present().map_err(e)?;
+    Ok(())
+}
+
+/// A box plot: categories at x = 0, 1, ..., labelled with the boxes' names.
+fn draw_boxes(
+    fig: &Figure,
+    panel: &Panel,
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+) -> Result<(), DrawingAreaErrorKind<std::io::Error>> {
+    let n = panel.boxes.len();
+    let (y0, y1) = fig
+        .y_range
+        .unwrap_or_else(|| range_of(panel.boxes.iter().flat_map(|b| [b.min, b.max])));
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, ("sans-serif", 15))
+        .margin(8)
+        .x_label_area_size(34)
+        .y_label_area_size(44)
+        .build_cartesian_2d(-0.5..n as f64 - 0.5, y0..y1)?;
+    let names: Vec<String> = panel.boxes.iter().map(|b| b.label.clone()).collect();
+    chart
+        .configure_mesh()
+        .x_desc(&fig.x_label)
+        .y_desc(&fig.y_label)
+        .x_labels(n)
+        .x_label_formatter(&|x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                names.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .disable_x_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for (i, b) in panel.boxes.iter().enumerate() {
+        let c = COLORS[i % COLORS.len()];
+        let x = i as f64;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(x - 0.3, b.q1), (x + 0.3, b.q3)],
+            c.mix(0.25).filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(x - 0.3, b.q1), (x + 0.3, b.q3)],
+            c.stroke_width(2),
+        )))?;
+        let lines = [
+            vec![(x - 0.3, b.median), (x + 0.3, b.median)],
+            vec![(x, b.q3), (x, b.max)],
+            vec![(x, b.q1), (x, b.min)],
+            vec![(x - 0.12, b.max), (x + 0.12, b.max)],
+            vec![(x - 0.12, b.min), (x + 0.12, b.min)],
+        ];
+        for l in lines {
+            chart.draw_series(std::iter::once(PathElement::new(l, c.stroke_width(2))))?;
+        }
+    }
     Ok(())
 }
 

@@ -219,6 +219,7 @@ fn ecdf_panels(
                     y: None,
                     x: 1.0,
                 }],
+                ..Panel::default()
             });
         }
     }
@@ -343,6 +344,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             y: None,
             x: 1.0,
         }],
+        ..Panel::default()
     };
     figures.push(ecdf_figure(
         "fig7",

@@ -216,6 +216,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                 title: place.to_string(),
                 series: xi_series,
                 references: references(figure, place),
+                boxes: Vec::new(),
             });
             ovh_panels.push(Panel {
                 title: place.to_string(),
@@ -225,6 +226,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                     y: Some(5.0),
                     x: 0.0,
                 }],
+                ..Panel::default()
             });
         }
         md.push('\n');
