@@ -48,10 +48,12 @@ impl Metric {
     }
 
     fn of(self, r: &RunRecord) -> Option<f64> {
-        let done = r.completed && r.error.is_none();
         match self {
-            Metric::CompletionTime => r.completion_time_s.filter(|_| done),
-            Metric::Goodput => r.goodput_bps.filter(|_| done).map(|b| b / 1e6),
+            Metric::CompletionTime => r.finished_time(),
+            Metric::Goodput => r
+                .goodput_bps
+                .filter(|_| r.finished_time().is_some())
+                .map(|b| b / 1e6),
             Metric::DctRatio => r.dct_ratio,
             Metric::Overhead => Some(r.overhead() * 100.0),
             Metric::Retransmissions => Some(r.retransmissions as f64),

@@ -80,6 +80,12 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The completion time of a run that finished without error.
+    pub fn finished_time(&self) -> Option<f64> {
+        self.completion_time_s
+            .filter(|_| self.completed && self.error.is_none())
+    }
+
     /// FEC overhead as a fraction of the bytes on the wire (paper 000's "overhead").
     pub fn overhead(&self) -> f64 {
         if self.bytes_on_wire == 0 {

@@ -271,28 +271,28 @@ fn select<'r>(
     })
 }
 
-fn done(r: &RunRecord) -> Option<f64> {
-    r.completion_time_s
-        .filter(|_| r.completed && r.error.is_none())
-}
-
 /// Per-seed completion-time ratios of `variant` over `baseline` at each point of `figure`
-/// (paper 003's DCT ratio): runs pair by place, workload, loss and seed.
+/// (at `place` only, if given; paper 003's DCT ratio): runs pair by place, workload, loss and
+/// seed.
 fn paired_ratios(
     records: &[RunRecord],
     figure: &str,
+    place: Option<&str>,
     workload: &str,
     variant: &str,
     baseline: &str,
 ) -> Vec<f64> {
     let base: std::collections::BTreeMap<(&str, u64, u64), f64> =
-        select(records, figure, None, Some(workload), baseline)
-            .filter_map(|r| Some(((r.preset.as_str(), r.loss.to_bits(), r.seed), done(r)?)))
+        select(records, figure, place, Some(workload), baseline)
+            .filter_map(|r| {
+                let key = (r.preset.as_str(), r.loss.to_bits(), r.seed);
+                Some((key, r.finished_time()?))
+            })
             .collect();
-    select(records, figure, None, Some(workload), variant)
+    select(records, figure, place, Some(workload), variant)
         .filter_map(|r| {
             let b = base.get(&(r.preset.as_str(), r.loss.to_bits(), r.seed))?;
-            Some(done(r)? / b)
+            Some(r.finished_time()? / b)
         })
         .collect()
 }

@@ -59,40 +59,25 @@ fn with(extra: &[Variant]) -> Vec<Variant> {
     v
 }
 
-fn rlc() -> Variant {
-    variant(
-        "rlc",
-        CongestionControl::Cubic,
-        Some(Redundancy::Fixed(Redundancy::RLC)),
-        MODE,
-    )
-}
-
-fn rs() -> Variant {
-    variant(
-        "rs",
-        CongestionControl::Cubic,
-        Some(Redundancy::Fixed(Redundancy::RS)),
-        MODE,
-    )
-}
-
-fn rlc_quarter() -> Variant {
-    variant(
-        "rlc-1/4",
-        CongestionControl::Cubic,
-        Some(Redundancy::Fixed(RLC_QUARTER)),
-        MODE,
-    )
+/// A fixed code, as the paper runs it.
+fn fixed(name: &'static str, scheme: Scheme) -> Variant {
+    let fec = Some(Redundancy::Fixed(scheme));
+    variant(name, CongestionControl::Cubic, fec, MODE)
 }
 
 /// Figures, their variants (the paper's first) and whether they use the design.
 fn figures() -> Vec<(&'static str, Vec<Variant>)> {
     vec![
-        ("fig5", with(&[rlc()])),
-        ("fig6", with(&[rs(), rlc()])),
-        ("fig8", with(&[rlc(), rlc_quarter()])),
-        ("fig10", with(&[rlc()])),
+        ("fig5", with(&[fixed("rlc", Redundancy::RLC)])),
+        (
+            "fig6",
+            with(&[fixed("rs", Redundancy::RS), fixed("rlc", Redundancy::RLC)]),
+        ),
+        (
+            "fig8",
+            with(&[fixed("rlc", Redundancy::RLC), fixed("rlc-1/4", RLC_QUARTER)]),
+        ),
+        ("fig10", with(&[fixed("rlc", Redundancy::RLC)])),
     ]
 }
 
@@ -198,10 +183,7 @@ fn ecdf_panels(
             let series = variants
                 .iter()
                 .map(|v| {
-                    let mut r = paired_ratios(records, figure, &wl, v, baseline);
-                    if let Some(p) = place {
-                        r = paired_ratios_at(records, figure, p, &wl, v, baseline);
-                    }
+                    let r = paired_ratios(records, figure, place, &wl, v, baseline);
                     Series {
                         label: format!("{v} / {baseline}"),
                         points: ecdf(&r),
@@ -226,22 +208,6 @@ fn ecdf_panels(
     panels
 }
 
-fn paired_ratios_at(
-    records: &[RunRecord],
-    figure: &str,
-    place: &str,
-    workload: &str,
-    variant: &str,
-    baseline: &str,
-) -> Vec<f64> {
-    let only: Vec<RunRecord> = records
-        .iter()
-        .filter(|r| r.preset == place)
-        .cloned()
-        .collect();
-    paired_ratios(&only, figure, workload, variant, baseline)
-}
-
 fn table(
     md: &mut String,
     records: &[RunRecord],
@@ -260,10 +226,7 @@ fn table(
     for &bytes in sizes {
         let wl = label(bytes);
         for v in variants {
-            let r = match place {
-                Some(p) => paired_ratios_at(records, figure, p, &wl, v, baseline),
-                None => paired_ratios(records, figure, &wl, v, baseline),
-            };
+            let r = paired_ratios(records, figure, place, &wl, v, baseline);
             let s = Stats::of(&r);
             let f = |x: Option<f64>| x.map_or("–".into(), |v| format!("{v:.2}"));
             let _ = writeln!(
@@ -336,7 +299,14 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             .iter()
             .map(|&b| Series {
                 label: short_size(b),
-                points: ecdf(&paired_ratios(records, "fig6", &label(b), "rs", "rlc")),
+                points: ecdf(&paired_ratios(
+                    records,
+                    "fig6",
+                    None,
+                    &label(b),
+                    "rs",
+                    "rlc",
+                )),
             })
             .collect(),
         references: vec![Reference {
@@ -391,9 +361,8 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
 
 fn claims(md: &mut String, records: &[RunRecord], sizes: &[u64]) {
     let big = label(sizes[3]);
-    let r = |fig: &str, place: Option<&str>, wl: &str, v: &str, b: &str| match place {
-        Some(p) => paired_ratios_at(records, fig, p, wl, v, b),
-        None => paired_ratios(records, fig, wl, v, b),
+    let r = |fig: &str, place: Option<&str>, wl: &str, v: &str, b: &str| {
+        paired_ratios(records, fig, place, wl, v, b)
     };
     let _ = writeln!(
         md,

@@ -14,7 +14,7 @@ use qfec_proto::recovery::cc::CongestionControl;
 
 use super::{
     Corner, Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants,
-    done, fmt_opt, push_runs, select, variant,
+    fmt_opt, push_runs, select, variant,
 };
 use crate::campaign::RunSpec;
 use crate::metrics::{RunRecord, Stats};
@@ -98,7 +98,7 @@ fn xi(records: &[RunRecord], figure: &str, place: &str, loss: f64, variant: &str
     let at = |v: &str| {
         select(records, figure, Some(place), None, v)
             .filter(|r| r.loss == loss)
-            .filter_map(done)
+            .filter_map(RunRecord::finished_time)
             .collect::<Vec<f64>>()
     };
     let Some(base) = Stats::of(&at("quic")) else {
@@ -193,7 +193,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             for &l in &losses {
                 let base: Vec<f64> = select(records, figure, Some(place), None, "quic")
                     .filter(|r| r.loss == l)
-                    .filter_map(done)
+                    .filter_map(RunRecord::finished_time)
                     .collect();
                 let _ = write!(
                     md,

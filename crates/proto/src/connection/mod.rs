@@ -201,8 +201,8 @@ pub struct Connection {
     write_space: SpaceId,
     rtt: RttEstimator,
     cc: Box<dyn Controller>,
-    /// Delivery-rate sampling for `cc`. Its counters only grow, so a controller rebuilt for a
-    /// new path reads them as they are, without a reset.
+    /// Delivery-rate sampling for `cc`, fed only while `cc` uses it. Its counters only grow,
+    /// so a controller rebuilt for a new path reads them as they are, without a reset.
     delivery: DeliveryRate,
     pacer: Pacer,
     pto_count: u32,

@@ -120,6 +120,7 @@ impl Connection {
             data: self.congestion_allows(now, mtu),
         };
         if allowance.data
+            && self.cc.uses_rate_samples()
             && self.handshake_complete
             && self.bytes_in_flight() < self.cc.window()
             && self.out_of_data()
@@ -458,7 +459,7 @@ impl Connection {
         let size = buf.len() - packet_start;
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
-        if in_flight {
+        if in_flight && self.cc.uses_rate_samples() {
             let after = self.bytes_in_flight() + size as u64;
             info.delivery = Some(self.delivery.on_sent(now, size as u64, after));
         }

@@ -54,6 +54,13 @@ pub trait Controller: Send + fmt::Debug {
     /// The delivery-rate sample of one ACK frame, after the losses it revealed were declared.
     fn on_rate_sample(&mut self, _now: Instant, _rs: &RateSample) {}
 
+    /// Whether the controller reads delivery-rate samples (`on_rate_sample`,
+    /// `on_packet_lost`). When it does not (the default), the connection keeps no per-packet
+    /// delivery snapshot and the sampler stays idle.
+    fn uses_rate_samples(&self) -> bool {
+        false
+    }
+
     /// Pacing rate in bytes per second. `None` (the default): the connection paces at 1.25
     /// times the window per smoothed RTT (RFC 9002 §7.7).
     fn pacing_rate(&self) -> Option<u64> {

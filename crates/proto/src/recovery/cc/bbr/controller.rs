@@ -105,6 +105,10 @@ impl Controller for Bbr {
         self.pacing_rate
     }
 
+    fn uses_rate_samples(&self) -> bool {
+        true
+    }
+
     fn holds_rate_samples_app_limited(&self) -> bool {
         // HandleProbeRTT marks the connection application-limited on every ACK.
         self.state == State::ProbeRtt
