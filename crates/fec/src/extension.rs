@@ -233,7 +233,7 @@ impl ConnectionExtension for FecExtension {
             r.on_packet_sent(p.pn);
         }
         if let Some(s) = self.sender.as_mut() {
-            s.on_packet_sent(cx, p.pn, p.size, p.protected, &mut self.stats);
+            s.on_packet_sent(cx, p, &mut self.stats);
         }
     }
 

@@ -113,4 +113,7 @@ pub struct FecStats {
     pub repairs_ignored: u64,
     /// Repair symbols dropped unsent because they no longer fit a packet.
     pub repairs_dropped: u64,
+    /// Repair symbols dropped unsent because every DATAGRAM they protect was past its
+    /// deadline (it could no longer reach the peer's application in time).
+    pub repairs_expired: u64,
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use qfec_erasure::{FecEncoder, RepairSymbol, Scheme};
 use qfec_proto::frame::AckRanges;
-use qfec_proto::{ExtensionCx, Instant, RecoveredLossMode, TransportError};
+use qfec_proto::{ExtensionCx, Instant, RecoveredLossMode, SentPacketInfo, TransportError};
 
 use crate::FecStats;
 use crate::redundancy::{Feedback, RedundancyController, RedundancyCx};
@@ -29,6 +29,10 @@ struct Code {
     unprotected: u64,
     /// Reed-Solomon (k, m): a block closed early keeps the code rate, m * k' / k repairs.
     rs: Option<(u64, u64)>,
+    /// Deadlines of the source symbols the next repair covers (`None`: no deadline): the
+    /// open block group, or the last `span` symbols of an RLC window.
+    deadlines: VecDeque<Option<Instant>>,
+    span: usize,
 }
 
 impl Code {
@@ -49,6 +53,10 @@ impl Code {
             Scheme::ReedSolomon { k, m } => Some((u64::from(k), u64::from(m))),
             _ => None,
         };
+        let span = match scheme {
+            Scheme::Rlc { window, .. } => usize::from(window),
+            _ => group as usize,
+        };
         Some(Code {
             id,
             enc,
@@ -56,7 +64,27 @@ impl Code {
             group,
             unprotected: 0,
             rs,
+            deadlines: VecDeque::with_capacity(span),
+            span,
         })
+    }
+
+    /// A source symbol with this deadline joins the code.
+    fn add_deadline(&mut self, deadline: Option<Instant>) {
+        if self.deadlines.len() >= self.span.max(1) {
+            self.deadlines.pop_front();
+        }
+        self.deadlines.push_back(deadline);
+    }
+
+    /// After which a repair emitted now is of no use: the latest deadline of the symbols it
+    /// covers; `None` if one of them has none.
+    fn covered_deadline(&self) -> Option<Instant> {
+        let mut latest = None;
+        for d in &self.deadlines {
+            latest = latest.max(Some((*d)?));
+        }
+        latest
     }
 }
 
@@ -128,8 +156,9 @@ pub(crate) struct Sender {
     region_sid: Option<u64>,
     sids: SidMap,
     /// Repair symbols waiting to be sent, oldest first (about one block's worth), each with
-    /// the scheme that made it (the code may change while they wait).
-    repairs: VecDeque<(SchemeId, RepairSymbol)>,
+    /// the scheme that made it (the code may change while they wait) and the deadline after
+    /// which it is useless (see `Code::covered_deadline`).
+    repairs: VecDeque<(SchemeId, RepairSymbol, Option<Instant>)>,
     /// Scratch for the encoder's output.
     fresh: Vec<RepairSymbol>,
     /// Largest 1-RTT payload seen: a repair that cannot fit is dropped, not waited for.
@@ -242,7 +271,7 @@ impl Sender {
     /// Bytes the next REPAIR frame needs (0 if it can never fit a packet).
     pub fn room_wanted(&self) -> usize {
         match self.repairs.front() {
-            Some((id, r)) if repair_len(*id, r) <= self.max_payload => repair_len(*id, r),
+            Some((id, r, _)) if repair_len(*id, r) <= self.max_payload => repair_len(*id, r),
             _ => 0,
         }
     }
@@ -261,7 +290,9 @@ impl Sender {
     ) -> bool {
         self.max_payload = cx.max_packet_payload();
         let start = buf.len();
-        while let Some((id, r)) = self.repairs.front() {
+        // When a repair sent now reaches the peer, at the earliest.
+        let mut arrival = None;
+        while let Some((id, r, deadline)) = self.repairs.front() {
             let len = repair_len(*id, r);
             if len > self.max_payload {
                 // Too large for any packet now (the path's connection ID grew): drop it.
@@ -269,11 +300,23 @@ impl Sender {
                 stats.repairs_dropped += 1;
                 continue;
             }
+            if let Some(d) = *deadline {
+                let at = *arrival.get_or_insert_with(|| cx.now + cx.path().min_rtt / 2);
+                if at > d {
+                    // What it protects cannot be played any more: not worth the bytes.
+                    let (_, r, _) = self.repairs.pop_front().expect("non-empty");
+                    if let Some(code) = self.code.as_mut() {
+                        code.enc.recycle(r);
+                    }
+                    stats.repairs_expired += 1;
+                    continue;
+                }
+            }
             if len > max.saturating_sub(buf.len() - start) {
                 break;
             }
             wire::encode_repair(buf, *id, r.meta(), &r.payload);
-            let (_, r) = self.repairs.pop_front().expect("non-empty");
+            let (_, r, _) = self.repairs.pop_front().expect("non-empty");
             if let Some(code) = self.code.as_mut() {
                 code.enc.recycle(r);
             }
@@ -291,18 +334,19 @@ impl Sender {
         code.enc.poll_repair(&mut self.fresh);
         let n = self.fresh.len();
         let id = code.id;
-        self.repairs.extend(self.fresh.drain(..).map(|r| (id, r)));
+        let deadline = code.covered_deadline();
+        self.repairs
+            .extend(self.fresh.drain(..).map(|r| (id, r, deadline)));
         n
     }
 
     pub fn on_packet_sent(
         &mut self,
         cx: &ExtensionCx<'_>,
-        pn: u64,
-        size: usize,
-        protected: Option<&[u8]>,
+        packet: &SentPacketInfo<'_>,
         stats: &mut FecStats,
     ) {
+        let (pn, size) = (packet.pn, packet.size);
         if std::mem::take(&mut self.repair_in_packet) {
             stats.fec_bytes_sent += size as u64;
             if self.feedback {
@@ -312,7 +356,7 @@ impl Sender {
                 }
             }
         }
-        let (Some(data), Some(sid)) = (protected, self.region_sid.take()) else {
+        let (Some(data), Some(sid)) = (packet.protected, self.region_sid.take()) else {
             return;
         };
         let Some(code) = self.code.as_mut() else {
@@ -322,6 +366,7 @@ impl Sender {
         stats.source_symbols_sent += 1;
         stats.fec_bytes_sent += wire::sid_len(sid) as u64;
         self.sids.push(sid, pn, cx.now);
+        code.add_deadline(packet.deadline);
         if code.enc.add_source(sid, data).is_err() {
             // Contiguous ids and a region no larger than the symbol: cannot happen.
             debug_assert!(false, "source symbol rejected");
@@ -338,6 +383,10 @@ impl Sender {
         } else {
             code.unprotected + 1
         };
+        if code.group > 0 && code.unprotected == 0 {
+            // The group closed: the next repairs cover the next group only.
+            code.deadlines.clear();
+        }
         let unprotected = code.unprotected;
         if unprotected == 0 {
             return;
@@ -379,6 +428,9 @@ impl Sender {
         }
         code.unprotected = 0;
         self.take_repairs();
+        if let Some(code) = self.code.as_mut().filter(|c| c.group > 0) {
+            code.deadlines.clear();
+        }
     }
 
     pub fn on_packets_acked(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {

@@ -115,10 +115,14 @@ pub trait RedundancyController: Send + fmt::Debug {
 }
 
 /// Fixed redundancy: one code with its own cadence, the tail protected when the sender runs
-/// out of data.
+/// out of data (unless `tail` is false).
 #[derive(Debug, Clone)]
 pub struct FixedRedundancy {
     pub scheme: Scheme,
+    /// Protect what is unprotected when the sender runs out of data. Without it a block
+    /// closes only when full, as paper 002's real-time codes do: a message that ends mid-block
+    /// waits for the next message's symbols.
+    pub tail: bool,
 }
 
 impl RedundancyController for FixedRedundancy {
@@ -128,6 +132,10 @@ impl RedundancyController for FixedRedundancy {
 
     fn scheme(&mut self, max_span: u64) -> Option<Scheme> {
         fit_to_window(self.scheme, max_span)
+    }
+
+    fn protect_tail(&mut self, _cx: &RedundancyCx<'_, '_>) -> u32 {
+        u32::from(self.tail)
     }
 }
 
@@ -176,11 +184,14 @@ pub fn fit_to_window(scheme: Scheme, max_span: u64) -> Option<Scheme> {
 
 /// The built-in redundancy settings, as written on the command line and in scenarios:
 /// `xor`, `xor(k,depth)`, `rs`, `rs(k,m)`, `rlc`, `rlc(window,interval[,repairs][,gf2][,dt=N])`,
-/// `rquic`, `rquic(ss=off)` and `adaptive`.
+/// each with an optional last `tail=off`, `rquic`, `rquic(ss=off)` and `adaptive`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redundancy {
     /// A fixed code (see [`FixedRedundancy`]).
     Fixed(Scheme),
+    /// A fixed code at its own cadence only (`tail=off`): nothing is protected early when the
+    /// sender runs out of data (see [`FixedRedundancy::tail`]).
+    Cadence(Scheme),
     /// Paper 000's adaptive XOR (see [`Rquic`]).
     Rquic(RquicConfig),
     /// Ours (see [`Adaptive`]); the default when FEC is on without a named code.
@@ -219,7 +230,11 @@ impl Redundancy {
     /// A controller for one connection.
     pub fn controller(&self) -> Box<dyn RedundancyController> {
         match *self {
-            Redundancy::Fixed(scheme) => Box::new(FixedRedundancy { scheme }),
+            Redundancy::Fixed(scheme) => Box::new(FixedRedundancy { scheme, tail: true }),
+            Redundancy::Cadence(scheme) => Box::new(FixedRedundancy {
+                scheme,
+                tail: false,
+            }),
             Redundancy::Rquic(c) => Box::new(Rquic::new(c)),
             Redundancy::Adaptive(c) => Box::new(Adaptive::new(c)),
         }
@@ -228,8 +243,9 @@ impl Redundancy {
 
 impl fmt::Display for Redundancy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let scheme = match self {
-            Redundancy::Fixed(s) => *s,
+        let (scheme, tail) = match self {
+            Redundancy::Fixed(s) => (*s, ""),
+            Redundancy::Cadence(s) => (*s, ",tail=off"),
             Redundancy::Rquic(c) => {
                 return if c.fec_in_slow_start {
                     f.write_str("rquic")
@@ -240,8 +256,8 @@ impl fmt::Display for Redundancy {
             Redundancy::Adaptive(_) => return f.write_str("adaptive"),
         };
         match scheme {
-            Scheme::Xor { k, depth } => write!(f, "xor({k},{depth})"),
-            Scheme::ReedSolomon { k, m } => write!(f, "rs({k},{m})"),
+            Scheme::Xor { k, depth } => write!(f, "xor({k},{depth}{tail})"),
+            Scheme::ReedSolomon { k, m } => write!(f, "rs({k},{m}{tail})"),
             Scheme::Rlc {
                 window,
                 density,
@@ -259,7 +275,7 @@ impl fmt::Display for Redundancy {
                 if density != 15 {
                     write!(f, ",dt={density}")?;
                 }
-                f.write_str(")")
+                write!(f, "{tail})")
             }
         }
     }
@@ -269,7 +285,8 @@ impl fmt::Display for Redundancy {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{reason} in FEC setting {input:?}: use none, adaptive, rquic, rquic(ss=off), xor, \
-     xor(K,DEPTH), rs, rs(K,M), rlc or rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N])"
+     xor(K,DEPTH), rs, rs(K,M), rlc or rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a fixed \
+     code may end with tail=off, e.g. rs(20,10,tail=off) or xor(tail=off)"
 )]
 pub struct ParseRedundancyError {
     pub input: String,
@@ -302,12 +319,16 @@ impl FromStr for Redundancy {
             reason,
         };
         let t = s.trim().to_ascii_lowercase();
-        let (name, args) = match t.split_once('(') {
+        let (name, mut args) = match t.split_once('(') {
             Some((n, rest)) => {
                 let inner = rest
                     .strip_suffix(')')
                     .ok_or_else(|| err("missing closing parenthesis".into()))?;
-                let args: Vec<&str> = inner.split(',').map(str::trim).collect();
+                let args: Vec<&str> = inner
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .collect();
                 (n.trim(), args)
             }
             None => (t.as_str(), Vec::new()),
@@ -320,6 +341,21 @@ impl FromStr for Redundancy {
                 ))),
             }
         };
+        // `tail=off` (last) makes a fixed code a `Cadence` one.
+        let tail = match args.last() {
+            Some(&"tail=off") => false,
+            Some(&"tail=on") => true,
+            _ => true,
+        };
+        if args.last().is_some_and(|a| a.starts_with("tail=")) {
+            if !matches!(name, "xor" | "rs" | "rlc") {
+                return Err(err(format!("tail= applies to xor, rs and rlc, not {name}")));
+            }
+            if !matches!(args.last(), Some(&"tail=off" | &"tail=on")) {
+                return Err(err("tail must be on or off".into()));
+            }
+            args.pop();
+        }
         let scheme = match (name, args.as_slice()) {
             ("adaptive", []) => return Ok(Redundancy::Adaptive(AdaptiveConfig::default())),
             ("rquic", []) => return Ok(Redundancy::Rquic(RquicConfig::default())),
@@ -390,10 +426,13 @@ impl FromStr for Redundancy {
             }
             _ => return Err(err(format!("unknown scheme {name:?}"))),
         };
-        scheme
-            .validate()
-            .map_err(|e| err(e.to_string()))
-            .map(|()| Redundancy::Fixed(scheme))
+        scheme.validate().map_err(|e| err(e.to_string())).map(|()| {
+            if tail {
+                Redundancy::Fixed(scheme)
+            } else {
+                Redundancy::Cadence(scheme)
+            }
+        })
     }
 }
 
@@ -424,6 +463,20 @@ mod tests {
             assert_eq!(r, Redundancy::Fixed(want), "{s}");
             assert_eq!(r.to_string().parse::<Redundancy>().unwrap(), r);
         }
+        for (s, want, printed) in [
+            ("rs(20,10,tail=off)", Redundancy::RS, "rs(20,10,tail=off)"),
+            ("xor(tail=off)", Redundancy::XOR, "xor(2,10,tail=off)"),
+            ("rlc(20,2,tail=off)", Redundancy::RLC, "rlc(20,2,tail=off)"),
+        ] {
+            let r: Redundancy = s.parse().unwrap();
+            assert_eq!(r, Redundancy::Cadence(want), "{s}");
+            assert_eq!(r.to_string(), printed);
+            assert_eq!(printed.parse::<Redundancy>().unwrap(), r);
+        }
+        assert_eq!(
+            "rs(20,10,tail=on)".parse::<Redundancy>().unwrap(),
+            Redundancy::Fixed(Redundancy::RS)
+        );
         assert_eq!(parse_fec(" None ").unwrap(), None);
         assert_eq!(parse_fec("on").unwrap(), Some(Redundancy::default()));
         for s in ["adaptive", "rquic", "rquic(ss=off)"] {
@@ -454,6 +507,9 @@ mod tests {
             "rlc(20,2,x)",
             "rquic(fast)",
             "adaptive(3)",
+            "rquic(tail=off)",
+            "rs(20,10,tail=maybe)",
+            "rs(20,tail=off)",
         ] {
             let e = parse_fec(bad).unwrap_err().to_string();
             assert!(e.contains(bad) && e.contains("rs(K,M)"), "{e}");

@@ -168,6 +168,11 @@ pub struct SentPacketInfo<'a> {
     /// The frames of the protected region this extension opened (after its header, without
     /// trailing padding), if it opened one and frames went in.
     pub protected: Option<&'a [u8]>,
+    /// When the region holds only DATAGRAMs sent with a deadline
+    /// ([`Connection::send_datagram_with_deadline`](crate::Connection::send_datagram_with_deadline)):
+    /// the latest of them. After it, repairing the region is of no use to the peer. `None`
+    /// when anything in the region has no deadline (STREAM data always needs repair).
+    pub deadline: Option<Instant>,
 }
 
 /// An extension of one connection. Every method has a neutral default, so an extension

@@ -122,6 +122,13 @@ pub struct Transmit {
     pub segment_size: Option<usize>,
 }
 
+/// A DATAGRAM waiting to be sent, and when it stops being useful.
+#[derive(Debug, Clone)]
+pub(crate) struct OutgoingDatagram {
+    pub data: Bytes,
+    pub deadline: Option<Instant>,
+}
+
 /// Counters for tests, labs and logs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConnectionStats {
@@ -149,6 +156,8 @@ pub struct ConnectionStats {
     pub pto_count: u64,
     pub key_updates: u64,
     pub packets_dropped: u64,
+    /// DATAGRAMs dropped unsent because they could no longer arrive by their deadline.
+    pub datagrams_expired: u64,
 }
 
 /// A snapshot of the path state, for traces.
@@ -269,7 +278,7 @@ pub struct Connection {
     ping_pending: bool,
     /// Datagrams received (RFC 9221) waiting for the application.
     datagrams_in: VecDeque<Bytes>,
-    datagrams_out: VecDeque<Bytes>,
+    datagrams_out: VecDeque<OutgoingDatagram>,
     events: VecDeque<Event>,
     endpoint_events: VecDeque<EndpointEvent>,
     /// Packets that arrived before their keys, replayed when the keys come.
@@ -584,6 +593,26 @@ impl Connection {
     /// Queues an unreliable datagram (RFC 9221). Fails if the peer does not accept them or
     /// it is too large for one packet.
     pub fn send_datagram(&mut self, data: Bytes) -> Result<(), &'static str> {
+        self.queue_datagram(data, None)
+    }
+
+    /// Like [`send_datagram`](Self::send_datagram), for data useless to the peer after
+    /// `deadline` (our clock; e.g. its playback time): it is dropped unsent once it cannot
+    /// arrive in time (`now` + half the minimum RTT past the deadline), and an extension such
+    /// as FEC sends no repair for it after that (see [`SentPacketInfo::deadline`]).
+    pub fn send_datagram_with_deadline(
+        &mut self,
+        data: Bytes,
+        deadline: Instant,
+    ) -> Result<(), &'static str> {
+        self.queue_datagram(data, Some(deadline))
+    }
+
+    fn queue_datagram(
+        &mut self,
+        data: Bytes,
+        deadline: Option<Instant>,
+    ) -> Result<(), &'static str> {
         let Some(max) = self
             .peer_params
             .as_ref()
@@ -599,8 +628,15 @@ impl Connection {
         if self.datagrams_out.len() >= 1024 {
             self.datagrams_out.pop_front();
         }
-        self.datagrams_out.push_back(data);
+        self.datagrams_out
+            .push_back(OutgoingDatagram { data, deadline });
         Ok(())
+    }
+
+    /// One-way delay the sender assumes for deadlines: half the minimum RTT, the least a
+    /// packet sent now can take, so that nothing that might still arrive in time is dropped.
+    pub(crate) fn one_way_delay(&self) -> Duration {
+        self.rtt.min() / 2
     }
 
     pub fn recv_datagram(&mut self) -> Option<Bytes> {

@@ -34,6 +34,8 @@ struct DataFrames {
     protected: Option<(usize, Range<usize>)>,
     /// Index of the first sent frame inside the region.
     protected_from: u16,
+    /// The region's deadline (see [`SentPacketInfo::deadline`]).
+    deadline: Option<Instant>,
 }
 
 /// What the transmit path may put in a packet right now.
@@ -253,6 +255,9 @@ impl Connection {
 
     /// Congestion window and pacer permit another full-size ack-eliciting packet.
     fn congestion_allows(&mut self, now: Instant, mtu: usize) -> bool {
+        if !self.cc.limits_sending() {
+            return true;
+        }
         let window = self.cc.window();
         if self.recovery_packet_allowed {
             // RFC 9002 §7.3.2: entering recovery, one packet may go out regardless of the
@@ -302,6 +307,7 @@ impl Connection {
         let mut info = SentInfo::default();
         let mut ack_eliciting = false;
         let mut protected = None;
+        let mut protected_deadline = None;
 
         // Extension frames the peer must read before the ACK frame (e.g. FEC recovery
         // reports, which must reach the peer's loss detection first).
@@ -378,6 +384,7 @@ impl Connection {
                     info.protected_from = Some(d.protected_from);
                 }
                 protected = d.protected;
+                protected_deadline = d.deadline;
             }
             let want_ping = probe || (space == SpaceId::Data && self.ping_pending);
             if want_ping && !ack_eliciting && buf.len() < max_payload_end {
@@ -447,6 +454,7 @@ impl Connection {
                         pn,
                         size,
                         protected: region,
+                        deadline: region.and(protected_deadline),
                     };
                     e.on_packet_sent(cx, &sent);
                 }
@@ -594,19 +602,30 @@ impl Connection {
         let app_start = buf.len();
         let app_end = region.map_or(end, |(_, g)| end.min(buf.len() + g.max_len));
         let app_room = |buf: &Vec<u8>| app_end.saturating_sub(buf.len());
+        // Every frame of the region so far is a DATAGRAM with a deadline; the latest one.
+        let (mut all_dated, mut latest) = (true, None);
+        let arrival = now + self.one_way_delay();
         while let Some(d) = self.datagrams_out.front() {
-            let hdr = frame::datagram_header_len(d.len(), true);
-            if hdr + d.len() > app_room(buf) {
+            if d.deadline.is_some_and(|t| arrival > t) {
+                self.datagrams_out.pop_front();
+                self.stats.datagrams_expired += 1;
+                continue;
+            }
+            let hdr = frame::datagram_header_len(d.data.len(), true);
+            if hdr + d.data.len() > app_room(buf) {
                 break;
             }
             let d = self.datagrams_out.pop_front().expect("non-empty");
             // With a length, like STREAM frames (see `write_stream_frames`).
-            frame::encode_datagram_header(buf, d.len(), true);
-            buf.extend_from_slice(&d);
+            frame::encode_datagram_header(buf, d.data.len(), true);
+            buf.extend_from_slice(&d.data);
+            all_dated &= d.deadline.is_some();
+            latest = latest.max(d.deadline);
         }
         let before_streams = buf.len();
         let r = app_room(buf);
         let resent = self.streams.write_stream_frames(buf, r, frames);
+        all_dated &= buf.len() == before_streams;
         self.stats.stream_bytes_sent += (buf.len() - before_streams) as u64;
         if resent > 0 {
             self.stats.packets_retransmitted += 1;
@@ -633,6 +652,7 @@ impl Connection {
             ack_eliciting,
             protected,
             protected_from,
+            deadline: latest.filter(|_| all_dated),
         }
     }
 

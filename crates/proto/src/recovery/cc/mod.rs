@@ -1,6 +1,7 @@
 //! Congestion control behind an open trait: the connection owns a `Box<dyn Controller>` per
 //! path, built by a [`ControllerFactory`] chosen in the configuration. NewReno (RFC 9002 §7,
-//! Appendix B), CUBIC (RFC 9438) and BBRv3 (draft-ietf-ccwg-bbr) are provided.
+//! Appendix B), CUBIC (RFC 9438) and BBRv3 (draft-ietf-ccwg-bbr) are provided, and
+//! [`Disabled`] for applications that set their own rate (never a default).
 //!
 //! Windows are in bytes. The connection keeps bytes in flight (see
 //! [`SentPackets`](super::SentPackets)) and asks [`Controller::window`] whether it may send.
@@ -18,11 +19,13 @@ use crate::Instant;
 
 mod bbr;
 mod cubic;
+mod disabled;
 mod hystart;
 mod new_reno;
 
 pub use bbr::{Bbr, BbrConfig};
 pub use cubic::{Cubic, CubicConfig};
+pub use disabled::{Disabled, DisabledConfig};
 pub use new_reno::{NewReno, NewRenoConfig};
 
 /// A congestion controller for one path.
@@ -95,6 +98,11 @@ pub trait Controller: Send + fmt::Debug {
     /// The path MTU changed; windows expressed in datagrams follow it.
     fn on_mtu_update(&mut self, max_datagram_size: u16);
 
+    /// Whether the window and the pacer gate sending. Only [`Disabled`] says no.
+    fn limits_sending(&self) -> bool {
+        true
+    }
+
     /// Congestion window in bytes.
     fn window(&self) -> u64;
     /// Slow-start threshold in bytes (`u64::MAX` before the first loss).
@@ -129,13 +137,17 @@ pub enum CongestionControl {
     NewReno,
     Cubic,
     Bbr,
+    /// No congestion control at all ([`Disabled`]): only for applications that set their
+    /// own rate, and only when asked for by name.
+    Disabled,
 }
 
 impl CongestionControl {
-    pub const ALL: [CongestionControl; 3] = [
+    pub const ALL: [CongestionControl; 4] = [
         CongestionControl::NewReno,
         CongestionControl::Cubic,
         CongestionControl::Bbr,
+        CongestionControl::Disabled,
     ];
 
     /// The factory with default parameters.
@@ -144,6 +156,7 @@ impl CongestionControl {
             CongestionControl::NewReno => Arc::new(NewRenoConfig::default()),
             CongestionControl::Cubic => Arc::new(CubicConfig::default()),
             CongestionControl::Bbr => Arc::new(BbrConfig::default()),
+            CongestionControl::Disabled => Arc::new(DisabledConfig),
         }
     }
 
@@ -152,6 +165,7 @@ impl CongestionControl {
             CongestionControl::NewReno => "newreno",
             CongestionControl::Cubic => "cubic",
             CongestionControl::Bbr => "bbr",
+            CongestionControl::Disabled => "disabled",
         }
     }
 }
@@ -170,7 +184,7 @@ impl fmt::Display for ParseCongestionControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic, bbr",
+            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic, bbr, disabled (no congestion control)",
             self.0
         )
     }
@@ -185,6 +199,7 @@ impl FromStr for CongestionControl {
             "newreno" | "new-reno" | "reno" => Ok(CongestionControl::NewReno),
             "cubic" => Ok(CongestionControl::Cubic),
             "bbr" => Ok(CongestionControl::Bbr),
+            "disabled" => Ok(CongestionControl::Disabled),
             _ => Err(ParseCongestionControlError(s.to_string())),
         }
     }
