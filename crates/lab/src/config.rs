@@ -257,7 +257,8 @@ pub enum WorkloadKind {
 /// - `files`: `sizes`
 /// - `page`: `page = "flickr"` (or a paper 001 site) or `objects = [{ size, level, kind }]`
 /// - `realtime`: `messages_per_sec`, `packets_per_message`, `packet_size`, `duration`,
-///   `playback_buffer` (defaults: paper 002's 30 x 8 x 1000 B for 25 s, 100 ms)
+///   `playback_buffer` (defaults: paper 002's 30 x 8 x 1000 B for 25 s, 100 ms), `delivery`
+///   (`datagram`, the default, or `stream`: reliable, one stream per message)
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadCfg {
@@ -271,6 +272,7 @@ pub struct WorkloadCfg {
     pub packet_size: Option<Size>,
     pub duration: Option<Dur>,
     pub playback_buffer: Option<Dur>,
+    pub delivery: Option<crate::workload::Delivery>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -63,4 +63,4 @@ pub use pages::PageModel;
 pub use presets::{LinkPair, PRESETS, Preset};
 pub use scenario::{Scenario, ScenarioError};
 pub use units::{parse_duration, parse_rate, parse_ratio, parse_size};
-pub use workload::{RealtimeSpec, Workload};
+pub use workload::{Delivery, RealtimeSpec, Workload};

@@ -44,9 +44,18 @@ pub struct RunRecord {
     /// (paper 000's xi), when the campaign ran one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dct_ratio: Option<f64>,
-    /// Paper 002's real-time metrics: fraction of application data received, re-buffering.
+    /// Paper 002's real-time metrics: fraction of the application data sent that arrived,
+    /// and total re-buffering (one message period per message not ready when due).
     pub app_data_fraction: Option<f64>,
     pub rebuffering_s: Option<f64>,
+    /// Real-time: send-to-complete delay of the messages played (late ones included),
+    /// median, 95th and 99th percentile, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_delay_p50_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_delay_p95_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_delay_p99_s: Option<f64>,
     /// Goodput of each competing flow, bits per second (paper 004); fairness is Jain's index.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flow_goodput_bps: Vec<f64>,
@@ -180,6 +189,12 @@ pub struct Summary {
     pub app_data_fraction: Option<Stats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rebuffering_s: Option<Stats>,
+    /// Real-time: the runs' 95th-percentile message delay, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_delay_p95_s: Option<Stats>,
+    /// Several flows: Jain's index over their goodputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<Stats>,
 }
 
 /// Group records by (scenario, preset, variant, workload, loss) and summarise each group.
@@ -222,6 +237,8 @@ pub fn aggregate(records: &[RunRecord]) -> Vec<Summary> {
                 recovered_symbols: col(&|r| Some(r.recovered_symbols as f64)),
                 app_data_fraction: col(&|r| r.app_data_fraction),
                 rebuffering_s: col(&|r| r.rebuffering_s),
+                msg_delay_p95_s: col(&|r| r.msg_delay_p95_s),
+                fairness: col(&|r| r.fairness),
             }
         })
         .collect()

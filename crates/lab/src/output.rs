@@ -25,6 +25,10 @@ const RECORD_COLUMNS: &[&str] = &[
     "dct_ratio",
     "app_data_fraction",
     "rebuffering_s",
+    "msg_delay_p50_s",
+    "msg_delay_p95_s",
+    "msg_delay_p99_s",
+    "fairness",
     "sim_events",
     "wall_time_s",
     "error",
@@ -68,6 +72,10 @@ pub fn write_csv<W: Write>(mut w: W, records: &[RunRecord]) -> io::Result<()> {
             opt(r.dct_ratio),
             opt(r.app_data_fraction),
             opt(r.rebuffering_s),
+            opt(r.msg_delay_p50_s),
+            opt(r.msg_delay_p95_s),
+            opt(r.msg_delay_p99_s),
+            opt(r.fairness),
             r.sim_events.to_string(),
             r.wall_time_s.to_string(),
             csv_field(r.error.as_deref().unwrap_or("")),
@@ -188,7 +196,12 @@ pub fn summary_table(sums: &[Summary]) -> String {
     // Real-time workloads add their playout metrics (paper 002).
     let realtime = sums.iter().any(|s| s.app_data_fraction.is_some());
     if realtime {
-        header.extend(["played%_med", "rebuf_s_med"]);
+        header.extend(["data%_med", "rebuf_s_med", "delay95_ms"]);
+    }
+    // Several flows on one link add Jain's fairness index over their goodputs.
+    let flows = sums.iter().any(|s| s.fairness.is_some());
+    if flows {
+        header.push("jain_med");
     }
     let rows: Vec<Vec<String>> = sums
         .iter()
@@ -216,6 +229,8 @@ pub fn summary_table(sums: &[Summary]) -> String {
             .chain(fec.then(|| cell(&s.recovered_symbols, |x| x.mean, 1.0, 1)))
             .chain(realtime.then(|| cell(&s.app_data_fraction, |x| x.median, 100.0, 1)))
             .chain(realtime.then(|| cell(&s.rebuffering_s, |x| x.median, 1.0, 3)))
+            .chain(realtime.then(|| cell(&s.msg_delay_p95_s, |x| x.median, 1e3, 1)))
+            .chain(flows.then(|| cell(&s.fairness, |x| x.median, 1.0, 3)))
             .collect()
         })
         .collect();

@@ -479,16 +479,9 @@ fn workload(c: WorkloadCfg, preset: Option<&Preset>) -> Res<Workload> {
                     .map_or(d.packet_bytes, |s| s.0.min(u64::from(u32::MAX)) as u32),
                 duration: c.duration.map_or(d.duration, |x| x.0),
                 playback_buffer: c.playback_buffer.map_or(d.playback_buffer, |x| x.0),
+                delivery: c.delivery.unwrap_or(d.delivery),
             };
-            for (name, v) in [
-                ("messages_per_sec", r.messages_per_sec),
-                ("packets_per_message", r.packets_per_message),
-                ("packet_size", r.packet_bytes),
-            ] {
-                if v == 0 {
-                    return Err((at(name), "must be positive".into()));
-                }
-            }
+            r.validate().map_err(|(name, e)| (at(name), e))?;
             Workload::Realtime(r)
         }
     })

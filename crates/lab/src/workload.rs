@@ -16,10 +16,41 @@ pub const PAPER003_FILES: [u64; 4] = [1_000, 10_000, 50_000, 1_000_000];
 pub struct RealtimeSpec {
     pub messages_per_sec: u32,
     pub packets_per_message: u32,
+    /// Bytes of each packet's payload (a 13-byte header, then content).
     pub packet_bytes: u32,
     pub duration: Duration,
     pub playback_buffer: Duration,
+    #[serde(default)]
+    pub delivery: Delivery,
 }
+
+/// How the real-time source's packets travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// One DATAGRAM frame per packet (paper 002's unreliable stream): never retransmitted,
+    /// sent with a deadline of one playback buffer after the message (see
+    /// `qfec_proto::Connection::send_datagram_with_deadline`).
+    #[default]
+    Datagram,
+    /// Each message on its own unidirectional stream (paper 002's reliable QUIC).
+    Stream,
+}
+
+impl Delivery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::Datagram => "datagram",
+            Delivery::Stream => "stream",
+        }
+    }
+}
+
+/// Smallest real-time packet: the message number (4 bytes), packet index (1), send time (8).
+pub const REALTIME_HEADER: u32 = 13;
+/// Largest real-time packet: one DATAGRAM frame in a 1200-byte QUIC packet, with room for
+/// FEC's SID and the longest short header.
+pub const REALTIME_MAX_PACKET: u32 = 1100;
 
 impl RealtimeSpec {
     /// Paper 002: 30 messages/s x 8 packets x 1000 B for 25 s, 100 ms playback buffer.
@@ -30,7 +61,33 @@ impl RealtimeSpec {
             packet_bytes: 1000,
             duration: Duration::from_secs(25),
             playback_buffer: Duration::from_millis(100),
+            delivery: Delivery::Datagram,
         }
+    }
+
+    /// Checks the sizes; the error names the field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (name, v) in [
+            ("messages_per_sec", self.messages_per_sec),
+            ("packets_per_message", self.packets_per_message),
+        ] {
+            if v == 0 {
+                return Err((name, "must be positive".into()));
+            }
+        }
+        if self.packets_per_message > 256 {
+            return Err(("packets_per_message", "must be at most 256".into()));
+        }
+        if !(REALTIME_HEADER..=REALTIME_MAX_PACKET).contains(&self.packet_bytes) {
+            return Err((
+                "packet_size",
+                format!(
+                    "must be {REALTIME_HEADER}..={REALTIME_MAX_PACKET} bytes (one DATAGRAM per packet), got {}",
+                    self.packet_bytes
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Application bit rate.
@@ -83,8 +140,14 @@ impl Workload {
             }
             Workload::Page(p) => format!("page-{}", p.name),
             Workload::Realtime(r) => format!(
-                "realtime-{}x{}x{}B",
-                r.messages_per_sec, r.packets_per_message, r.packet_bytes
+                "realtime-{}x{}x{}B{}",
+                r.messages_per_sec,
+                r.packets_per_message,
+                r.packet_bytes,
+                match r.delivery {
+                    Delivery::Datagram => "",
+                    Delivery::Stream => "-stream",
+                }
             ),
         }
     }
@@ -160,14 +223,32 @@ impl Workload {
                 .map_err(|e| format!("workload {s:?}: {e}")),
             "realtime" => {
                 let mut spec = RealtimeSpec::paper002();
-                if !arg.is_empty() {
-                    spec.duration = crate::units::parse_duration(arg)
-                        .map_err(|e| format!("workload {s:?}: {e}"))?;
+                for opt in arg.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+                    match opt {
+                        "stream" => spec.delivery = Delivery::Stream,
+                        "datagram" => spec.delivery = Delivery::Datagram,
+                        _ => {
+                            let (buffer, value) = match opt.strip_prefix("buffer=") {
+                                Some(v) => (true, v),
+                                None => (false, opt),
+                            };
+                            let d = crate::units::parse_duration(value).map_err(|e| {
+                                format!(
+                                    "workload {s:?}: {e}; options are DURATION, buffer=DURATION, stream, datagram"
+                                )
+                            })?;
+                            if buffer {
+                                spec.playback_buffer = d;
+                            } else {
+                                spec.duration = d;
+                            }
+                        }
+                    }
                 }
                 Ok(Workload::Realtime(spec))
             }
             _ => Err(format!(
-                "unknown workload {s:?}; use bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION]"
+                "unknown workload {s:?}; use bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION][,buffer=DURATION][,stream]"
             )),
         }
     }

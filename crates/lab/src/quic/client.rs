@@ -7,7 +7,7 @@ use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, Str
 
 use super::Content;
 use crate::metrics::RunRecord;
-use crate::workload::{RealtimeSpec, Workload};
+use crate::workload::{Delivery, REALTIME_HEADER, RealtimeSpec, Workload};
 
 struct Request {
     size: u64,
@@ -25,7 +25,19 @@ struct Playout {
     /// Per message and packet: received (a second copy is an error).
     seen: Vec<bool>,
     complete_at: Vec<Option<Instant>>,
+    /// Per message: when the server sent it.
+    sent_at: Vec<Option<Instant>>,
     first_arrival: Option<Instant>,
+    /// Stream delivery: bytes of each open stream not yet a whole packet.
+    partial: Vec<(StreamId, Vec<u8>)>,
+}
+
+/// What the playout measured (paper 002's metrics and message delays).
+struct PlayoutMetrics {
+    fraction: f64,
+    rebuffering: Duration,
+    /// Send-to-complete delay of the messages played, seconds.
+    delays: Vec<f64>,
 }
 
 enum Work {
@@ -76,7 +88,9 @@ impl ClientApp {
                     packets: vec![0; n],
                     seen: vec![false; n * spec.packets_per_message as usize],
                     complete_at: vec![None; n],
+                    sent_at: vec![None; n],
                     first_arrival: None,
+                    partial: Vec::new(),
                 })
             }
         };
@@ -132,7 +146,14 @@ impl ClientApp {
             Work::Realtime(p) => {
                 while let Some(d) = c.recv_datagram() {
                     self.app_bytes += d.len() as u64;
-                    if let Err(e) = p.on_datagram(now, &d, &self.content) {
+                    if let Err(e) = p.on_packet(now, &d, &self.content) {
+                        self.error = Some(e);
+                        return;
+                    }
+                }
+                match p.read_streams(now, c, &self.content) {
+                    Ok(n) => self.app_bytes += n,
+                    Err(e) => {
                         self.error = Some(e);
                         return;
                     }
@@ -166,9 +187,15 @@ impl ClientApp {
         }
         match &self.work {
             Work::Realtime(p) => {
-                let (fraction, rebuffer) = p.playout_metrics();
-                rec.app_data_fraction = Some(fraction);
-                rec.rebuffering_s = Some(rebuffer.as_secs_f64());
+                let m = p.playout_metrics();
+                rec.app_data_fraction = Some(m.fraction);
+                rec.rebuffering_s = Some(m.rebuffering.as_secs_f64());
+                let mut d = m.delays;
+                d.sort_by(f64::total_cmp);
+                let q = |x| (!d.is_empty()).then(|| crate::metrics::quantile(&d, x));
+                rec.msg_delay_p50_s = q(0.5);
+                rec.msg_delay_p95_s = q(0.95);
+                rec.msg_delay_p99_s = q(0.99);
                 rec.completed = self.done_at.is_some();
             }
             Work::Requests { .. } => {
@@ -262,20 +289,23 @@ impl Playout {
         Duration::from_secs(1) / self.spec.messages_per_sec.max(1)
     }
 
-    /// A datagram of the source; an error if it is not one the server sent, or came twice.
-    fn on_datagram(&mut self, now: Instant, d: &[u8], content: &Content) -> Result<(), String> {
+    /// A packet of the source; an error if it is not one the server sent, or came twice.
+    fn on_packet(&mut self, now: Instant, d: &[u8], content: &Content) -> Result<(), String> {
         let per = self.spec.packets_per_message as usize;
-        let (msg, pkt) = match d {
-            [a, b, c, e, p, ..] => (u32::from_be_bytes([*a, *b, *c, *e]) as usize, *p as usize),
-            _ => return Err("datagram too short".into()),
-        };
+        let header = REALTIME_HEADER as usize;
+        if d.len() < header {
+            return Err("real-time packet too short".into());
+        }
+        let msg = u32::from_be_bytes(d[..4].try_into().expect("4 bytes")) as usize;
+        let pkt = d[4] as usize;
+        let sent = Instant::from_nanos(u64::from_be_bytes(d[5..13].try_into().expect("8 bytes")));
         if msg >= self.packets.len() || pkt >= per {
-            return Err(format!("datagram of unknown message {msg} packet {pkt}"));
+            return Err(format!("packet of unknown message {msg} packet {pkt}"));
         }
         if !content.matches(
             super::server::datagram_key(msg as u64, pkt as u32),
             0,
-            &d[5..],
+            &d[header..],
         ) {
             return Err(format!("message {msg} packet {pkt}: wrong bytes"));
         }
@@ -283,6 +313,8 @@ impl Playout {
             return Err(format!("message {msg} packet {pkt} delivered twice"));
         }
         self.first_arrival.get_or_insert(now);
+        let s = self.sent_at[msg].get_or_insert(sent);
+        *s = (*s).min(sent);
         self.packets[msg] += 1;
         if self.packets[msg] == self.spec.packets_per_message && self.complete_at[msg].is_none() {
             self.complete_at[msg] = Some(now);
@@ -296,26 +328,160 @@ impl Playout {
         Some(first + self.spec.playback_buffer + self.spec.duration + Duration::from_secs(1))
     }
 
-    /// Paper 002's metrics: fraction of application data played, and total re-buffering.
-    /// Playback starts one buffer after the first arrival; a late message stalls playback
-    /// until it is complete; a message that never completes is skipped.
-    fn playout_metrics(&self) -> (f64, Duration) {
-        let Some(first) = self.first_arrival else {
-            return (0.0, Duration::ZERO);
-        };
-        let mut stall = Duration::ZERO;
-        let mut played = 0usize;
-        for (i, done) in self.complete_at.iter().enumerate() {
-            let due = first + self.spec.playback_buffer + self.period() * i as u32 + stall;
-            match done {
-                Some(t) if *t <= due => played += 1,
-                Some(t) => {
-                    stall += *t - due;
-                    played += 1;
+    /// Stream delivery: reads the source's unidirectional streams, each a message of whole
+    /// packets. Returns the bytes read.
+    fn read_streams(
+        &mut self,
+        now: Instant,
+        c: &mut qfec_proto::Connection,
+        content: &Content,
+    ) -> Result<u64, String> {
+        while let Some(id) = c.accept_stream(Dir::Uni) {
+            self.partial.push((id, Vec::new()));
+        }
+        let size = self.spec.packet_bytes as usize;
+        let mut read = 0;
+        let mut i = 0;
+        while i < self.partial.len() {
+            let id = self.partial[i].0;
+            let mut finished = false;
+            loop {
+                match c.read(now, id, usize::MAX) {
+                    Ok(Some(b)) => {
+                        read += b.len() as u64;
+                        self.partial[i].1.extend_from_slice(&b);
+                    }
+                    Ok(None) => {
+                        finished = true;
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(e) => return Err(format!("stream {id}: {e:?}")),
                 }
-                None => {}
+            }
+            let buf = std::mem::take(&mut self.partial[i].1);
+            let mut chunks = buf.chunks_exact(size);
+            for p in &mut chunks {
+                self.on_packet(now, p, content)?;
+            }
+            self.partial[i].1 = chunks.remainder().to_vec();
+            if finished {
+                if !self.partial[i].1.is_empty() {
+                    return Err(format!("stream {id} ended inside a packet"));
+                }
+                self.partial.swap_remove(i);
+            } else {
+                i += 1;
             }
         }
-        (played as f64 / self.complete_at.len().max(1) as f64, stall)
+        Ok(read)
+    }
+
+    /// Paper 002's metrics (§5.4). The player reads one message per period, starting one
+    /// playback buffer after the first arrival. A message not complete when due costs one
+    /// period of re-buffering: over DATAGRAMs the player skips it (it may be lost for good);
+    /// over a stream it waits for it, a period at a time, and playback shifts by the wait.
+    /// The data fraction counts every byte that arrived, played or not.
+    fn playout_metrics(&self) -> PlayoutMetrics {
+        let Some(first) = self.first_arrival else {
+            return PlayoutMetrics {
+                fraction: 0.0,
+                rebuffering: Duration::ZERO,
+                delays: Vec::new(),
+            };
+        };
+        let period = self.period();
+        let waits = self.spec.delivery == Delivery::Stream;
+        let mut stall = Duration::ZERO;
+        let mut rebuffering = Duration::ZERO;
+        let mut delays = Vec::new();
+        for (i, done) in self.complete_at.iter().enumerate() {
+            let due = first + self.spec.playback_buffer + period * i as u32 + stall;
+            let played = match *done {
+                Some(t) if t <= due => Some(t),
+                Some(t) if waits => {
+                    // Periods waited until it was there.
+                    let n = (t - due).as_nanos().div_ceil(period.as_nanos().max(1)) as u32;
+                    stall += period * n;
+                    rebuffering += period * n;
+                    Some(t)
+                }
+                _ => {
+                    rebuffering += period;
+                    None
+                }
+            };
+            if let (Some(t), Some(s)) = (played, self.sent_at[i]) {
+                delays.push((t - s).as_secs_f64());
+            }
+        }
+        let received = self.seen.iter().filter(|s| **s).count();
+        PlayoutMetrics {
+            fraction: received as f64 / self.seen.len().max(1) as f64,
+            rebuffering,
+            delays,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four messages of two packets at 10 per second (100 ms apart), 50 ms playback buffer;
+    /// the first arrives at t = 1 s, so message i is due at 1.05 + 0.1 i s.
+    fn playout(delivery: Delivery, complete: [Option<f64>; 4]) -> PlayoutMetrics {
+        let spec = RealtimeSpec {
+            messages_per_sec: 10,
+            packets_per_message: 2,
+            packet_bytes: 100,
+            duration: Duration::from_millis(400),
+            playback_buffer: Duration::from_millis(50),
+            delivery,
+        };
+        let at = |s: f64| Instant::from_nanos((s * 1e9).round() as u64);
+        let mut p = Playout {
+            spec,
+            packets: vec![0; 4],
+            seen: vec![false; 8],
+            complete_at: complete.iter().map(|c| c.map(at)).collect(),
+            sent_at: (0..4).map(|i| Some(at(0.99 + 0.1 * i as f64))).collect(),
+            first_arrival: Some(at(1.0)),
+            partial: Vec::new(),
+        };
+        for (i, c) in complete.iter().enumerate() {
+            if c.is_some() {
+                p.seen[2 * i] = true;
+                p.seen[2 * i + 1] = true;
+            }
+        }
+        // Half of message 3 arrived: it counts as data, not as a message.
+        p.seen[6] = true;
+        p.playout_metrics()
+    }
+
+    #[test]
+    fn a_late_message_is_skipped_over_datagrams_and_waited_for_over_a_stream() {
+        // Message 1 is due at 1.15 s and completes at 1.32 s (170 ms late); 3 never does.
+        let times = [Some(1.0), Some(1.32), Some(1.2), None];
+        let d = playout(Delivery::Datagram, times);
+        // Skipped: one period for message 1, one for message 3.
+        assert!(
+            (d.rebuffering.as_secs_f64() - 0.2).abs() < 1e-9,
+            "{:?}",
+            d.rebuffering
+        );
+        assert!((d.fraction - 7.0 / 8.0).abs() < 1e-12);
+        assert_eq!(d.delays.len(), 2, "messages 0 and 2 played");
+        let s = playout(Delivery::Stream, times);
+        // Waited two periods for message 1 (170 ms, rounded up); message 2 is then due at
+        // 1.45 s and ready; message 3 costs its period.
+        assert!(
+            (s.rebuffering.as_secs_f64() - 0.3).abs() < 1e-9,
+            "{:?}",
+            s.rebuffering
+        );
+        assert_eq!(s.delays.len(), 3);
+        assert!((s.delays[1] - (1.32 - 1.09)).abs() < 1e-9, "{:?}", s.delays);
     }
 }

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
-use qfec_proto::recovery::cc::{BbrConfig, CongestionControl, CubicConfig, NewRenoConfig};
+use qfec_proto::recovery::cc::{
+    BbrConfig, CongestionControl, CubicConfig, DisabledConfig, NewRenoConfig,
+};
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
@@ -69,6 +71,15 @@ pub fn transport_config(
             }
             t.congestion_controller = Arc::new(c);
         }
+        CongestionControl::Disabled => {
+            if iw.is_some() {
+                return Err(
+                    "protocol.initial_window_packets: there is no window with congestion = \"disabled\""
+                        .into(),
+                );
+            }
+            t.congestion_controller = Arc::new(DisabledConfig);
+        }
     }
     if let Some(p) = settings.pacing {
         t.pacing = p;
@@ -112,6 +123,8 @@ pub fn transport_config(
     if matches!(workload, Workload::Realtime(_)) {
         t.max_datagram_frame_size = Some(MAX_DATAGRAM);
         t.datagram_receive_buffer = 100_000;
+        // Stream delivery opens a stream per message; retransmissions may keep many open.
+        t.max_concurrent_uni_streams = 1000;
     }
     Ok(t)
 }

@@ -8,16 +8,24 @@ use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, StreamId, Writ
 
 use super::Content;
 use crate::metrics::RunRecord;
-use crate::workload::{RealtimeSpec, Workload};
+use crate::workload::{Delivery, REALTIME_HEADER, RealtimeSpec, Workload};
 
 /// Packet `pkt` of real-time message `msg`: the message number (4 bytes), the packet index
-/// (1 byte), then content keyed by both.
-pub(super) fn datagram(content: &Content, spec: &RealtimeSpec, msg: u64, pkt: u32) -> Bytes {
-    let len = spec.packet_bytes.max(5) as usize;
+/// (1 byte), the send time in nanoseconds (8 bytes; the simulator's clock is shared), then
+/// content keyed by message and packet.
+pub(super) fn packet(
+    content: &Content,
+    spec: &RealtimeSpec,
+    msg: u64,
+    pkt: u32,
+    sent: Instant,
+) -> Bytes {
+    let len = spec.packet_bytes.max(REALTIME_HEADER) as usize;
     let mut d = Vec::with_capacity(len);
     d.extend_from_slice(&(msg as u32).to_be_bytes());
     d.push(pkt as u8);
-    d.extend_from_slice(&content.slice(datagram_key(msg, pkt), 0, len - 5));
+    d.extend_from_slice(&sent.as_nanos().to_be_bytes());
+    d.extend_from_slice(&content.slice(datagram_key(msg, pkt), 0, len - REALTIME_HEADER as usize));
     Bytes::from(d)
 }
 
@@ -43,6 +51,10 @@ struct Source {
     next_msg: u64,
     total: u64,
     next_at: Option<Instant>,
+    /// Stream delivery: messages waiting for a stream (the peer's limit was reached), and
+    /// streams with bytes still to write.
+    backlog: std::collections::VecDeque<Vec<Bytes>>,
+    writing: Vec<(StreamId, Vec<Bytes>)>,
 }
 
 pub struct ServerApp {
@@ -63,6 +75,8 @@ impl ServerApp {
                 next_msg: 0,
                 total: spec.total_messages(),
                 next_at: None,
+                backlog: Default::default(),
+                writing: Vec::new(),
             }),
             _ => None,
         };
@@ -146,17 +160,36 @@ impl ServerApp {
             }
             while let Some(t) = src.next_at.filter(|t| *t <= now) {
                 let msg = src.next_msg;
-                for pkt in 0..src.spec.packets_per_message {
-                    let _ = c.send_datagram(datagram(&self.content, &src.spec, msg, pkt));
+                let packets: Vec<Bytes> = (0..src.spec.packets_per_message)
+                    .map(|pkt| packet(&self.content, &src.spec, msg, pkt, now))
+                    .collect();
+                match src.spec.delivery {
+                    Delivery::Datagram => {
+                        // Useless once the receiver has played it: one playback buffer after
+                        // it would have arrived (the one-way delay taken as half the RTT).
+                        let deadline = now + src.spec.playback_buffer + c.path_stats().min_rtt / 2;
+                        for p in packets {
+                            let _ = c.send_datagram_with_deadline(p, deadline);
+                        }
+                    }
+                    Delivery::Stream => src.backlog.push_back(packets),
                 }
                 src.next_msg += 1;
                 src.next_at = (src.next_msg < src.total)
                     .then(|| t + Duration::from_secs(1) / src.spec.messages_per_sec.max(1));
             }
+            write_messages(c, src);
         }
     }
 
     pub fn fill_record(&self, ep: &Endpoint, rec: &mut RunRecord) {
+        if let Some(src) = &self.source
+            && src.next_msg < src.total
+        {
+            rec.error.get_or_insert_with(|| {
+                format!("the source sent {} of {} messages", src.next_msg, src.total)
+            });
+        }
         if let Some(c) = self.conn.and_then(|h| ep.connection(h)) {
             let s = c.stats();
             rec.bytes_on_wire += s.udp_tx_bytes;
@@ -173,4 +206,29 @@ impl ServerApp {
         rec.rtt_trace = self.rtt_trace.clone();
         rec.cwnd_trace = self.cwnd_trace.clone();
     }
+}
+
+/// Stream delivery: each message on a new unidirectional stream, in order; a message waits
+/// while the peer allows no more streams.
+fn write_messages(c: &mut qfec_proto::Connection, src: &mut Source) {
+    while !src.backlog.is_empty() {
+        let Some(id) = c.open_stream(Dir::Uni) else {
+            break;
+        };
+        let packets = src.backlog.pop_front().expect("non-empty");
+        src.writing.push((id, packets));
+    }
+    for (id, packets) in &mut src.writing {
+        // A chunk is taken whole or not at all.
+        while let Some(p) = packets.first() {
+            if c.write_chunk(*id, p.clone()).is_err() {
+                break;
+            }
+            packets.remove(0);
+        }
+        if packets.is_empty() {
+            let _ = c.finish(*id);
+        }
+    }
+    src.writing.retain(|(_, p)| !p.is_empty());
 }
