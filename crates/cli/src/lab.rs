@@ -63,7 +63,7 @@ pub struct PlotArgs {
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
-    /// rquic (paper 000) or quic-fec (paper 003).
+    /// rquic (paper 000), quic-fec (paper 003) or quic-fec-rt (paper 002).
     name: String,
     /// Few seeds and smaller files: checks that everything works, in seconds.
     #[arg(long)]

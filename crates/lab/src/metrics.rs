@@ -45,11 +45,11 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dct_ratio: Option<f64>,
     /// Paper 002's real-time metrics: fraction of the application data sent that arrived,
-    /// and total re-buffering (one message period per message not ready when due).
+    /// and total re-buffering (one message period per message not complete when due).
     pub app_data_fraction: Option<f64>,
     pub rebuffering_s: Option<f64>,
-    /// Real-time: send-to-complete delay of the messages played (late ones included),
-    /// median, 95th and 99th percentile, seconds.
+    /// Real-time: send-to-complete delay of the messages that completed (late ones, which
+    /// the player skipped, included), median, 95th and 99th percentile, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub msg_delay_p50_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

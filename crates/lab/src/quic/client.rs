@@ -7,7 +7,7 @@ use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, Str
 
 use super::Content;
 use crate::metrics::RunRecord;
-use crate::workload::{Delivery, REALTIME_HEADER, RealtimeSpec, Workload};
+use crate::workload::{REALTIME_HEADER, RealtimeSpec, Workload};
 
 struct Request {
     size: u64,
@@ -36,7 +36,7 @@ struct Playout {
 struct PlayoutMetrics {
     fraction: f64,
     rebuffering: Duration,
-    /// Send-to-complete delay of the messages played, seconds.
+    /// Send-to-complete delay of every message that completed, seconds.
     delays: Vec<f64>,
 }
 
@@ -378,10 +378,10 @@ impl Playout {
     }
 
     /// Paper 002's metrics (§5.4). The player reads one message per period, starting one
-    /// playback buffer after the first arrival. A message not complete when due costs one
-    /// period of re-buffering: over DATAGRAMs the player skips it (it may be lost for good);
-    /// over a stream it waits for it, a period at a time, and playback shifts by the wait.
-    /// The data fraction counts every byte that arrived, played or not.
+    /// playback buffer after the first arrival, on a fixed schedule (a live stream does not
+    /// wait): a message not complete when due, lost or late, costs one period of
+    /// re-buffering. The data fraction counts every byte that arrived, in time or not; the
+    /// delays are those of every message that completed, late ones included.
     fn playout_metrics(&self) -> PlayoutMetrics {
         let Some(first) = self.first_arrival else {
             return PlayoutMetrics {
@@ -391,27 +391,14 @@ impl Playout {
             };
         };
         let period = self.period();
-        let waits = self.spec.delivery == Delivery::Stream;
-        let mut stall = Duration::ZERO;
         let mut rebuffering = Duration::ZERO;
         let mut delays = Vec::new();
         for (i, done) in self.complete_at.iter().enumerate() {
-            let due = first + self.spec.playback_buffer + period * i as u32 + stall;
-            let played = match *done {
-                Some(t) if t <= due => Some(t),
-                Some(t) if waits => {
-                    // Periods waited until it was there.
-                    let n = (t - due).as_nanos().div_ceil(period.as_nanos().max(1)) as u32;
-                    stall += period * n;
-                    rebuffering += period * n;
-                    Some(t)
-                }
-                _ => {
-                    rebuffering += period;
-                    None
-                }
-            };
-            if let (Some(t), Some(s)) = (played, self.sent_at[i]) {
+            let due = first + self.spec.playback_buffer + period * i as u32;
+            if done.is_none_or(|t| t > due) {
+                rebuffering += period;
+            }
+            if let (Some(t), Some(s)) = (*done, self.sent_at[i]) {
                 delays.push((t - s).as_secs_f64());
             }
         }
@@ -427,6 +414,7 @@ impl Playout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::Delivery;
 
     /// Four messages of two packets at 10 per second (100 ms apart), 50 ms playback buffer;
     /// the first arrives at t = 1 s, so message i is due at 1.05 + 0.1 i s.
@@ -461,27 +449,24 @@ mod tests {
     }
 
     #[test]
-    fn a_late_message_is_skipped_over_datagrams_and_waited_for_over_a_stream() {
-        // Message 1 is due at 1.15 s and completes at 1.32 s (170 ms late); 3 never does.
-        let times = [Some(1.0), Some(1.32), Some(1.2), None];
-        let d = playout(Delivery::Datagram, times);
-        // Skipped: one period for message 1, one for message 3.
-        assert!(
-            (d.rebuffering.as_secs_f64() - 0.2).abs() < 1e-9,
-            "{:?}",
-            d.rebuffering
+    fn a_message_late_or_incomplete_costs_one_period() {
+        // Message 1 is due at 1.15 s and completes at 1.32 s; 3 never completes.
+        for delivery in [Delivery::Datagram, Delivery::Stream] {
+            let m = playout(delivery, [Some(1.0), Some(1.32), Some(1.2), None]);
+            assert!(
+                (m.rebuffering.as_secs_f64() - 0.2).abs() < 1e-9,
+                "{:?}",
+                m.rebuffering
+            );
+            assert!((m.fraction - 7.0 / 8.0).abs() < 1e-12);
+            // Late message 1 (sent at 1.09 s) is among the delays; 3 is not.
+            assert_eq!(m.delays.len(), 3);
+            assert!((m.delays[1] - (1.32 - 1.09)).abs() < 1e-9, "{:?}", m.delays);
+        }
+        let on_time = playout(
+            Delivery::Datagram,
+            [Some(1.0), Some(1.1), Some(1.2), Some(1.3)],
         );
-        assert!((d.fraction - 7.0 / 8.0).abs() < 1e-12);
-        assert_eq!(d.delays.len(), 2, "messages 0 and 2 played");
-        let s = playout(Delivery::Stream, times);
-        // Waited two periods for message 1 (170 ms, rounded up); message 2 is then due at
-        // 1.45 s and ready; message 3 costs its period.
-        assert!(
-            (s.rebuffering.as_secs_f64() - 0.3).abs() < 1e-9,
-            "{:?}",
-            s.rebuffering
-        );
-        assert_eq!(s.delays.len(), 3);
-        assert!((s.delays[1] - (1.32 - 1.09)).abs() < 1e-9, "{:?}", s.delays);
+        assert_eq!(on_time.rebuffering, Duration::ZERO);
     }
 }

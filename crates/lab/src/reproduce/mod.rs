@@ -8,6 +8,7 @@
 //! shows `adaptive`, BBR and BBR with `adaptive`.
 
 mod quic_fec;
+mod quic_fec_rt;
 mod rquic;
 
 use std::fmt::Write as _;
@@ -35,22 +36,27 @@ pub enum Paper {
     Rquic,
     /// Paper 003: QUIC-FEC with Reed-Solomon and RLC over in-flight links.
     QuicFec,
+    /// Paper 002: QUIC-FEC for real-time media over DATAGRAMs.
+    QuicFecRt,
 }
 
 impl Paper {
-    pub const ALL: [Paper; 2] = [Paper::Rquic, Paper::QuicFec];
+    pub const ALL: [Paper; 3] = [Paper::Rquic, Paper::QuicFec, Paper::QuicFecRt];
 
     pub fn name(self) -> &'static str {
         match self {
             Paper::Rquic => "rquic",
             Paper::QuicFec => "quic-fec",
+            Paper::QuicFecRt => "quic-fec-rt",
         }
     }
 }
 
 /// A reproduction name that is not known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown reproduction {0:?}: use rquic (paper 000) or quic-fec (paper 003)")]
+#[error(
+    "unknown reproduction {0:?}: use rquic (paper 000), quic-fec (paper 003) or quic-fec-rt (paper 002)"
+)]
 pub struct UnknownPaper(pub String);
 
 impl FromStr for Paper {
@@ -114,6 +120,7 @@ pub fn reproduce(
     let specs = match paper {
         Paper::Rquic => rquic::plan(opts),
         Paper::QuicFec => quic_fec::plan(opts),
+        Paper::QuicFecRt => quic_fec_rt::plan(opts),
     };
     let started = Instant::now();
     // The RTT and window traces (kilobytes per run) are not part of any figure here.
@@ -129,6 +136,7 @@ pub fn reproduce(
     let report = match paper {
         Paper::Rquic => rquic::report(&records, opts),
         Paper::QuicFec => quic_fec::report(&records, opts),
+        Paper::QuicFecRt => quic_fec_rt::report(&records, opts),
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();
