@@ -221,8 +221,17 @@ pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
 /// Per point (figure, place) and variant: the median over the runs of each metric (the
 /// paper keeps the median of three runs).
 struct Medians {
-    /// (figure, variant) -> per point (place, x, data fraction, re-buffering s).
-    by: BTreeMap<(String, String), Vec<(String, f64, f64, f64)>>,
+    /// (figure, variant) -> its points.
+    by: BTreeMap<(String, String), Vec<PointMedian>>,
+}
+
+/// One configuration's median run.
+struct PointMedian {
+    place: String,
+    /// The figure's x value (the record's `loss` field: p, the loss rate or the delay).
+    x: f64,
+    data: f64,
+    rebuffering: f64,
 }
 
 impl Medians {
@@ -243,25 +252,34 @@ impl Medians {
             else {
                 continue;
             };
-            by.entry((fig, var))
-                .or_default()
-                .push((place, rs[0].loss, data, rebuf));
+            by.entry((fig, var)).or_default().push(PointMedian {
+                place,
+                x: rs[0].loss,
+                data,
+                rebuffering: rebuf,
+            });
         }
         Medians { by }
     }
 
-    fn points(&self, figure: &str, variant: &str) -> &[(String, f64, f64, f64)] {
+    fn points(&self, figure: &str, variant: &str) -> &[PointMedian] {
         self.by
             .get(&(figure.to_string(), variant.to_string()))
             .map_or(&[], Vec::as_slice)
     }
 
     fn data(&self, figure: &str, variant: &str) -> Vec<f64> {
-        self.points(figure, variant).iter().map(|p| p.2).collect()
+        self.points(figure, variant)
+            .iter()
+            .map(|p| p.data)
+            .collect()
     }
 
     fn rebuffering(&self, figure: &str, variant: &str) -> Vec<f64> {
-        self.points(figure, variant).iter().map(|p| p.3).collect()
+        self.points(figure, variant)
+            .iter()
+            .map(|p| p.rebuffering)
+            .collect()
     }
 }
 
@@ -420,7 +438,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
     let mut owds: Vec<f64> = m
         .points("fig7", "quic")
         .iter()
-        .map(|p| p.1)
+        .map(|p| p.x)
         .collect::<Vec<_>>();
     owds.sort_by(f64::total_cmp);
     owds.dedup();
@@ -430,8 +448,8 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             let r = m
                 .points("fig7", v)
                 .iter()
-                .find(|p| p.1 == *owd)
-                .map(|p| p.3);
+                .find(|p| p.x == *owd)
+                .map(|p| p.rebuffering);
             let _ = write!(md, " {} |", fmt_opt(r, 3));
         }
         md.push('\n');
@@ -440,7 +458,11 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
     let lines: Vec<Series> = fig7
         .iter()
         .map(|v| {
-            let mut pts: Vec<(f64, f64)> = m.points("fig7", v).iter().map(|p| (p.1, p.3)).collect();
+            let mut pts: Vec<(f64, f64)> = m
+                .points("fig7", v)
+                .iter()
+                .map(|p| (p.x, p.rebuffering))
+                .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             Series {
                 label: v.to_string(),
@@ -525,11 +547,14 @@ fn pairs(m: &Medians, figure: &str, a: &str, b: &str, cmp: impl Fn(f64, f64) -> 
     let bs: BTreeMap<&str, f64> = m
         .points(figure, b)
         .iter()
-        .map(|p| (p.0.as_str(), p.3))
+        .map(|p| (p.place.as_str(), p.rebuffering))
         .collect();
     m.points(figure, a)
         .iter()
-        .filter(|p| bs.get(p.0.as_str()).is_some_and(|&y| cmp(p.3, y)))
+        .filter(|p| {
+            bs.get(p.place.as_str())
+                .is_some_and(|&y| cmp(p.rebuffering, y))
+        })
         .count()
 }
 
@@ -569,8 +594,8 @@ fn claims(md: &mut String, m: &Medians) {
         let x: Vec<f64> = m
             .points("fig7", v)
             .iter()
-            .filter(|p| p.1 >= lo && p.1 <= hi)
-            .map(|p| p.3)
+            .filter(|p| p.x >= lo && p.x <= hi)
+            .map(|p| p.rebuffering)
             .collect();
         Stats::of(&x).map(|s| s.median)
     };
@@ -656,8 +681,8 @@ fn goal(md: &mut String, m: &Medians, opts: &Options) {
         let on_mild: Vec<f64> = m
             .points("design", v)
             .iter()
-            .filter(|p| mild.contains(&p.0))
-            .map(|p| p.3)
+            .filter(|p| mild.contains(&p.place))
+            .map(|p| p.rebuffering)
             .collect();
         let _ = writeln!(
             md,
