@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use qfec_lab::ProtocolSettings;
-use qfec_lab::output::{summary_table, write_csv, write_jsonl, write_summary_csv};
+use qfec_lab::output::{flow_table, summary_table, write_csv, write_jsonl, write_summary_csv};
 use qfec_lab::reproduce::{Options as ReproduceOptions, Paper};
 use qfec_lab::scenario::DEFAULT_DURATION_LIMIT;
 use qfec_lab::units::{Dur, parse_duration, parse_list, parse_ratio, parse_seeds};
 use qfec_lab::{
-    PRESETS, Preset, RunRecord, Scenario, Sweep, Variant, Workload, aggregate, quic, run_all,
+    FlowSpec, MAX_FLOWS, PRESETS, Preset, RunRecord, Scenario, Sweep, Variant, Workload, aggregate,
+    quic, run_all,
 };
 use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
@@ -113,6 +114,14 @@ pub struct RunArgs {
     /// (rQUIC); a list (signal,mask) compares them.
     #[arg(long)]
     fec_cc: Option<String>,
+    /// Put N flows on the same links: N identical ones, or, with a list of variants (e.g.
+    /// --fec none,rlc), one flow of each (N must match the list).
+    #[arg(long)]
+    flows: Option<usize>,
+    /// With --flows: flow i (from 0) connects i times this long after the run starts, e.g.
+    /// 10s.
+    #[arg(long)]
+    stagger: Option<String>,
     /// Disable pacing.
     #[arg(long)]
     no_pacing: bool,
@@ -301,6 +310,10 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     let wall = started.elapsed();
     qfec_lab::metrics::attach_dct_ratios(&mut records, &sweep.baselines());
     print!("{}", summary_table(&aggregate(&records)));
+    let flows = flow_table(&records);
+    if !flows.is_empty() {
+        print!("\nper flow (medians over seeds; shared = while every flow was active):\n{flows}");
+    }
     let simulated: f64 = records.iter().map(|r| r.sim_time_s).sum();
     println!(
         "{total} runs in {:.2} s wall ({:.0} simulated seconds per wall second)",
@@ -356,6 +369,7 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
                 protocol: Default::default(),
                 seeds: vec![1],
                 duration_limit: DEFAULT_DURATION_LIMIT,
+                flows: Vec::new(),
             }
         }
     };
@@ -388,6 +402,14 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         base.protocol = v.protocol.clone();
         variants.clear();
     }
+    if args.stagger.is_some() && args.flows.is_none() {
+        bail!("--stagger needs --flows N");
+    }
+    if let Some(n) = args.flows {
+        base.flows = flows_of(&base, &variants, n, args, workloads.len())?;
+        base.protocol = base.flows[0].protocol.clone();
+        variants.clear();
+    }
     let mut sweep = Sweep::new(base);
     sweep.variants = variants;
     if workloads.len() > 1 {
@@ -407,6 +429,50 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         };
     }
     Ok(sweep)
+}
+
+/// `--flows N`: N identical flows, or one of each variant when the options gave a list.
+fn flows_of(
+    base: &Scenario,
+    variants: &[Variant],
+    n: usize,
+    args: &RunArgs,
+    workloads: usize,
+) -> Result<Vec<FlowSpec>> {
+    if !base.flows.is_empty() {
+        bail!("--flows: the scenario file already describes its [[flows]]; drop --flows");
+    }
+    if !(2..=MAX_FLOWS).contains(&n) {
+        bail!("--flows: give 2 to {MAX_FLOWS} flows, got {n}");
+    }
+    if workloads > 1 {
+        bail!("--flows: every flow runs the same workload; give one --workload");
+    }
+    if !variants.is_empty() && variants.len() != n {
+        bail!(
+            "--flows {n} with {} variants: one flow runs each variant, so give --flows {}",
+            variants.len(),
+            variants.len()
+        );
+    }
+    let stagger = match &args.stagger {
+        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--stagger: {e}"))?,
+        None => Duration::ZERO,
+    };
+    Ok((0..n)
+        .map(|i| {
+            let (name, protocol) = match variants.get(i) {
+                Some(v) => (v.name.clone(), v.protocol.clone()),
+                None => (format!("flow{}", i + 1), base.protocol.clone()),
+            };
+            FlowSpec {
+                name,
+                workload: base.workload.clone(),
+                protocol,
+                start: stagger * i as u32,
+            }
+        })
+        .collect())
 }
 
 /// A comma-separated option's items, each parsed by `parse`; one-line error naming `flag`.

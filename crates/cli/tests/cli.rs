@@ -126,10 +126,7 @@ fn bad_input_gets_a_clear_error() {
     )
     .unwrap();
     one_line_error(&["lab", "run", bad.to_str().unwrap()], "link.down.loss");
-    one_line_error(
-        &["lab", "reproduce", "bquic2"],
-        "use rquic (paper 000) or quic-fec",
-    );
+    one_line_error(&["lab", "reproduce", "bquic2"], "quic-fec-rt (paper 002)");
     one_line_error(
         &["lab", "reproduce", "rquic", "--seeds", "0"],
         "--seeds must be at least 1",
@@ -138,6 +135,63 @@ fn bad_input_gets_a_clear_error() {
         &["lab", "run", "--preset", "wlan", "--fec", "rquic(fast)"],
         "rquic(ss=off)",
     );
+    one_line_error(
+        &[
+            "lab", "run", "--preset", "wlan", "--flows", "3", "--fec", "none,rlc",
+        ],
+        "give --flows 2",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--stagger", "1s"],
+        "--stagger needs --flows",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--flows", "1"],
+        "give 2 to 64 flows",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--cc", "vegas"],
+        "disabled (no congestion control)",
+    );
+    one_line_error(
+        &[
+            "lab",
+            "run",
+            "--preset",
+            "wlan",
+            "--workload",
+            "realtime:soon",
+        ],
+        "buffer=DURATION",
+    );
+}
+
+#[test]
+fn lab_puts_one_flow_of_each_variant_on_the_link() {
+    let o = Command::new(QFEC)
+        .args(["lab", "run", "--preset", "wlan", "--loss", "0"])
+        .args([
+            "--workload",
+            "bulk:5MB",
+            "--flows",
+            "2",
+            "--fec",
+            "none,rlc",
+        ])
+        .args(["--seeds", "1"])
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert!(stdout.contains("jain_med"), "{stdout}");
+    let flows = stdout.split("per flow").nth(1).expect("a per-flow table");
+    for flow in ["none", "rlc"] {
+        assert!(
+            flows
+                .lines()
+                .any(|l| l.split_whitespace().nth(2) == Some(flow)),
+            "a row for flow {flow}: {stdout}"
+        );
+    }
 }
 
 #[test]

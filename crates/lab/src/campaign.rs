@@ -33,9 +33,41 @@ pub struct RunSpec {
     pub workload: Workload,
     pub protocol: ProtocolSettings,
     pub duration_limit: Duration,
+    /// Several client-server pairs sharing the links. Empty: one pair, `workload` with
+    /// `protocol` from time 0. Otherwise these flows; `workload` and `protocol` are then the
+    /// first flow's (for labels and baselines).
+    pub flows: Vec<FlowSpec>,
+}
+
+/// Most flows a run may have.
+pub const MAX_FLOWS: usize = 64;
+
+/// One client-server pair of a run with several flows on the same links.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSpec {
+    /// Its label in the per-flow records ("flow1", or the variant it runs).
+    pub name: String,
+    pub workload: Workload,
+    pub protocol: ProtocolSettings,
+    /// When its client connects, from the start of the run.
+    pub start: Duration,
 }
 
 impl RunSpec {
+    /// The run's flows: `flows`, or the single one `workload` and `protocol` describe.
+    pub fn flow_list(&self) -> Vec<FlowSpec> {
+        if self.flows.is_empty() {
+            vec![FlowSpec {
+                name: "flow1".into(),
+                workload: self.workload.clone(),
+                protocol: self.protocol.clone(),
+                start: Duration::ZERO,
+            }]
+        } else {
+            self.flows.clone()
+        }
+    }
+
     /// A record with the identity fields filled in; the runner adds the measurements.
     pub fn record(&self) -> RunRecord {
         RunRecord {
@@ -144,6 +176,13 @@ impl Sweep {
         } else {
             &self.seeds
         };
+        if !self.base.flows.is_empty() && (!self.variants.is_empty() || !self.workloads.is_empty())
+        {
+            return Err(
+                "a scenario with [[flows]] sets each flow's workload and protocol; drop the lists of variants and workloads"
+                    .into(),
+            );
+        }
         let mut out = Vec::new();
         for preset in &presets {
             for loss in &losses {
@@ -189,6 +228,7 @@ impl Sweep {
                                 workload: workload.clone(),
                                 protocol: v.protocol.clone(),
                                 duration_limit: self.base.duration_limit,
+                                flows: self.base.flows.clone(),
                             });
                         }
                     }

@@ -30,6 +30,14 @@
 //! max_ack_delay = "25ms"
 //! fec = "rlc(20,2)"            # none, xor, xor(2,10), rs, rs(20,10), rlc, rlc(20,2,1,gf2)
 //! fec_cc = "signal"            # or "mask"
+//!
+//! [[flows]]                    # optional: several flows share the links
+//! name = "background"          # each inherits [workload] and [protocol] unless it sets them
+//! [[flows]]
+//! name = "foreground"
+//! start = "20s"
+//! workload = { kind = "bulk", size = "10MB" }
+//! protocol = { congestion = "cubic", fec = "none" }
 //! ```
 
 use std::collections::BTreeMap;
@@ -57,6 +65,21 @@ pub struct ScenarioFile {
     pub workload: WorkloadCfg,
     #[serde(default)]
     pub protocol: ProtocolSettings,
+    /// Several client-server pairs on the same links; each inherits `workload` and
+    /// `protocol` unless it sets its own.
+    #[serde(default)]
+    pub flows: Vec<FlowCfg>,
+}
+
+/// One flow of `[[flows]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowCfg {
+    pub name: Option<String>,
+    /// When its client connects (default: at once).
+    pub start: Option<Dur>,
+    pub workload: Option<WorkloadCfg>,
+    pub protocol: Option<ProtocolSettings>,
 }
 
 /// Seeds: a list, or `count` seeds starting at `base`.

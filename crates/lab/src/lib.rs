@@ -56,7 +56,7 @@ pub mod scenario;
 pub mod units;
 pub mod workload;
 
-pub use campaign::{RunSpec, Sweep, Variant, run_all};
+pub use campaign::{FlowSpec, MAX_FLOWS, RunSpec, Sweep, Variant, run_all};
 pub use config::ProtocolSettings;
 pub use metrics::{RunRecord, Stats, Summary, aggregate, jain_index};
 pub use pages::PageModel;

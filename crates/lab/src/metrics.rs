@@ -56,9 +56,12 @@ pub struct RunRecord {
     pub msg_delay_p95_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub msg_delay_p99_s: Option<f64>,
-    /// Goodput of each competing flow, bits per second (paper 004); fairness is Jain's index.
+    /// Several flows: what each measured. The run's own fields then sum them (bytes,
+    /// packets, symbols) or span them (completion: from the first start to the last finish).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub flow_goodput_bps: Vec<f64>,
+    pub flows: Vec<FlowRecord>,
+    /// Several flows: Jain's fairness index over their goodputs while all were active
+    /// (`FlowRecord::shared_goodput_bps`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fairness: Option<f64>,
     /// Simulator events and wall-clock time of the run (speed bookkeeping).
@@ -84,6 +87,32 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cwnd_trace: Vec<(f64, u64)>,
     /// Why the run failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One flow of a run with several.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FlowRecord {
+    pub name: String,
+    pub workload: String,
+    /// When its client connected, seconds from the start of the run.
+    pub start_s: f64,
+    pub completed: bool,
+    /// From its start, seconds.
+    pub completion_time_s: Option<f64>,
+    /// Over its own lifetime, bits per second.
+    pub goodput_bps: Option<f64>,
+    /// While every flow of the run was active (from the last start to the first finish),
+    /// bits per second: its share of the link when they compete.
+    pub shared_goodput_bps: Option<f64>,
+    pub app_bytes: u64,
+    pub bytes_on_wire: u64,
+    pub retransmissions: u64,
+    pub fec_bytes: u64,
+    pub recovered_symbols: u64,
+    pub app_data_fraction: Option<f64>,
+    pub rebuffering_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

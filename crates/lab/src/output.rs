@@ -1,5 +1,6 @@
 //! Result writers: CSV, JSON lines, and a fixed-width summary table.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use crate::metrics::{RunRecord, Stats, Summary};
@@ -234,8 +235,13 @@ pub fn summary_table(sums: &[Summary]) -> String {
             .collect()
         })
         .collect();
+    render(&header, &rows, 4)
+}
+
+/// A text table: the first `text` columns left-aligned, the others (numbers) right-aligned.
+fn render(header: &[&str], rows: &[Vec<String>], text: usize) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
+    for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.len());
         }
@@ -246,9 +252,8 @@ pub fn summary_table(sums: &[Summary]) -> String {
             .iter()
             .zip(&widths)
             .enumerate()
-            // Text columns left-aligned, numbers right-aligned.
             .map(|(i, (c, w))| {
-                if i < 4 {
+                if i < text {
                     format!("{c:<w$}")
                 } else {
                     format!("{c:>w$}")
@@ -266,10 +271,91 @@ pub fn summary_table(sums: &[Summary]) -> String {
         &widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>(),
         &mut out,
     );
-    for r in &rows {
+    for r in rows {
         line(r, &mut out);
     }
     out
+}
+
+/// Per flow of the runs with several (grouped by point, variant and flow, over seeds): its
+/// completion time, its goodput while all flows were active and its share of their sum.
+/// Empty when no run has several flows.
+pub fn flow_table(records: &[RunRecord]) -> String {
+    /// One flow over the seeds of a point: its start, completion times, shared goodputs
+    /// and shares.
+    #[derive(Default)]
+    struct Flow {
+        start: f64,
+        dct: Vec<f64>,
+        bps: Vec<f64>,
+        share: Vec<f64>,
+    }
+    type Key = (String, String, String, u64, String);
+    let mut groups: BTreeMap<Key, Flow> = BTreeMap::new();
+    for r in records.iter().filter(|r| !r.flows.is_empty()) {
+        let total: Option<f64> = r.flows.iter().map(|f| f.shared_goodput_bps).sum();
+        for f in &r.flows {
+            let key = (
+                r.preset.clone(),
+                r.variant.clone(),
+                f.workload.clone(),
+                r.loss.to_bits(),
+                f.name.clone(),
+            );
+            let g = groups.entry(key).or_insert_with(|| Flow {
+                start: f.start_s,
+                ..Flow::default()
+            });
+            if let Some(t) = f.completion_time_s.filter(|_| f.completed) {
+                g.dct.push(t);
+            }
+            if let Some(x) = f.shared_goodput_bps {
+                g.bps.push(x);
+                if let Some(t) = total.filter(|t| *t > 0.0) {
+                    g.share.push(x / t);
+                }
+            }
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    let med = |xs: &[f64], scale: f64, prec: usize| {
+        Stats::of(xs).map_or("-".into(), |s| format!("{:.prec$}", s.median * scale))
+    };
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .map(|((preset, variant, workload, loss, flow), g)| {
+            vec![
+                preset.clone(),
+                variant.clone(),
+                flow.clone(),
+                workload.clone(),
+                format!("{:.2}", f64::from_bits(*loss) * 100.0),
+                format!("{:.1}", g.start),
+                g.dct.len().to_string(),
+                med(&g.dct, 1.0, 3),
+                med(&g.bps, 1e-6, 2),
+                med(&g.share, 100.0, 1),
+            ]
+        })
+        .collect();
+    render(
+        &[
+            "preset",
+            "variant",
+            "flow",
+            "workload",
+            "loss%",
+            "start_s",
+            "done",
+            "dct_med_s",
+            "shared_Mbps",
+            "share%",
+        ],
+        &rows,
+        4,
+    )
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use qfec_sim::{
     DeliveryTrace, Instant, Jitter, LinkChange, LinkSpec, LossSpec, QueueLimit, bdp_bytes,
 };
 
+use crate::campaign::{FlowSpec, MAX_FLOWS};
 use crate::config::{
     ChangeCfg, DirectionCfg, JitterDist, LossCfg, LossModelName, ProtocolSettings, QueueCfg,
     ScenarioFile, SeedsCfg, WorkloadCfg, WorkloadKind,
@@ -57,6 +58,9 @@ pub struct Scenario {
     pub protocol: ProtocolSettings,
     pub seeds: Vec<u64>,
     pub duration_limit: Duration,
+    /// Several flows on the links (`[[flows]]`); empty: one flow of `workload` and
+    /// `protocol`.
+    pub flows: Vec<FlowSpec>,
 }
 
 /// Default simulated-time limit of a run.
@@ -132,6 +136,7 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     };
     let down = direction(base.down, raw.link.down.as_ref(), "link.down", dir)?;
     let up = direction(base.up, raw.link.up.as_ref(), "link.up", dir)?;
+    let flows = flows(&raw, preset)?;
     let seeds = match (raw.seeds, raw.repetitions) {
         (Some(_), Some(_)) => {
             return Err((
@@ -168,7 +173,34 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
         protocol: raw.protocol,
         seeds,
         duration_limit,
+        flows,
     })
+}
+
+/// `[[flows]]`: each inherits the top-level workload and protocol unless it sets its own.
+fn flows(raw: &ScenarioFile, preset: Option<&Preset>) -> Res<Vec<FlowSpec>> {
+    if raw.flows.len() > MAX_FLOWS {
+        return Err((
+            "flows".into(),
+            format!("at most {MAX_FLOWS} flows, got {}", raw.flows.len()),
+        ));
+    }
+    let mut out = Vec::with_capacity(raw.flows.len());
+    for (i, f) in raw.flows.iter().enumerate() {
+        let table = format!("flows[{i}]");
+        let wl = f.workload.clone().unwrap_or_else(|| raw.workload.clone());
+        let name = f.name.clone().unwrap_or_else(|| format!("flow{}", i + 1));
+        if out.iter().any(|o: &FlowSpec| o.name == name) {
+            return Err((format!("{table}.name"), format!("{name:?} names two flows")));
+        }
+        out.push(FlowSpec {
+            name,
+            workload: workload_at(wl, preset, &format!("{table}.workload"))?,
+            protocol: f.protocol.clone().unwrap_or_else(|| raw.protocol.clone()),
+            start: f.start.map_or(Duration::ZERO, |d| d.0),
+        });
+    }
+    Ok(out)
 }
 
 fn direction(mut l: LinkSpec, cfg: Option<&DirectionCfg>, at: &str, dir: &Path) -> Res<LinkSpec> {
@@ -377,7 +409,12 @@ fn change(c: &ChangeCfg, at: &str) -> Res<(Instant, LinkChange)> {
 }
 
 fn workload(c: WorkloadCfg, preset: Option<&Preset>) -> Res<Workload> {
-    let at = |f: &str| format!("workload.{f}");
+    workload_at(c, preset, "workload")
+}
+
+/// The workload of table `table` ("workload", "flows[1].workload").
+fn workload_at(c: WorkloadCfg, preset: Option<&Preset>, table: &str) -> Res<Workload> {
+    let at = |f: &str| format!("{table}.{f}");
     let (kind, allowed): (&str, &[&str]) = match c.kind {
         WorkloadKind::Bulk => ("bulk", &["size"]),
         WorkloadKind::Files => ("files", &["sizes"]),

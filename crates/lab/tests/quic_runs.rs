@@ -18,6 +18,7 @@ fn spec(links: LinkPair, workload: Workload, protocol: ProtocolSettings, seed: u
         workload,
         protocol,
         duration_limit: Duration::from_secs(600),
+        flows: Vec::new(),
     }
 }
 

@@ -95,11 +95,20 @@ fn rquic_quick_writes_a_report() {
 fn quic_fec_quick_writes_a_report() {
     check(
         Paper::QuicFec,
-        &["fig5.svg", "fig6.svg", "fig7.svg", "fig8.svg", "fig10.svg"],
+        &[
+            "fig5.svg",
+            "fig6.svg",
+            "fig7.svg",
+            "fig8.svg",
+            "fig9.svg",
+            "fig10.svg",
+        ],
         &[
             "Fig. 5",
             "Fig. 7",
             "Fig. 8",
+            "Fig. 9 (§IV-B4)",
+            "| rlc/mask |",
             "Fig. 10",
             "statements beside ours",
         ],

@@ -3,7 +3,11 @@
 
 use std::time::Duration;
 
-use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId};
+use std::net::SocketAddr;
+
+use qfec_proto::{
+    ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId,
+};
 
 use super::Content;
 use crate::metrics::RunRecord;
@@ -46,17 +50,46 @@ enum Work {
 }
 
 pub struct ClientApp {
-    conn: ConnectionHandle,
+    /// The connection, once the client connected.
+    conn: Option<ConnectionHandle>,
+    /// A client that starts later: what to connect with, and to.
+    deferred: Option<(ClientConfig, SocketAddr)>,
     content: Content,
     start: Instant,
     work: Work,
     app_bytes: u64,
+    /// Application bytes received per `BIN` from time 0 (shares between flows).
+    delivered: Vec<u64>,
     done_at: Option<Instant>,
     error: Option<String>,
 }
 
+/// Bins kept at most (an hour of 100 ms bins); later bytes count in the last.
+const MAX_BINS: usize = 36_000;
+
+/// Width of the bins of `ClientApp::delivered`.
+pub const BIN: Duration = Duration::from_millis(100);
+
 impl ClientApp {
+    /// A client that connects at `start` (when the node first runs at or after it) to
+    /// `server` with `config`.
+    pub fn deferred(
+        config: ClientConfig,
+        server: SocketAddr,
+        workload: &Workload,
+        start: Instant,
+    ) -> Self {
+        let mut app = Self::build(None, workload, start);
+        app.deferred = Some((config, server));
+        app
+    }
+
+    /// A client whose connection was opened at `start`.
     pub fn new(conn: ConnectionHandle, workload: &Workload, start: Instant) -> Self {
+        Self::build(Some(conn), workload, start)
+    }
+
+    fn build(conn: Option<ConnectionHandle>, workload: &Workload, start: Instant) -> Self {
         let req = |size, level| Request {
             size,
             level,
@@ -96,13 +129,28 @@ impl ClientApp {
         };
         ClientApp {
             conn,
+            deferred: None,
             content: Content::new(),
             start,
             work,
             app_bytes: 0,
+            delivered: Vec::new(),
             done_at: None,
             error: None,
         }
+    }
+
+    /// Application bytes received per [`BIN`] from time 0.
+    pub fn delivered(&self) -> &[u64] {
+        &self.delivered
+    }
+
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    pub fn done_at(&self) -> Option<Instant> {
+        self.done_at
     }
 
     pub fn is_done(&self) -> bool {
@@ -110,6 +158,9 @@ impl ClientApp {
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.conn.is_none() {
+            return Some(self.start);
+        }
         match &self.work {
             Work::Realtime(p) if !self.is_done() => p.end_time(),
             _ => None,
@@ -120,7 +171,34 @@ impl ClientApp {
         if self.is_done() {
             return;
         }
-        let Some(c) = ep.connection_mut(self.conn) else {
+        if self.conn.is_none() {
+            if now < self.start {
+                return;
+            }
+            let Some((config, server)) = self.deferred.take() else {
+                return;
+            };
+            match ep.connect(now, config, server, "localhost") {
+                Ok(h) => self.conn = Some(h),
+                Err(e) => {
+                    self.error = Some(format!("cannot connect: {e}"));
+                    return;
+                }
+            }
+        }
+        let before = self.app_bytes;
+        self.drive_connection(now, ep);
+        if self.app_bytes > before {
+            let bin = ((now.as_nanos() / BIN.as_nanos() as u64) as usize).min(MAX_BINS);
+            if self.delivered.len() <= bin {
+                self.delivered.resize(bin + 1, 0);
+            }
+            self.delivered[bin] += self.app_bytes - before;
+        }
+    }
+
+    fn drive_connection(&mut self, now: Instant, ep: &mut Endpoint) {
+        let Some(c) = self.conn.and_then(|h| ep.connection_mut(h)) else {
             self.error = Some("connection vanished".into());
             return;
         };
@@ -168,7 +246,7 @@ impl ClientApp {
     }
 
     pub fn fill_record(&self, ep: &Endpoint, rec: &mut RunRecord) {
-        if let Some(c) = ep.connection(self.conn) {
+        if let Some(c) = self.conn.and_then(|h| ep.connection(h)) {
             let s = c.stats();
             rec.bytes_on_wire += s.udp_tx_bytes;
             rec.packets_sent += s.packets_sent;

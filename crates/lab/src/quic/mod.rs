@@ -10,6 +10,7 @@ mod content;
 mod node;
 mod server;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,15 +22,15 @@ use qfec_proto::recovery::cc::{
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
-use qfec_sim::{RunOutcome, Simulator};
+use qfec_sim::{NodeId, RunOutcome, Simulator};
 
-use crate::campaign::RunSpec;
+use crate::campaign::{FlowSpec, MAX_FLOWS, RunSpec};
 use crate::config::ProtocolSettings;
-use crate::metrics::RunRecord;
+use crate::metrics::{FlowRecord, RunRecord, jain_index};
 use crate::presets::{client_addr, server_addr};
 use crate::workload::Workload;
 
-pub use client::ClientApp;
+pub use client::{BIN, ClientApp};
 pub use content::Content;
 pub use node::QuicNode;
 pub use server::ServerApp;
@@ -143,66 +144,114 @@ pub fn run(spec: &RunSpec) -> RunRecord {
     run_with(spec, &RunOptions::default())
 }
 
+/// Addresses of flow `i`'s server and client (flow 0: [`server_addr`], [`client_addr`]).
+fn flow_addrs(i: usize) -> (SocketAddr, SocketAddr) {
+    let (s, c) = (server_addr(), client_addr());
+    let net = |a: SocketAddr| match a.ip() {
+        std::net::IpAddr::V4(v4) => {
+            let o = v4.octets();
+            SocketAddr::from(([o[0], o[1], i as u8, o[3]], a.port()))
+        }
+        std::net::IpAddr::V6(_) => a,
+    };
+    (net(s), net(c))
+}
+
 /// Like [`run`], with captures.
 pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     let mut rec = spec.record();
-    let config = |side| transport_config(&spec.protocol, &spec.workload, side).map(Arc::new);
-    let (server_transport, client_transport) = match (config(Side::Server), config(Side::Client)) {
-        (Ok(s), Ok(c)) => (s, c),
-        (Err(e), _) | (_, Err(e)) => {
-            rec.error = Some(e);
-            return rec;
+    let flows = spec.flow_list();
+    if flows.len() > MAX_FLOWS {
+        rec.error = Some(format!(
+            "{} flows: at most {MAX_FLOWS} share a link",
+            flows.len()
+        ));
+        return rec;
+    }
+    let mut transports = Vec::with_capacity(flows.len());
+    for f in &flows {
+        let config = |side| transport_config(&f.protocol, &f.workload, side).map(Arc::new);
+        match (config(Side::Server), config(Side::Client)) {
+            (Ok(s), Ok(c)) => transports.push((s, c)),
+            (Err(e), _) | (_, Err(e)) => {
+                rec.error = Some(if spec.flows.is_empty() {
+                    e
+                } else {
+                    format!("flow {}: {e}", f.name)
+                });
+                return rec;
+            }
         }
-    };
+    }
     deterministic::seed_thread(spec.seed);
-    let mut server_cfg = ServerConfig::new(deterministic::server_config(&[ALPN]));
-    server_cfg.transport = server_transport;
-    let server_ep = Endpoint::new(
-        Arc::new(EndpointConfig::default()),
-        Some(Arc::new(server_cfg)),
-        spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-    );
-    let mut client_ep = Endpoint::new(
-        Arc::new(EndpointConfig::default()),
-        None,
-        spec.seed ^ 0xc11e,
-    );
-    let mut client_cfg = ClientConfig::new(deterministic::client_config(&[ALPN]));
-    client_cfg.transport = client_transport;
-    let start = Instant::ZERO;
-    let conn = match client_ep.connect(start, client_cfg, server_addr(), "localhost") {
-        Ok(h) => h,
-        Err(e) => {
-            rec.error = Some(e.to_string());
-            return rec;
-        }
-    };
     let mut sim: Simulator<QuicNode> = Simulator::new(spec.seed);
-    let server_id = sim.add_node(
-        server_addr(),
-        QuicNode::server(server_ep, ServerApp::new(&spec.workload)),
-    );
-    let client_id = sim.add_node(
-        client_addr(),
-        QuicNode::client(client_ep, ClientApp::new(conn, &spec.workload, start)),
-    );
-    let (down, _) = spec.links.install(&mut sim, server_addr(), client_addr());
+    let start = Instant::ZERO;
+    // (server node, client node) per flow.
+    let mut nodes = Vec::with_capacity(flows.len());
+    for (i, (f, (server_transport, client_transport))) in flows.iter().zip(transports).enumerate() {
+        let (server, client) = flow_addrs(i);
+        // Flow 0 keeps the seeds of a single-flow run.
+        let salt = (i as u64).wrapping_mul(0x0100_0000_01b3);
+        let mut server_cfg = ServerConfig::new(deterministic::server_config(&[ALPN]));
+        server_cfg.transport = server_transport;
+        let server_ep = Endpoint::new(
+            Arc::new(EndpointConfig::default()),
+            Some(Arc::new(server_cfg)),
+            spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt,
+        );
+        let mut client_ep = Endpoint::new(
+            Arc::new(EndpointConfig::default()),
+            None,
+            spec.seed ^ 0xc11e ^ salt,
+        );
+        let mut client_cfg = ClientConfig::new(deterministic::client_config(&[ALPN]));
+        client_cfg.transport = client_transport;
+        let flow_start = start + f.start;
+        let app = if f.start.is_zero() {
+            match client_ep.connect(start, client_cfg, server, "localhost") {
+                Ok(h) => ClientApp::new(h, &f.workload, start),
+                Err(e) => {
+                    rec.error = Some(e.to_string());
+                    return rec;
+                }
+            }
+        } else {
+            ClientApp::deferred(client_cfg, server, &f.workload, flow_start)
+        };
+        let s = sim.add_node(
+            server,
+            QuicNode::server(server_ep, ServerApp::new(&f.workload)),
+        );
+        let c = sim.add_node(client, QuicNode::client(client_ep, app));
+        nodes.push((s, c));
+    }
+    let down = sim.add_link(&spec.links.down);
+    let up = sim.add_link(&spec.links.up);
+    for i in 0..flows.len() {
+        let (server, client) = flow_addrs(i);
+        sim.add_route(server, client, down);
+        sim.add_route(client, server, up);
+    }
     if let Err(e) = attach_captures(&mut sim, options) {
         rec.error = Some(e);
         return rec;
     }
     let limit = start + spec.duration_limit;
     let outcome = sim.run_until_done(limit);
-    let client = sim.node(client_id);
-    let server = sim.node(server_id);
-    client.fill_record(&mut rec);
-    server.fill_record(&mut rec);
+    if spec.flows.is_empty() {
+        let (server, client) = nodes[0];
+        sim.node(client).fill_record(&mut rec);
+        sim.node(server).fill_record(&mut rec);
+    } else {
+        fill_flows(&sim, &flows, &nodes, &mut rec);
+    }
     if let Some(e) = rec.error.as_mut() {
         // Say where the sender stood: what a user needs to understand a stall.
-        if let Some(d) = server.diagnostics() {
+        let (server, client) = nodes[0];
+        if let Some(d) = sim.node(server).diagnostics() {
             e.push_str(&format!(" (server: {d})"));
         }
-        if let Some(d) = client.diagnostics() {
+        if let Some(d) = sim.node(client).diagnostics() {
             e.push_str(&format!(" (client: {d})"));
         }
     }
@@ -232,6 +281,87 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         }
     }
     rec
+}
+
+/// A run with several flows: each flow's record, their sums in `rec`, and their shares of
+/// the links while all were active.
+fn fill_flows(
+    sim: &Simulator<QuicNode>,
+    flows: &[FlowSpec],
+    nodes: &[(NodeId, NodeId)],
+    rec: &mut RunRecord,
+) {
+    let end = sim.now();
+    let mut records = Vec::with_capacity(flows.len());
+    // The interval all flows were active: from the last start to the first finish.
+    let (mut from, mut to) = (Instant::ZERO, end);
+    for (f, &(server, client)) in flows.iter().zip(nodes) {
+        let mut r = RunRecord::default();
+        sim.node(client).fill_record(&mut r);
+        sim.node(server).fill_record(&mut r);
+        let app = sim.node(client).client_app().expect("a client node");
+        from = from.max(app.start());
+        to = to.min(app.done_at().unwrap_or(end));
+        records.push((f, r, app.delivered()));
+    }
+    let bin = BIN.as_nanos() as u64;
+    // Whole bins inside the interval.
+    let (b0, b1) = (
+        from.as_nanos().div_ceil(bin) as usize,
+        (to.as_nanos() / bin) as usize,
+    );
+    let mut first_start = f64::MAX;
+    let mut last_finish: Option<f64> = Some(0.0);
+    rec.completed = true;
+    for (f, r, delivered) in records {
+        let shared = (b1 > b0).then(|| {
+            let bytes: u64 = delivered.iter().take(b1).skip(b0).sum();
+            bytes as f64 * 8.0 / ((b1 - b0) as f64 * BIN.as_secs_f64())
+        });
+        let start_s = f.start.as_secs_f64();
+        first_start = first_start.min(start_s);
+        last_finish = match (last_finish, r.finished_time()) {
+            (Some(l), Some(t)) => Some(l.max(start_s + t)),
+            _ => None,
+        };
+        rec.completed &= r.completed;
+        rec.app_bytes += r.app_bytes;
+        rec.bytes_on_wire += r.bytes_on_wire;
+        rec.packets_sent += r.packets_sent;
+        rec.retransmissions += r.retransmissions;
+        rec.spurious_retransmissions += r.spurious_retransmissions;
+        rec.fec_bytes += r.fec_bytes;
+        rec.repair_symbols += r.repair_symbols;
+        rec.recovered_symbols += r.recovered_symbols;
+        if let Some(e) = &r.error {
+            rec.error
+                .get_or_insert_with(|| format!("flow {}: {e}", f.name));
+        }
+        rec.flows.push(FlowRecord {
+            name: f.name.clone(),
+            workload: f.workload.label(),
+            start_s,
+            completed: r.completed,
+            completion_time_s: r.completion_time_s,
+            goodput_bps: r.goodput_bps,
+            shared_goodput_bps: shared,
+            app_bytes: r.app_bytes,
+            bytes_on_wire: r.bytes_on_wire,
+            retransmissions: r.retransmissions,
+            fec_bytes: r.fec_bytes,
+            recovered_symbols: r.recovered_symbols,
+            app_data_fraction: r.app_data_fraction,
+            rebuffering_s: r.rebuffering_s,
+            error: r.error,
+        });
+    }
+    if let Some(last) = last_finish.filter(|_| rec.completed) {
+        let span = last - first_start;
+        rec.completion_time_s = Some(span);
+        rec.goodput_bps = Some(rec.app_bytes as f64 * 8.0 / span.max(1e-9));
+    }
+    let shares: Option<Vec<f64>> = rec.flows.iter().map(|f| f.shared_goodput_bps).collect();
+    rec.fairness = shares.map(|s| jain_index(&s));
 }
 
 fn attach_captures(sim: &mut Simulator<QuicNode>, options: &RunOptions) -> Result<(), String> {

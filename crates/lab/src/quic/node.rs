@@ -43,6 +43,14 @@ impl QuicNode {
         }
     }
 
+    /// The client application, if this node is a client.
+    pub fn client_app(&self) -> Option<&ClientApp> {
+        match &self.app {
+            App::Client(a) => Some(a),
+            App::Server(_) => None,
+        }
+    }
+
     /// The state of this node's first connection, for error reports.
     pub fn diagnostics(&self) -> Option<String> {
         let h = *self.endpoint.handles().first()?;

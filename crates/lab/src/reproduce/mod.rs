@@ -8,6 +8,7 @@
 //! shows `adaptive`, BBR and BBR with `adaptive`.
 
 mod quic_fec;
+mod quic_fec_fairness;
 mod quic_fec_rt;
 mod rquic;
 
@@ -258,6 +259,7 @@ fn push_runs(out: &mut Vec<RunSpec>, point: &Point<'_>, variants: &[Variant]) {
                 workload: point.workload.clone(),
                 protocol: v.protocol.clone(),
                 duration_limit: point.time_limit,
+                flows: Vec::new(),
             });
         }
     }

@@ -6,6 +6,7 @@
 //!   100-400 ms; uniform loss over the p range, 1-8 %), Reed-Solomon; Fig. 7: Reed-Solomon
 //!   over RLC on the same points.
 //! - Fig. 8: the same points without loss, RLC at two code rates.
+//! - Fig. 9 (§IV-B4): fairness of a FEC download to a plain one (`quic_fec_fairness`).
 //! - Fig. 10: Gilbert-Elliott losses with the Table I ranges, RLC.
 //!
 //! A ratio pairs two runs with the same seed (the paper's deterministic loss generator); FEC
@@ -35,7 +36,7 @@ const MODE: RecoveredLossMode = RecoveredLossMode::Signal;
 const NO_WORSE: f64 = 1.01;
 const BETTER: f64 = 0.99;
 /// RLC with one repair per four source symbols (Fig. 8's higher code rate).
-const RLC_QUARTER: Scheme = Scheme::Rlc {
+pub(super) const RLC_QUARTER: Scheme = Scheme::Rlc {
     window: 20,
     density: 15,
     field: Field::Gf256,
@@ -135,6 +136,7 @@ pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
             }
         }
     }
+    super::quic_fec_fairness::plan(opts, &mut out);
     out
 }
 
@@ -352,6 +354,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         ecdf_panels(records, "fig10", None, &sizes, &v10, base),
         4,
     ));
+    figures.push(super::quic_fec_fairness::report(records, &mut md, opts));
     claims(&mut md, records, &sizes);
     Report {
         markdown: md,

@@ -139,6 +139,7 @@ fn push(out: &mut Vec<RunSpec>, pt: &RtPoint, vs: &[RtVariant], seeds: u64, secs
                     ..ProtocolSettings::default()
                 },
                 duration_limit: Duration::from_secs(secs + 120),
+                flows: Vec::new(),
             });
         }
     }
