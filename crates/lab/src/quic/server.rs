@@ -111,7 +111,10 @@ impl ServerApp {
             let p = c.path_stats();
             let t = now.as_nanos() as f64 / 1e9;
             self.rtt_trace.push((t, p.rtt.as_secs_f64()));
-            self.cwnd_trace.push((t, p.cwnd));
+            // Without congestion control there is no window to trace.
+            if p.cwnd != u64::MAX {
+                self.cwnd_trace.push((t, p.cwnd));
+            }
             self.next_trace = now + TRACE_INTERVAL;
         }
         while let Some(id) = c.accept_stream(Dir::Bi) {

@@ -234,8 +234,17 @@ mod tests {
             assert_eq!(cc.to_string().parse(), Ok(cc));
             let c = cc.factory().build(Instant::ZERO, 1200);
             assert_eq!(c.name(), cc.as_str());
-            assert_eq!(c.window(), 12_000);
+            if cc == CongestionControl::Disabled {
+                assert!(!c.limits_sending());
+            } else {
+                assert!(c.limits_sending());
+                assert_eq!(c.window(), 12_000);
+            }
         }
+        assert_eq!(
+            "disabled".parse::<CongestionControl>(),
+            Ok(CongestionControl::Disabled)
+        );
     }
 }
 
