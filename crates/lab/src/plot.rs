@@ -78,6 +78,28 @@ pub struct Figure {
     pub legend: Corner,
 }
 
+impl Figure {
+    /// A figure of one untitled panel, ranges from the data.
+    pub fn single(
+        title: String,
+        x_label: &str,
+        y_label: &str,
+        panel: Panel,
+        legend: Corner,
+    ) -> Self {
+        Figure {
+            title,
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            panels: vec![panel],
+            columns: 1,
+            x_range: None,
+            y_range: None,
+            legend,
+        }
+    }
+}
+
 /// A corner of a panel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Corner {

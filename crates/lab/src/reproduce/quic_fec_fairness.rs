@@ -180,22 +180,18 @@ pub(super) fn report(records: &[RunRecord], md: &mut String, opts: &Options) -> 
     md.push('\n');
     (
         "fig9.svg".into(),
-        Figure {
-            title: format!(
+        Figure::single(
+            format!(
                 "Paper 003 Fig. 9: foreground QUIC download ({}) against a background",
                 short_size(fg)
             ),
-            x_label: "background transfer".into(),
-            y_label: "foreground DCT (s)".into(),
-            panels: vec![Panel {
-                title: String::new(),
+            "background transfer",
+            "foreground DCT (s)",
+            Panel {
                 boxes,
                 ..Panel::default()
-            }],
-            columns: 1,
-            x_range: None,
-            y_range: None,
-            legend: Corner::UpperLeft,
-        },
+            },
+            Corner::UpperLeft,
+        ),
     )
 }

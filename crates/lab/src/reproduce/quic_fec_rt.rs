@@ -301,24 +301,20 @@ fn ecdf_figure(
     references: Vec<Reference>,
     legend: Corner,
 ) -> (String, Figure) {
-    (
-        format!("{name}.svg"),
-        Figure {
-            title: title.into(),
-            x_label: x_label.into(),
-            y_label: "ECDF of configurations".into(),
-            panels: vec![Panel {
-                title: String::new(),
-                series,
-                references,
-                ..Panel::default()
-            }],
-            columns: 1,
-            x_range: None,
-            y_range: Some((0.0, 1.0)),
-            legend,
-        },
-    )
+    let panel = Panel {
+        series,
+        references,
+        ..Panel::default()
+    };
+    let mut fig = Figure::single(
+        title.into(),
+        x_label,
+        "ECDF of configurations",
+        panel,
+        legend,
+    );
+    fig.y_range = Some((0.0, 1.0));
+    (format!("{name}.svg"), fig)
 }
 
 fn rebuffering_table(md: &mut String, m: &Medians, figure: &str, names: &[&str]) {
@@ -473,12 +469,11 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         .collect();
     figures.push((
         "fig7.svg".into(),
-        Figure {
-            title: "Paper 002 Fig. 7: re-buffering against the one-way delay".into(),
-            x_label: "one-way delay (ms)".into(),
-            y_label: "total re-buffering (s)".into(),
-            panels: vec![Panel {
-                title: String::new(),
+        Figure::single(
+            "Paper 002 Fig. 7: re-buffering against the one-way delay".into(),
+            "one-way delay (ms)",
+            "total re-buffering (s)",
+            Panel {
                 series: lines,
                 references: vec![Reference {
                     label: "45 ms (paper: QUIC degrades beyond)".into(),
@@ -486,12 +481,9 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                     x: 45.0,
                 }],
                 ..Panel::default()
-            }],
-            columns: 1,
-            x_range: None,
-            y_range: None,
-            legend: Corner::UpperLeft,
-        },
+            },
+            Corner::UpperLeft,
+        ),
     ));
     // Fig. 8.
     let codes: Vec<&str> = ["rs", "rlc", "xor"].into_iter().chain(OURS).collect();
