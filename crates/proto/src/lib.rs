@@ -19,6 +19,7 @@ pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod endpoint;
+pub mod events;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
@@ -28,3 +29,4 @@ pub use connection::{
 };
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointSecrets};
+pub use events::{EventSink, EventSinkFactory};
