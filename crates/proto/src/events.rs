@@ -679,11 +679,15 @@ pub(crate) fn frame_info(f: &crate::frame::Frame<'_>, ack_delay_exponent: u64) -
     }
 }
 
-/// A summary of what a sent packet carried, as loss detection tracks it.
-pub(crate) fn sent_frame_info(f: &crate::connection::sent::SentFrame) -> FrameInfo {
+/// A summary of what a sent packet carried, as loss detection tracks it. Control frames
+/// whose values are not kept (MAX_DATA, RESET_STREAM, ...) are left out rather than shown
+/// with made-up values; `cid` gives a NEW_CONNECTION_ID's ID while it is known.
+pub(crate) fn sent_frame_info(
+    f: &crate::connection::sent::SentFrame,
+    cid: impl Fn(u64) -> Option<ConnectionId>,
+) -> Option<FrameInfo> {
     use crate::connection::sent::SentFrame;
-    use crate::types::Dir;
-    match *f {
+    Some(match *f {
         SentFrame::Stream {
             id,
             offset,
@@ -699,34 +703,15 @@ pub(crate) fn sent_frame_info(f: &crate::connection::sent::SentFrame) -> FrameIn
             offset,
             len: len as usize,
         },
-        // Values that went out are not kept; 0 stands for "not known here".
-        SentFrame::MaxData => FrameInfo::MaxData(0),
-        SentFrame::MaxStreamData(id) => FrameInfo::MaxStreamData { id, max: 0 },
-        SentFrame::MaxStreams(d) => FrameInfo::MaxStreams {
-            bidi: d == Dir::Bi,
-            max: 0,
-        },
-        SentFrame::ResetStream(id) => FrameInfo::ResetStream {
-            id,
-            error_code: 0,
-            final_size: 0,
-        },
-        SentFrame::StopSending(id) => FrameInfo::StopSending { id, error_code: 0 },
-        SentFrame::DataBlocked => FrameInfo::DataBlocked(0),
-        SentFrame::StreamDataBlocked(id) => FrameInfo::StreamDataBlocked { id, limit: 0 },
-        SentFrame::StreamsBlocked(d) => FrameInfo::StreamsBlocked {
-            bidi: d == Dir::Bi,
-            limit: 0,
-        },
         SentFrame::NewConnectionId(seq) => FrameInfo::NewConnectionId {
             seq,
             retire_prior_to: 0,
-            cid: None,
+            cid: Some(cid(seq)?),
         },
         SentFrame::RetireConnectionId(seq) => FrameInfo::RetireConnectionId { seq },
         SentFrame::HandshakeDone => FrameInfo::HandshakeDone,
-        SentFrame::NewToken => FrameInfo::NewToken { len: 0 },
         SentFrame::Ping => FrameInfo::Ping,
         SentFrame::AckFrequency(seq) => FrameInfo::AckFrequency { seq },
-    }
+        _ => return None,
+    })
 }

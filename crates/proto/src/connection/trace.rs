@@ -296,10 +296,14 @@ impl Connection {
         }
         let mut header = PacketHeader::new(self.sent_packet_type(space, pn));
         header.packet_number = Some(pn);
+        let cids = &self.local_cids.active;
+        let infos: Vec<FrameInfo> = frames
+            .iter()
+            .filter_map(|f| ev::sent_frame_info(f, |seq| cids.get(&seq).copied()))
+            .collect();
         let Some(t) = self.tracer.as_mut() else {
             return;
         };
-        let infos: Vec<FrameInfo> = frames.iter().map(ev::sent_frame_info).collect();
         let lost = ev::PacketLost {
             header,
             frames: &infos,
