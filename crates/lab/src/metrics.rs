@@ -74,6 +74,9 @@ pub struct RunRecord {
     /// (time s, congestion window bytes) samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cwnd_trace: Vec<(f64, u64)>,
+    /// The time series of `--trace` (cwnd, bytes in flight, RTT, goodput, FEC per bin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::RunTrace>,
     /// Why the run failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

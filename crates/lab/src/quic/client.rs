@@ -39,6 +39,8 @@ pub struct ClientApp {
     start: Instant,
     work: Work,
     app_bytes: u64,
+    /// Bytes read per time bin, when the run records its time series.
+    goodput: Option<crate::trace::ByteBins>,
     done_at: Option<Instant>,
     error: Option<String>,
 }
@@ -86,6 +88,7 @@ impl ClientApp {
             start,
             work,
             app_bytes: 0,
+            goodput: None,
             done_at: None,
             error: None,
         }
@@ -119,6 +122,7 @@ impl ClientApp {
         if !c.is_established() {
             return;
         }
+        let before = self.app_bytes;
         let finished = match &mut self.work {
             Work::Requests { reqs, level } => drive_requests(
                 now,
@@ -140,10 +144,23 @@ impl ClientApp {
                 p.end_time().is_some_and(|t| now >= t)
             }
         };
+        if let Some(g) = self.goodput.as_mut() {
+            g.add(now, self.app_bytes - before);
+        }
         if finished {
             self.done_at = Some(now);
             c.close(now, 0, b"done");
         }
+    }
+
+    /// Records the application bytes read per time bin (`--trace`).
+    pub fn record_goodput(&mut self) {
+        self.goodput = Some(crate::trace::ByteBins::default());
+    }
+
+    /// Bytes read per bin, if recorded.
+    pub fn goodput_bins(&self) -> Option<&[u64]> {
+        self.goodput.as_ref().map(|g| g.bins())
     }
 
     pub fn fill_record(&self, ep: &Endpoint, rec: &mut RunRecord) {

@@ -19,12 +19,15 @@ use qfec_proto::recovery::cc::{BbrConfig, CongestionControl, CubicConfig, NewRen
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
+use qfec_proto::events::EventSinkFactory;
+use qfec_qlog::{QlogFactory, QlogOptions};
 use qfec_sim::{RunOutcome, Simulator};
 
 use crate::campaign::RunSpec;
 use crate::config::ProtocolSettings;
 use crate::metrics::RunRecord;
 use crate::presets::{client_addr, server_addr};
+use crate::trace::{Fanout, SeriesFactory};
 use crate::workload::Workload;
 
 pub use client::ClientApp;
@@ -123,6 +126,11 @@ pub struct RunOptions {
     pub pcap: Option<std::path::PathBuf>,
     /// The simulator's text event log.
     pub event_log: Option<std::path::PathBuf>,
+    /// A directory for qlog files: one per endpoint, named by the run (variant, point, seed),
+    /// the original destination connection ID and the vantage point.
+    pub qlog: Option<std::path::PathBuf>,
+    /// Record the run's time series ([`crate::trace::RunTrace`]) in its record.
+    pub trace: bool,
 }
 
 /// Runs one spec; failures become a record with `error` set.
@@ -133,7 +141,20 @@ pub fn run(spec: &RunSpec) -> RunRecord {
 /// Like [`run`], with captures.
 pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     let mut rec = spec.record();
-    let config = |side| transport_config(&spec.protocol, &spec.workload, side).map(Arc::new);
+    let series = options.trace.then(|| SeriesFactory::new(Side::Server));
+    let events = match event_sinks(spec, options, series.as_ref()) {
+        Ok(e) => e,
+        Err(e) => {
+            rec.error = Some(e);
+            return rec;
+        }
+    };
+    let config = |side| {
+        transport_config(&spec.protocol, &spec.workload, side).map(|mut t| {
+            t.events = events.clone();
+            Arc::new(t)
+        })
+    };
     let (server_transport, client_transport) = match (config(Side::Server), config(Side::Client)) {
         (Ok(s), Ok(c)) => (s, c),
         (Err(e), _) | (_, Err(e)) => {
@@ -169,10 +190,11 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         server_addr(),
         QuicNode::server(server_ep, ServerApp::new(&spec.workload)),
     );
-    let client_id = sim.add_node(
-        client_addr(),
-        QuicNode::client(client_ep, ClientApp::new(conn, &spec.workload, start)),
-    );
+    let mut client_app = ClientApp::new(conn, &spec.workload, start);
+    if options.trace {
+        client_app.record_goodput();
+    }
+    let client_id = sim.add_node(client_addr(), QuicNode::client(client_ep, client_app));
     let (down, _) = spec.links.install(&mut sim, server_addr(), client_addr());
     if let Err(e) = attach_captures(&mut sim, options) {
         rec.error = Some(e);
@@ -184,6 +206,9 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     let server = sim.node(server_id);
     client.fill_record(&mut rec);
     server.fill_record(&mut rec);
+    if let (Some(s), node::App::Client(app)) = (&series, &client.app) {
+        rec.trace = Some(s.finish(app.goodput_bins().unwrap_or_default()));
+    }
     if let Some(e) = rec.error.as_mut() {
         // Say where the sender stood: what a user needs to understand a stall.
         if let Some(d) = server.diagnostics() {
@@ -219,6 +244,52 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         }
     }
     rec
+}
+
+/// The event sinks `options` ask for: qlog files and the time series.
+fn event_sinks(
+    spec: &RunSpec,
+    options: &RunOptions,
+    series: Option<&SeriesFactory>,
+) -> Result<Option<Arc<dyn EventSinkFactory>>, String> {
+    let mut all: Vec<Arc<dyn EventSinkFactory>> = Vec::new();
+    if let Some(dir) = &options.qlog {
+        let mut o = QlogOptions::new(dir);
+        o.prefix = format!("{}_", run_label(spec));
+        o.title = format!("qfec lab: {}", run_label(spec));
+        o.extra_schemas.push(qfec_fec::events::QLOG_SCHEMA.into());
+        all.push(Arc::new(QlogFactory::new(o).map_err(|e| e.to_string())?));
+    }
+    if let Some(s) = series {
+        all.push(Arc::new(s.clone()));
+    }
+    Ok(match all.len() {
+        0 => None,
+        1 => all.pop(),
+        _ => Some(Arc::new(Fanout(all))),
+    })
+}
+
+/// A run's name for files: variant, point (preset or scenario, loss, workload) and seed.
+pub fn run_label(spec: &RunSpec) -> String {
+    let point = spec.preset.as_deref().unwrap_or(&spec.scenario);
+    let raw = format!(
+        "{}_{}_loss{}_{}_s{}",
+        spec.variant,
+        point,
+        spec.loss * 100.0,
+        spec.workload.label(),
+        spec.seed
+    );
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 fn attach_captures(sim: &mut Simulator<QuicNode>, options: &RunOptions) -> Result<(), String> {
