@@ -224,6 +224,7 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         .map_or(sim.now() - start, Duration::from_secs_f64);
     rec.down_queue_mean_bytes = q.mean_queue_bytes(span);
     rec.down_queue_max_bytes = q.max_queue_bytes;
+    rec.down_dropped = q.dropped();
     rec.sim_events = sim.stats().events;
     rec.sim_time_s = sim.now().as_nanos() as f64 / 1e9;
     rec.event_hash = sim.event_hash();
