@@ -296,8 +296,9 @@ impl EventSinkFactory for QlogFactory {
         if slot.is_none() {
             *slot = self.open(&path, &self.header(Vantage::Server, None));
         }
+        // Rare events of a long-lived process: each reaches the file at once.
         if let Some(w) = slot.as_mut()
-            && let Err(e) = w.event(now, event)
+            && let Err(e) = w.event(now, event).and_then(|()| w.flush())
         {
             *slot = None;
             drop(slot);
