@@ -295,6 +295,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
         event_log: args.event_log.clone(),
         qlog: args.qlog.clone(),
         trace: args.trace,
+        events: None,
     };
     if args.trace && args.out.is_none() {
         eprintln!("note: --trace records time series in the runs file: give --out FILE.jsonl");

@@ -714,7 +714,11 @@ fn zerortt_with_quinn_both_ways() {
 fn qlogdir_and_sslkeylogfile_in_the_interop_endpoint() {
     let site = site("qlogdir", &[30 * 1024], 0);
     let base = site.www.parent().unwrap().to_path_buf();
-    let (sdir, cdir, keys) = (base.join("qlog-s"), base.join("qlog-c"), base.join("keys.txt"));
+    let (sdir, cdir, keys) = (
+        base.join("qlog-s"),
+        base.join("qlog-c"),
+        base.join("keys.txt"),
+    );
     let server = qfec_server_with("retry", &site, &[("QLOGDIR", &sdir)]);
     let (out, downloads) = qfec_client_with(
         "retry",
@@ -722,11 +726,18 @@ fn qlogdir_and_sslkeylogfile_in_the_interop_endpoint() {
         server.addr,
         &[("QLOGDIR", &cdir), ("SSLKEYLOGFILE", &keys)],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     check_downloads(&site, &downloads);
     let names = |d: &Path| -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(d)
-            .map(|r| r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default();
         v.sort();
         v
@@ -754,5 +765,9 @@ fn qlogdir_and_sslkeylogfile_in_the_interop_endpoint() {
             .named("quic:packet_sent")
             .any(|e| e["data"]["header"]["packet_type"] == "retry")
     );
-    assert!(std::fs::read_to_string(&keys).unwrap().contains("CLIENT_TRAFFIC_SECRET_0"));
+    assert!(
+        std::fs::read_to_string(&keys)
+            .unwrap()
+            .contains("CLIENT_TRAFFIC_SECRET_0")
+    );
 }

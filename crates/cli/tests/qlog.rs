@@ -19,8 +19,7 @@ fn sqlog_files(dir: &Path) -> Vec<(String, QlogFile)> {
         .filter(|p| p.extension().is_some_and(|x| x == "sqlog"))
         .map(|p| {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let f = validate(&std::fs::read(&p).unwrap())
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let f = validate(&std::fs::read(&p).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
             (name, f)
         })
         .collect();
@@ -46,8 +45,17 @@ fn lab_run_writes_qlog_of_both_ends_and_plots_the_trace() {
     let qlog = dir.join("qlog");
     let runs = dir.join("runs.jsonl");
     let o = Command::new(QFEC)
-        .args(["lab", "run", "--preset", "wlan", "--loss", "2%", "--seeds", "1"])
-        .args(["--workload", "bulk:300kB", "--fec", "none,rlc", "-q", "--trace"])
+        .args([
+            "lab", "run", "--preset", "wlan", "--loss", "2%", "--seeds", "1",
+        ])
+        .args([
+            "--workload",
+            "bulk:300kB",
+            "--fec",
+            "none,rlc",
+            "-q",
+            "--trace",
+        ])
         .arg("--qlog")
         .arg(&qlog)
         .arg("--out")
@@ -134,7 +142,11 @@ fn server_and_client_write_qlog_named_by_the_original_destination_id() {
     succeeded(&o);
     let client = sqlog_files(&cdir);
     assert_eq!(client.len(), 1);
-    let odcid = client[0].0.strip_suffix("_client.sqlog").unwrap().to_string();
+    let odcid = client[0]
+        .0
+        .strip_suffix("_client.sqlog")
+        .unwrap()
+        .to_string();
     assert!(odcid.len() >= 16 && odcid.chars().all(|c| c.is_ascii_hexdigit()));
     assert_eq!(client[0].1.vantage(), Some("client"));
     // The server's file appears once the connection closes (it is flushed then).

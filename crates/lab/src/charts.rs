@@ -91,12 +91,12 @@ impl Metric {
                 .map(|&(t, w)| (t, w as f64 / 1e3))
                 .collect(),
             Metric::Rtt => r.rtt_trace.iter().map(|&(t, s)| (t, s * 1e3)).collect(),
-            Metric::Inflight => trace_points(r, |t| {
-                t.inflight.iter().map(|&b| b as f64 / 1e3).collect()
-            }),
-            Metric::GoodputSeries => trace_points(r, |t| {
-                t.goodput_bps.iter().map(|&b| b / 1e6).collect()
-            }),
+            Metric::Inflight => {
+                trace_points(r, |t| t.inflight.iter().map(|&b| b as f64 / 1e3).collect())
+            }
+            Metric::GoodputSeries => {
+                trace_points(r, |t| t.goodput_bps.iter().map(|&b| b / 1e6).collect())
+            }
             Metric::Redundancy => trace_points(r, |t| {
                 t.redundancy().into_iter().map(|x| x * 100.0).collect()
             }),

@@ -198,8 +198,11 @@ impl EventSink for FanoutSink {
 
 impl EventSinkFactory for Fanout {
     fn connection_sink(&self, info: &ConnectionInfo) -> Option<Box<dyn EventSink>> {
-        let mut sinks: Vec<Box<dyn EventSink>> =
-            self.0.iter().filter_map(|f| f.connection_sink(info)).collect();
+        let mut sinks: Vec<Box<dyn EventSink>> = self
+            .0
+            .iter()
+            .filter_map(|f| f.connection_sink(info))
+            .collect();
         match sinks.len() {
             0 => None,
             1 => sinks.pop(),

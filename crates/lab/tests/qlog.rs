@@ -58,9 +58,16 @@ fn a_lossy_run_traces_the_simulators_losses_from_both_ends() {
     let rec = run_with(&spec(None, 0.03, 3), &options);
     assert!(rec.error.is_none() && rec.completed, "{:?}", rec.error);
     let files = files(&dir);
-    assert_eq!(files.len(), 2, "{:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
+    assert_eq!(
+        files.len(),
+        2,
+        "{:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
     let (client, server) = (&files[0], &files[1]);
-    assert!(client.0.starts_with("none_wlan_loss3_bulk-1MB_s3_") && client.0.ends_with("_client.sqlog"));
+    assert!(
+        client.0.starts_with("none_wlan_loss3_bulk-1MB_s3_") && client.0.ends_with("_client.sqlog")
+    );
     assert!(server.0.ends_with("_server.sqlog"));
     assert_eq!(client.1.vantage(), Some("client"));
     assert_eq!(server.1.vantage(), Some("server"));
@@ -85,11 +92,22 @@ fn a_lossy_run_traces_the_simulators_losses_from_both_ends() {
     let t = rec.trace.as_ref().expect("--trace");
     let n = t.cwnd.len();
     assert!(n as f64 >= rec.completion_time_s.unwrap() / t.bin_s);
-    assert!([t.inflight.len(), t.srtt_s.len(), t.goodput_bps.len(), t.fec_repairs.len()]
+    assert!(
+        [
+            t.inflight.len(),
+            t.srtt_s.len(),
+            t.goodput_bps.len(),
+            t.fec_repairs.len()
+        ]
         .iter()
-        .all(|&l| l == n));
+        .all(|&l| l == n)
+    );
     let read: f64 = t.goodput_bps.iter().map(|b| b * t.bin_s / 8.0).sum();
-    assert!((read - rec.app_bytes as f64).abs() < 1.0, "{read} vs {}", rec.app_bytes);
+    assert!(
+        (read - rec.app_bytes as f64).abs() < 1.0,
+        "{read} vs {}",
+        rec.app_bytes
+    );
     assert!(t.cwnd.iter().all(|&c| c > 0) && t.srtt_s.iter().skip(1).all(|&r| r > 0.0));
     assert_eq!(t.fec_repairs.iter().sum::<u64>(), 0);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -633,7 +633,10 @@ impl Endpoint {
             h.scid = Some(new_scid);
             h.dcid = Some(scid);
             h.token_len = Some(token.len());
-            f.endpoint_event(now, &Event::PacketSent(&PacketEvent::new(h, &[], buf.len())));
+            f.endpoint_event(
+                now,
+                &Event::PacketSent(&PacketEvent::new(h, &[], buf.len())),
+            );
         }
         self.stateless.push_back((remote, buf));
     }

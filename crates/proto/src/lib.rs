@@ -1,7 +1,9 @@
 //! qfec-proto: a sans-IO QUIC v1 implementation (RFC 9000, 9001, 9002).
 //!
 //! The core never reads a clock or a socket: drivers pass `now` into every call and move the
-//! datagrams themselves. All randomness comes from seeds given by the caller.
+//! datagrams themselves. All randomness comes from seeds given by the caller. Traces (qlog,
+//! time series) come from typed [`events`] handed to a sink the caller configures; without
+//! one, none is built.
 
 pub mod coding;
 pub mod frame;

@@ -61,12 +61,18 @@ pub fn event_record(now: Instant, event: &Event<'_>) -> Option<Value> {
             key_type,
             key_phase,
             trigger,
-        } => ("quic:key_updated", key(key_type.as_str(), *key_phase, trigger.as_str())),
+        } => (
+            "quic:key_updated",
+            key(key_type.as_str(), *key_phase, trigger.as_str()),
+        ),
         Event::KeyDiscarded {
             key_type,
             key_phase,
             trigger,
-        } => ("quic:key_discarded", key(key_type.as_str(), *key_phase, trigger.as_str())),
+        } => (
+            "quic:key_discarded",
+            key(key_type.as_str(), *key_phase, trigger.as_str()),
+        ),
         Event::ConnectionStateUpdated { old, new } => {
             let mut m = Map::new();
             if let Some(o) = old {
@@ -221,7 +227,13 @@ pub(crate) fn frame(f: &FrameInfo) -> Value {
         } => {
             let ranges: Vec<Value> = ranges
                 .iter()
-                .map(|&(lo, hi)| if lo == hi { json!([lo]) } else { json!([lo, hi]) })
+                .map(|&(lo, hi)| {
+                    if lo == hi {
+                        json!([lo])
+                    } else {
+                        json!([lo, hi])
+                    }
+                })
                 .collect();
             let mut m = json!({
                 "frame_type": "ack",

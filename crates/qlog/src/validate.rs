@@ -41,7 +41,10 @@ impl QlogFile {
 /// Splits a JSON-SEQ text into its records (RFC 7464: each starts with 0x1E).
 pub fn records(bytes: &[u8]) -> Result<Vec<Value>, ValidationError> {
     if bytes.first() != Some(&crate::RS) {
-        return Err(err(0, "the file does not start with a record separator (0x1E)"));
+        return Err(err(
+            0,
+            "the file does not start with a record separator (0x1E)",
+        ));
     }
     bytes[1..]
         .split(|b| *b == crate::RS)
@@ -82,7 +85,8 @@ fn err(record: usize, message: &str) -> ValidationError {
 type Check = Result<(), String>;
 
 fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a serde_json::Map<String, Value>, String> {
-    v.as_object().ok_or_else(|| format!("{what} is not an object"))
+    v.as_object()
+        .ok_or_else(|| format!("{what} is not an object"))
 }
 
 fn text(m: &serde_json::Map<String, Value>, k: &str, what: &str) -> Result<String, String> {
@@ -138,13 +142,19 @@ fn check_header(h: &Value) -> Check {
     let m = obj(h, "header")?;
     let schema = text(m, "file_schema", "header")?;
     if schema != crate::FILE_SCHEMA_SEQ {
-        return Err(format!("file_schema {schema:?} is not the sequential schema"));
+        return Err(format!(
+            "file_schema {schema:?} is not the sequential schema"
+        ));
     }
     let format = text(m, "serialization_format", "header")?;
     if !format.eq_ignore_ascii_case(crate::SERIALIZATION_FORMAT) {
         return Err(format!("serialization_format {format:?}"));
     }
-    let trace = obj(m.get("trace").ok_or("header: required field \"trace\" missing")?, "trace")?;
+    let trace = obj(
+        m.get("trace")
+            .ok_or("header: required field \"trace\" missing")?,
+        "trace",
+    )?;
     let schemas = trace
         .get("event_schemas")
         .and_then(Value::as_array)
@@ -154,7 +164,12 @@ fn check_header(h: &Value) -> Check {
     }
     if let Some(vp) = trace.get("vantage_point") {
         let vp = obj(vp, "vantage_point")?;
-        one_of(vp, "type", &["client", "server", "network", "unknown"], true)?;
+        one_of(
+            vp,
+            "type",
+            &["client", "server", "network", "unknown"],
+            true,
+        )?;
     }
     if let Some(cf) = trace.get("common_fields") {
         let cf = obj(cf, "common_fields")?;
@@ -333,7 +348,10 @@ fn check_event(e: &Value) -> Check {
     if namespace.is_empty() || ty.is_empty() {
         return Err(format!("name {name:?} is not namespace:event"));
     }
-    let d = obj(m.get("data").ok_or("required field \"data\" missing")?, "data")?;
+    let d = obj(
+        m.get("data").ok_or("required field \"data\" missing")?,
+        "data",
+    )?;
     if namespace != "quic" {
         return Ok(());
     }

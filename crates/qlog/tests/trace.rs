@@ -138,7 +138,9 @@ fn a_lossy_transfer_traces_every_drop_as_a_lost_packet() {
 fn fec_events_match_its_counters() {
     let dir = temp_dir("fec");
     let mut options = QlogOptions::new(&dir);
-    options.extra_schemas.push(qfec_fec::events::QLOG_SCHEMA.into());
+    options
+        .extra_schemas
+        .push(qfec_fec::events::QLOG_SCHEMA.into());
     let factory = Arc::new(QlogFactory::new(options).unwrap());
     let mut server_t = TransportConfig::default();
     FecConfig::new("rlc".parse().ok()).install(&mut server_t);
@@ -172,7 +174,10 @@ fn fec_events_match_its_counters() {
     );
     let count = |f: &QlogFile, n| f.named(n).count() as u64;
     assert!(s.repair_symbols_sent > 0 && c.symbols_recovered > 0);
-    assert_eq!(count(&server, "fec:source_protected"), s.source_symbols_sent);
+    assert_eq!(
+        count(&server, "fec:source_protected"),
+        s.source_symbols_sent
+    );
     assert_eq!(count(&server, "fec:repair_sent"), s.repair_symbols_sent);
     assert_eq!(count(&client, "fec:symbol_recovered"), c.symbols_recovered);
     assert_eq!(count(&server, "fec:scheme_changed"), 1);

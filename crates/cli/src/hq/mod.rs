@@ -20,11 +20,11 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use qfec_fec::FecConfig;
-use qfec_qlog::{QlogFactory, QlogOptions};
 use qfec_proto::{
     Endpoint, EndpointConfig, RecoveredLossMode, ServerConfig, TransportConfig,
     recovery::cc::CongestionControl,
 };
+use qfec_qlog::{QlogFactory, QlogOptions};
 
 pub const ALPN_HQ: &[u8] = b"hq-interop";
 /// Application error code for "file not found" (HTTP/0.9 has none; the interop runner uses

@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
+use qfec_proto::events::EventSinkFactory;
 use qfec_proto::recovery::cc::{BbrConfig, CongestionControl, CubicConfig, NewRenoConfig};
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
-use qfec_proto::events::EventSinkFactory;
 use qfec_qlog::{QlogFactory, QlogOptions};
 use qfec_sim::{RunOutcome, Simulator};
 
@@ -131,6 +131,8 @@ pub struct RunOptions {
     pub qlog: Option<std::path::PathBuf>,
     /// Record the run's time series ([`crate::trace::RunTrace`]) in its record.
     pub trace: bool,
+    /// Another event sink for both endpoints' connections (tests, measurements).
+    pub events: Option<Arc<dyn EventSinkFactory>>,
 }
 
 /// Runs one spec; failures become a record with `error` set.
@@ -263,6 +265,9 @@ fn event_sinks(
     }
     if let Some(s) = series {
         all.push(Arc::new(s.clone()));
+    }
+    if let Some(e) = &options.events {
+        all.push(e.clone());
     }
     Ok(match all.len() {
         0 => None,

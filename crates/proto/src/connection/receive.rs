@@ -9,9 +9,9 @@ use super::extension::FrameOutcome;
 use super::{Connection, ConnectionError, Event, SpaceId, State};
 use crate::coding::Reader;
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
+use crate::events::{self as ev, DropReason, PacketHeader, PacketType};
 use crate::frame::{Frame, FrameRegistry, PacketKind, decode_frame, parse_frames};
 use crate::packet::{self, LongType, ParsedHeader};
-use crate::events::{self as ev, DropReason, PacketHeader, PacketType};
 use crate::time::Instant;
 use crate::types::{ConnectionId, Side, TransportError, error_code};
 

@@ -155,7 +155,9 @@ impl Connection {
         let exponent = if sent {
             u64::from(self.config.ack_delay_exponent)
         } else {
-            self.peer_params.as_ref().map_or(3, |p| p.ack_delay_exponent)
+            self.peer_params
+                .as_ref()
+                .map_or(3, |p| p.ack_delay_exponent)
         };
         let registry = self.frame_registry();
         for f in parse_frames(payload, &registry) {
