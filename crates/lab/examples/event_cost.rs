@@ -54,8 +54,10 @@ fn main() {
     sweep.variants = ["none", "adaptive"]
         .iter()
         .map(|f| {
-            let mut protocol = qfec_lab::ProtocolSettings::default();
-            protocol.fec = (*f != "none").then(|| f.parse().unwrap());
+            let protocol = qfec_lab::ProtocolSettings {
+                fec: (*f != "none").then(|| f.parse().unwrap()),
+                ..Default::default()
+            };
             Variant {
                 name: f.to_string(),
                 protocol,
