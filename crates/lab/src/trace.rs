@@ -84,6 +84,8 @@ impl SenderSeries {
     fn on_event(&mut self, now: Instant, event: &Event<'_>) {
         match event {
             Event::MetricsUpdated(m) => {
+                // The bins before this one keep the values from before this update.
+                let i = self.bin(now);
                 if let Some(c) = m.congestion_window {
                     self.last.0 = c;
                 }
@@ -93,7 +95,6 @@ impl SenderSeries {
                 if let Some(r) = m.smoothed_rtt {
                     self.last.2 = r.as_secs_f64();
                 }
-                let i = self.bin(now);
                 (self.cwnd[i], self.inflight[i], self.srtt_s[i]) = self.last;
             }
             Event::Extension(e) => match e.as_any().downcast_ref::<FecEvent>() {
