@@ -712,9 +712,10 @@ impl Connection {
         if self.error.is_none() {
             if let Some(t) = self.tracer.as_mut() {
                 let initiator = match err {
-                    ConnectionError::TransportError(_) | ConnectionError::LocallyClosed => {
-                        ev::Initiator::Local
-                    }
+                    // Our decisions: an error we found, our application, our idle timer.
+                    ConnectionError::TransportError(_)
+                    | ConnectionError::LocallyClosed
+                    | ConnectionError::TimedOut => ev::Initiator::Local,
                     _ => ev::Initiator::Remote,
                 };
                 t.emit(
