@@ -145,10 +145,14 @@ impl<W: Write> QlogWriter<W> {
     }
 }
 
+/// Writes one record with a single `write_all`, so that a buffered writer never leaves half
+/// a record in the file for a reader of a live trace.
 fn write_record(out: &mut impl Write, record: &Value) -> io::Result<()> {
-    out.write_all(&[RS])?;
-    serde_json::to_writer(&mut *out, record).map_err(io::Error::other)?;
-    out.write_all(b"\n")
+    let mut buf = Vec::with_capacity(256);
+    buf.push(RS);
+    serde_json::to_writer(&mut buf, record).map_err(io::Error::other)?;
+    buf.push(b'\n');
+    out.write_all(&buf)
 }
 
 /// Why a qlog file could not be written.
