@@ -29,7 +29,8 @@ pub enum LabCommand {
     /// report.md beside the paper's numbers, SVG figures.
     Reproduce(ReproduceArgs),
     /// Draw an SVG figure from a runs file written by `lab run --out FILE.jsonl`: the ECDF of
-    /// a metric across runs, its median against --x, or a run's time series (cwnd, rtt).
+    /// a metric across runs, its median against --x, or a run's time series (cwnd, rtt;
+    /// inflight, goodput-ts, redundancy from runs made with --trace).
     Plot(PlotArgs),
 }
 
@@ -37,7 +38,8 @@ pub enum LabCommand {
 pub struct PlotArgs {
     /// Runs file (JSON lines, from `qfec lab run --out runs.jsonl` or a reproduction).
     runs: PathBuf,
-    /// dct, goodput, xi, overhead, retx; or the time series cwnd, rtt.
+    /// dct, goodput, xi, overhead, retx; or the time series cwnd, rtt, and (runs made with
+    /// --trace) inflight, goodput-ts, redundancy.
     #[arg(long)]
     y: String,
     /// Draw the median of --y against loss or seed instead of its ECDF.
@@ -149,6 +151,16 @@ pub struct RunArgs {
     /// Write the simulator's event log as text (single run only).
     #[arg(long)]
     event_log: Option<PathBuf>,
+    /// Write qlog (JSON-SEQ) files into this directory: per run, one per endpoint, named
+    /// VARIANT_POINT_sSEED_<odcid>_<client|server>.sqlog, times in ms of virtual time from
+    /// the run's start.
+    #[arg(long, value_name = "DIR")]
+    qlog: Option<PathBuf>,
+    /// Record each run's time series in its record (congestion window, bytes in flight,
+    /// smoothed RTT, goodput and FEC repair per 100 ms); draw them with `qfec lab plot
+    /// --y inflight|goodput-ts|redundancy`.
+    #[arg(long)]
+    trace: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -290,7 +302,13 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     let options = quic::RunOptions {
         pcap: args.pcap.clone(),
         event_log: args.event_log.clone(),
+        qlog: args.qlog.clone(),
+        trace: args.trace,
+        events: None,
     };
+    if args.trace && args.out.is_none() {
+        eprintln!("note: --trace records time series in the runs file: give --out FILE.jsonl");
+    }
     let progress = !args.quiet && std::io::stderr().is_terminal() && specs.len() > 1;
     let started = Instant::now();
     let total = specs.len();

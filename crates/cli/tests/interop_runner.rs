@@ -196,12 +196,17 @@ impl Drop for Server {
 }
 
 fn qfec_server(testcase: &str, site: &Site) -> Server {
+    qfec_server_with(testcase, site, &[])
+}
+
+fn qfec_server_with(testcase: &str, site: &Site, env: &[(&str, &Path)]) -> Server {
     let mut child = Command::new(QFEC)
         .args(["interop", "--listen", "127.0.0.1:0"])
         .env("ROLE", "server")
         .env("TESTCASE", testcase)
         .env("WWW", &site.www)
         .env("CERTS", &site.certs)
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -217,6 +222,15 @@ fn qfec_server(testcase: &str, site: &Site) -> Server {
 }
 
 fn qfec_client(testcase: &str, site: &Site, server: SocketAddr) -> (std::process::Output, PathBuf) {
+    qfec_client_with(testcase, site, server, &[])
+}
+
+fn qfec_client_with(
+    testcase: &str,
+    site: &Site,
+    server: SocketAddr,
+    env: &[(&str, &Path)],
+) -> (std::process::Output, PathBuf) {
     let downloads = site.www.parent().unwrap().join("downloads");
     let _ = std::fs::remove_dir_all(&downloads);
     let requests: Vec<String> = site
@@ -230,6 +244,7 @@ fn qfec_client(testcase: &str, site: &Site, server: SocketAddr) -> (std::process
         .env("TESTCASE", testcase)
         .env("REQUESTS", requests.join(" "))
         .env("DOWNLOADS", &downloads)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     (out, downloads)
@@ -689,5 +704,70 @@ fn zerortt_with_quinn_both_ways() {
     assert!(
         stdout.contains("0-RTT: requests sent early, accepted"),
         "{stdout}"
+    );
+}
+
+/// The runner's QLOGDIR and SSLKEYLOGFILE: each end writes its connection's qlog, named by
+/// the original destination connection ID, and the server's stateless Retry goes to its
+/// endpoint trace.
+#[test]
+fn qlogdir_and_sslkeylogfile_in_the_interop_endpoint() {
+    let site = site("qlogdir", &[30 * 1024], 0);
+    let base = site.www.parent().unwrap().to_path_buf();
+    let (sdir, cdir, keys) = (
+        base.join("qlog-s"),
+        base.join("qlog-c"),
+        base.join("keys.txt"),
+    );
+    let server = qfec_server_with("retry", &site, &[("QLOGDIR", &sdir)]);
+    let (out, downloads) = qfec_client_with(
+        "retry",
+        &site,
+        server.addr,
+        &[("QLOGDIR", &cdir), ("SSLKEYLOGFILE", &keys)],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+    let names = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let client = names(&cdir);
+    assert_eq!(client.len(), 1, "{client:?}");
+    let odcid = client[0].strip_suffix("_client.sqlog").unwrap();
+    let read = |p: PathBuf| qfec_qlog::validate::validate(&std::fs::read(p).unwrap()).unwrap();
+    let c = read(cdir.join(&client[0]));
+    assert_eq!(
+        c.named("quic:packet_received")
+            .filter(|e| e["data"]["header"]["packet_type"] == "retry")
+            .count(),
+        1
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let want = format!("{odcid}_server.sqlog");
+    while !names(&sdir).contains(&want) {
+        assert!(std::time::Instant::now() < deadline, "{:?}", names(&sdir));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let endpoint = read(sdir.join("endpoint_server.sqlog"));
+    assert!(
+        endpoint
+            .named("quic:packet_sent")
+            .any(|e| e["data"]["header"]["packet_type"] == "retry")
+    );
+    assert!(
+        std::fs::read_to_string(&keys)
+            .unwrap()
+            .contains("CLIENT_TRAFFIC_SECRET_0")
     );
 }

@@ -32,6 +32,7 @@
 //! assert_eq!(transport.extensions.len(), 1);
 //! ```
 
+pub mod events;
 mod extension;
 mod receiver;
 pub mod redundancy;
@@ -42,6 +43,7 @@ use std::sync::Arc;
 
 use qfec_proto::{RecoveredLossMode, TransportConfig};
 
+pub use events::FecEvent;
 pub use extension::FecExtension;
 pub use redundancy::{
     Feedback, FixedRedundancy, ParseRedundancyError, Redundancy, RedundancyController,

@@ -306,6 +306,9 @@ impl Receiver {
             }
             self.symbol_ack_pending = true;
             stats.symbols_recovered += 1;
+            if cx.tracing() {
+                cx.emit(&crate::events::FecEvent::SymbolRecovered { sid: r.id });
+            }
             cx.deliver_recovered(Bytes::from(r.data));
             cx.ack_immediately();
         }

@@ -9,6 +9,7 @@ use qfec_proto::frame::AckRanges;
 use qfec_proto::{ExtensionCx, Instant, RecoveredLossMode, SentPacketInfo, TransportError};
 
 use crate::FecStats;
+use crate::events::FecEvent;
 use crate::redundancy::{Feedback, RedundancyController, RedundancyCx};
 use crate::wire::{self, MAX_SYMBOL_SIZE, SchemeId};
 
@@ -151,6 +152,8 @@ pub(crate) struct Sender {
     code: Option<Code>,
     /// The code cannot be built (the peer decodes none of what the controller wants).
     idle: bool,
+    /// The scheme last reported to the trace (`None`: none yet, or idle).
+    traced_scheme: Option<Scheme>,
     next_sid: u64,
     /// The SID written into the protected region of the packet being built.
     region_sid: Option<u64>,
@@ -187,6 +190,7 @@ impl Sender {
             window_epoch: None,
             code: None,
             idle: false,
+            traced_scheme: None,
             next_sid: 0,
             region_sid: None,
             sids: SidMap::default(),
@@ -210,7 +214,7 @@ impl Sender {
 
     /// Builds the code if there is none yet, or a new one if the controller asks; false when
     /// no repair can be sent.
-    fn ensure_code(&mut self, cx: &ExtensionCx<'_>) -> bool {
+    fn ensure_code(&mut self, cx: &mut ExtensionCx<'_>) -> bool {
         self.max_payload = cx.max_packet_payload();
         if self.window == 0 {
             return false;
@@ -234,9 +238,14 @@ impl Sender {
             .controller
             .scheme(self.window)
             .filter(|s| self.peer_schemes.contains(&SchemeId::of(s)))
-            .and_then(|s| Code::new(s, self.max_payload));
+            .and_then(|s| Some((s, Code::new(s, self.max_payload)?)));
+        let scheme = code.as_ref().map(|(s, _)| *s);
+        if cx.tracing() && scheme != self.traced_scheme {
+            self.traced_scheme = scheme;
+            cx.emit(&FecEvent::SchemeChanged { scheme });
+        }
         match code {
-            Some(c) => {
+            Some((_, c)) => {
                 self.code = Some(c);
                 true
             }
@@ -249,7 +258,7 @@ impl Sender {
 
     pub fn begin_protected(
         &mut self,
-        cx: &ExtensionCx<'_>,
+        cx: &mut ExtensionCx<'_>,
         room: usize,
     ) -> Option<qfec_proto::ProtectedRegion> {
         if !self.ensure_code(cx) {
@@ -283,7 +292,7 @@ impl Sender {
     /// Writes the pending repair symbols that fit.
     pub fn write_frames(
         &mut self,
-        cx: &ExtensionCx<'_>,
+        cx: &mut ExtensionCx<'_>,
         buf: &mut Vec<u8>,
         max: usize,
         stats: &mut FecStats,
@@ -316,6 +325,10 @@ impl Sender {
                 break;
             }
             wire::encode_repair(buf, *id, r.meta(), &r.payload);
+            if cx.tracing() {
+                let scheme = *id;
+                cx.emit(&FecEvent::RepairSent { scheme, len });
+            }
             let (_, r, _) = self.repairs.pop_front().expect("non-empty");
             if let Some(code) = self.code.as_mut() {
                 code.enc.recycle(r);
@@ -342,7 +355,7 @@ impl Sender {
 
     pub fn on_packet_sent(
         &mut self,
-        cx: &ExtensionCx<'_>,
+        cx: &mut ExtensionCx<'_>,
         packet: &SentPacketInfo<'_>,
         stats: &mut FecStats,
     ) {
@@ -364,6 +377,14 @@ impl Sender {
         };
         self.next_sid += 1;
         stats.source_symbols_sent += 1;
+        if cx.tracing() {
+            let len = data.len();
+            cx.emit(&FecEvent::SourceProtected {
+                sid,
+                packet_number: pn,
+                len,
+            });
+        }
         stats.fec_bytes_sent += wire::sid_len(sid) as u64;
         self.sids.push(sid, pn, cx.now);
         code.add_deadline(packet.deadline);

@@ -1,6 +1,7 @@
 //! Bulk goodput over real loopback UDP: qfec client <- qfec server, the same with FEC on
-//! (RLC, one repair symbol per ten source symbols over a window of 20), and quinn <- quinn, in
-//! the same run, printed side by side with the ratios qfec/quinn and FEC on/off.
+//! (RLC, one repair symbol per ten source symbols over a window of 20), qfec with a no-op
+//! event sink on both ends (what building the trace events costs, `noop/qfec`), and quinn <-
+//! quinn, in the same run, printed side by side with the ratios.
 //!
 //! `cargo bench -p qfec-io --bench loopback` (QFEC_BENCH_MB=300 QFEC_BENCH_RUNS=7 to change;
 //! QFEC_BENCH_FEC sets the FEC scheme).
@@ -11,9 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 use qfec_io::{Application, Driver};
+use qfec_proto::events::{ConnectionInfo, Event, EventSink, EventSinkFactory};
 use qfec_proto::{
-    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, EndpointConfig, Event,
-    Instant, ReadError, ServerConfig, ServerCryptoConfig, StreamId, TransportConfig, WriteError,
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, EndpointConfig,
+    Event as AppEvent, Instant, ReadError, ServerConfig, ServerCryptoConfig, StreamId,
+    TransportConfig, WriteError,
 };
 
 const ALPN: &[u8] = b"bench";
@@ -59,7 +62,7 @@ impl Application for Sender {
         for &h in &self.conns {
             if let Some(c) = ep.connection_mut(h) {
                 while let Some(ev) = c.poll() {
-                    if let Event::ConnectionLost(_) = ev {
+                    if let AppEvent::ConnectionLost(_) = ev {
                         self.done = true;
                     }
                 }
@@ -121,7 +124,7 @@ impl Application for Receiver {
             return ControlFlow::Break(());
         };
         while let Some(ev) = c.poll() {
-            if let Event::ConnectionLost(e) = ev {
+            if let AppEvent::ConnectionLost(e) = ev {
                 panic!("bench connection lost: {e}");
             }
         }
@@ -152,10 +155,34 @@ impl Application for Receiver {
     }
 }
 
-fn qfec_run(bytes: u64, fec: Option<&str>) -> Duration {
+/// An event sink that looks at every event and keeps nothing: the cost of tracing itself.
+#[derive(Debug)]
+struct NoopEvents;
+
+struct NoopSink;
+
+impl EventSink for NoopSink {
+    fn event(&mut self, _now: Instant, event: &Event<'_>) {
+        std::hint::black_box(event);
+    }
+}
+
+impl EventSinkFactory for NoopEvents {
+    fn connection_sink(&self, _info: &ConnectionInfo) -> Option<Box<dyn EventSink>> {
+        Some(Box::new(NoopSink))
+    }
+}
+
+fn qfec_run(bytes: u64, fec: Option<&str>, events: bool) -> Duration {
+    let traced = |mut t: TransportConfig| {
+        if events {
+            t.events = Some(Arc::new(NoopEvents));
+        }
+        Arc::new(t)
+    };
     let (chain, key) = qfec_proto::self_signed_certificate(&["localhost"]).unwrap();
     let mut sc = ServerConfig::new(ServerCryptoConfig::new(chain, key, &[ALPN]).unwrap());
-    sc.transport = Arc::new(transport(fec, true));
+    sc.transport = traced(transport(fec, true));
     let server_ep = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 1);
     let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -190,7 +217,7 @@ fn qfec_run(bytes: u64, fec: Option<&str>) -> Duration {
         let ep = Endpoint::new(Arc::new(EndpointConfig::default()), None, 2);
         let mut d = Driver::bind(loopback, ep).unwrap();
         let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
-        cc.transport = Arc::new(transport(fec, false));
+        cc.transport = traced(transport(fec, false));
         let start = StdInstant::now();
         let h = d.endpoint.connect(d.now(), cc, addr, "localhost").unwrap();
         let mut app = Receiver {
@@ -298,8 +325,8 @@ fn main() {
     let fec = std::env::var("QFEC_BENCH_FEC").unwrap_or_else(|_| "rlc(20,10)".into());
     let bytes = mb * 1_000_000;
     println!("bulk download over loopback UDP, {mb} MB, {runs} alternating runs each");
-    let (mut qs, mut fs, mut ns) = (Vec::new(), Vec::new(), Vec::new());
-    // QFEC_BENCH_ONLY=qfec,fec (any of qfec, fec, quinn) runs only those sides.
+    let (mut qs, mut fs, mut ns, mut es) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // QFEC_BENCH_ONLY=qfec,fec (any of qfec, fec, noop, quinn) runs only those sides.
     let only = std::env::var("QFEC_BENCH_ONLY").unwrap_or_default();
     let side = |name: &str, f: &dyn Fn() -> f64| {
         if only.is_empty() || only.split(',').any(|o| o.trim() == name) {
@@ -309,27 +336,40 @@ fn main() {
         }
     };
     for i in 0..runs {
-        let q = side("qfec", &|| gbps(bytes, qfec_run(bytes, None)));
-        let f = side("fec", &|| gbps(bytes, qfec_run(bytes, Some(&fec))));
+        let q = side("qfec", &|| gbps(bytes, qfec_run(bytes, None, false)));
+        let e = side("noop", &|| gbps(bytes, qfec_run(bytes, None, true)));
+        let f = side("fec", &|| gbps(bytes, qfec_run(bytes, Some(&fec), false)));
         let n = side("quinn", &|| gbps(bytes, quinn_run(bytes)));
         println!(
-            "run {}: qfec {q:.2} Gb/s   qfec+{fec} {f:.2} Gb/s   quinn {n:.2} Gb/s   \
-             qfec/quinn {:.2}   fec/qfec {:.2}",
+            "run {}: qfec {q:.2} Gb/s   qfec+noop-sink {e:.2} Gb/s   qfec+{fec} {f:.2} Gb/s   \
+             quinn {n:.2} Gb/s   qfec/quinn {:.2}   noop/qfec {:.3}   fec/qfec {:.2}",
             i + 1,
             q / n,
+            e / q,
             f / q
         );
         qs.push(q);
         fs.push(f);
         ns.push(n);
+        es.push(e);
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(|a, b| a.total_cmp(b));
         v[v.len() / 2]
     };
     let best = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::max);
-    let (bq, bf, bn) = (best(&qs), best(&fs), best(&ns));
-    let (mq, mf, mn) = (median(&mut qs), median(&mut fs), median(&mut ns));
+    let (bq, bf, bn, be) = (best(&qs), best(&fs), best(&ns), best(&es));
+    let (mq, mf, mn, me) = (
+        median(&mut qs),
+        median(&mut fs),
+        median(&mut ns),
+        median(&mut es),
+    );
+    println!(
+        "no-op event sink: median {me:.2} Gb/s ({:.3} of qfec's), best {be:.2} ({:.3})",
+        me / mq,
+        be / bq
+    );
     println!(
         "median: qfec {mq:.2}   qfec+fec {mf:.2}   quinn {mn:.2} Gb/s   qfec/quinn {:.2}   \
          fec/qfec {:.2}",

@@ -1,6 +1,7 @@
 //! Figures from run records (`qfec lab plot`): the distribution of a metric across runs
 //! (ECDF), a metric against a swept parameter (median per value), or the time series a run
-//! recorded (congestion window, smoothed RTT), with one curve per group of runs.
+//! recorded (congestion window, smoothed RTT; with `lab run --trace` also bytes in flight,
+//! goodput and FEC redundancy per 100 ms), with one curve per group of runs.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,10 +25,17 @@ pub enum Metric {
     Cwnd,
     /// Time series: smoothed RTT.
     Rtt,
+    /// Time series (`--trace`): the sender's bytes in flight.
+    Inflight,
+    /// Time series (`--trace`): goodput per bin.
+    GoodputSeries,
+    /// Time series (`--trace`): repair symbols over all symbols the sender sent, per bin.
+    Redundancy,
 }
 
 impl Metric {
-    const NAMES: &'static str = "dct, goodput, xi, overhead, retx, cwnd, rtt";
+    const NAMES: &'static str =
+        "dct, goodput, xi, overhead, retx, cwnd, rtt, inflight, goodput-ts, redundancy";
 
     /// Axis label with units.
     pub fn label(self) -> &'static str {
@@ -39,12 +47,22 @@ impl Metric {
             Metric::Retransmissions => "retransmitted packets",
             Metric::Cwnd => "congestion window (kB)",
             Metric::Rtt => "smoothed RTT (ms)",
+            Metric::Inflight => "bytes in flight (kB)",
+            Metric::GoodputSeries => "goodput per 100 ms (Mb/s)",
+            Metric::Redundancy => "repair symbols (% of symbols sent)",
         }
     }
 
     /// Whether the runs recorded it over time (the others are one value per run).
     pub fn is_series(self) -> bool {
-        matches!(self, Metric::Cwnd | Metric::Rtt)
+        matches!(
+            self,
+            Metric::Cwnd
+                | Metric::Rtt
+                | Metric::Inflight
+                | Metric::GoodputSeries
+                | Metric::Redundancy
+        )
     }
 
     fn of(self, r: &RunRecord) -> Option<f64> {
@@ -57,7 +75,11 @@ impl Metric {
             Metric::DctRatio => r.dct_ratio,
             Metric::Overhead => Some(r.overhead() * 100.0),
             Metric::Retransmissions => Some(r.retransmissions as f64),
-            Metric::Cwnd | Metric::Rtt => None,
+            Metric::Cwnd
+            | Metric::Rtt
+            | Metric::Inflight
+            | Metric::GoodputSeries
+            | Metric::Redundancy => None,
         }
     }
 
@@ -69,9 +91,33 @@ impl Metric {
                 .map(|&(t, w)| (t, w as f64 / 1e3))
                 .collect(),
             Metric::Rtt => r.rtt_trace.iter().map(|&(t, s)| (t, s * 1e3)).collect(),
+            Metric::Inflight => {
+                trace_points(r, |t| t.inflight.iter().map(|&b| b as f64 / 1e3).collect())
+            }
+            Metric::GoodputSeries => {
+                trace_points(r, |t| t.goodput_bps.iter().map(|&b| b / 1e6).collect())
+            }
+            Metric::Redundancy => trace_points(r, |t| {
+                t.redundancy().into_iter().map(|x| x * 100.0).collect()
+            }),
             _ => Vec::new(),
         }
     }
+}
+
+/// A `--trace` series of a run as (bin start s, value) points; none without a trace.
+fn trace_points(
+    r: &RunRecord,
+    values: impl Fn(&crate::trace::RunTrace) -> Vec<f64>,
+) -> Vec<(f64, f64)> {
+    let Some(t) = &r.trace else {
+        return Vec::new();
+    };
+    values(t)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (t.time(i), v))
+        .collect()
 }
 
 /// A name that is not a metric, parameter or grouping.
@@ -94,6 +140,9 @@ impl FromStr for Metric {
             "retx" | "retransmissions" => Metric::Retransmissions,
             "cwnd" => Metric::Cwnd,
             "rtt" => Metric::Rtt,
+            "inflight" | "bytes_in_flight" => Metric::Inflight,
+            "goodput-ts" | "goodput_ts" => Metric::GoodputSeries,
+            "redundancy" => Metric::Redundancy,
             _ => {
                 return Err(UnknownName {
                     what: "metric",
@@ -186,7 +235,7 @@ pub enum ChartError {
     #[error("--x {0} is not numeric: use --x loss or --x seed")]
     NotNumeric(&'static str),
     #[error(
-        "no run has {0}: time series need runs written as JSON lines by `qfec lab run --out FILE.jsonl`"
+        "no run has {0}: time series need runs written as JSON lines by `qfec lab run --out FILE.jsonl` (bytes in flight, goodput-ts and redundancy also --trace)"
     )]
     NoSeries(&'static str),
     #[error("no run has a value for {0} (xi needs a FEC variant beside `none` in the campaign)")]

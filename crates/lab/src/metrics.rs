@@ -32,6 +32,12 @@ pub struct RunRecord {
     pub retransmissions: u64,
     /// Packets declared lost that arrived after all.
     pub spurious_retransmissions: u64,
+    /// Ack-eliciting packets the endpoints declared lost (both endpoints).
+    #[serde(default)]
+    pub packets_lost: u64,
+    /// Datagrams the downlink (server to client) dropped: ingress, queue, air and blackhole.
+    #[serde(default)]
+    pub down_dropped: u64,
     /// Bytes FEC added on the wire, both endpoints: packets carrying repair symbols and the
     /// SID, SYMBOL_ACK and FEC_WINDOW frames (overhead = fec_bytes / bytes_on_wire).
     #[serde(default)]
@@ -86,6 +92,9 @@ pub struct RunRecord {
     /// (time s, congestion window bytes) samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cwnd_trace: Vec<(f64, u64)>,
+    /// The time series of `--trace` (cwnd, bytes in flight, RTT, goodput, FEC per bin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::RunTrace>,
     /// Why the run failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

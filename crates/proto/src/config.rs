@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::connection::extension::ExtensionFactory;
 use crate::crypto::{ClientCryptoConfig, ServerCryptoConfig};
+use crate::events::EventSinkFactory;
 use crate::recovery::cc::{CongestionControl, ControllerFactory};
 
 /// Settings of one connection's transport (both sides).
@@ -58,6 +59,8 @@ pub struct TransportConfig {
     /// Extensions (FEC, ...): each factory builds one extension per connection, which
     /// advertises its transport parameters and owns its frame types.
     pub extensions: Vec<Arc<dyn ExtensionFactory>>,
+    /// Traces (qlog, lab time series): a sink per connection. `None` builds no event at all.
+    pub events: Option<Arc<dyn EventSinkFactory>>,
 }
 
 impl Default for TransportConfig {
@@ -87,6 +90,7 @@ impl Default for TransportConfig {
             datagram_receive_buffer: 1024,
             crypto_buffer: 64 * 1024,
             extensions: Vec::new(),
+            events: None,
         }
     }
 }

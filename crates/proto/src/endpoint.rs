@@ -16,6 +16,7 @@ use crate::connection::{
     Connection, ConnectionExtension, ConnectionParams, EndpointEvent, ResetKey, Transmit,
 };
 use crate::crypto::TlsSession;
+use crate::events::{DropReason, Event, PacketEvent, PacketHeader, PacketType};
 use crate::packet::{self, ParsedHeader};
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
@@ -238,6 +239,7 @@ impl Endpoint {
             address_validated: true,
             extensions,
             token: config.token.clone().unwrap_or_default(),
+            local_params: params,
         });
         let h = self.insert(conn);
         self.route(scid, h);
@@ -374,6 +376,7 @@ impl Endpoint {
         let header = packet::parse_header(&data, self.config.local_cid_len).ok();
         let Some(header) = header else {
             // Maybe a short packet for a connection we know under a zero-length CID.
+            self.trace_drop(now, None, data.len(), DropReason::Invalid);
             return None;
         };
         let (dcid, long_initial) = match &header {
@@ -402,7 +405,19 @@ impl Endpoint {
                         &[packet::VERSION_1],
                         first,
                     );
+                    if let Some(f) = self.trace_factory() {
+                        let mut h = PacketHeader::new(PacketType::VersionNegotiation);
+                        // Unsupported versions may carry IDs longer than ours.
+                        h.scid = ConnectionId::try_new(dcid);
+                        h.dcid = ConnectionId::try_new(scid);
+                        let mut p = PacketEvent::new(h, &[], buf.len());
+                        p.supported_versions = &[packet::VERSION_1];
+                        f.endpoint_event(now, &Event::PacketSent(&p));
+                    }
                     self.stateless.push_back((remote, buf));
+                } else {
+                    let h = PacketHeader::new(PacketType::Unknown);
+                    self.trace_drop(now, Some(h), data.len(), DropReason::UnsupportedVersion);
                 }
                 return None;
             }
@@ -428,14 +443,40 @@ impl Endpoint {
             // A stateless reset looks like a short-header packet for an unknown ID (§10.3.1).
             if let Some(h) = self.reset_target(remote, &data) {
                 if let Some(slot) = self.slot_mut(h.0) {
-                    slot.conn.on_stateless_reset();
+                    slot.conn.on_stateless_reset(now, &data);
                 }
                 self.touch(h.0, now);
                 return Some(h);
             }
-            self.maybe_stateless_reset(remote, &dcid, data.len());
+            if !self.maybe_stateless_reset(now, remote, &dcid, data.len()) {
+                self.trace_drop(now, None, data.len(), DropReason::ConnectionUnknown);
+            }
+        } else {
+            self.trace_drop(now, None, data.len(), DropReason::ConnectionUnknown);
         }
         None
+    }
+
+    /// The server configuration's event sink factory, for events of no connection.
+    fn trace_factory(&self) -> Option<&Arc<dyn crate::events::EventSinkFactory>> {
+        self.server.as_ref()?.transport.events.as_ref()
+    }
+
+    fn trace_drop(
+        &self,
+        now: Instant,
+        header: Option<PacketHeader>,
+        size: usize,
+        reason: DropReason,
+    ) {
+        if let Some(f) = self.trace_factory() {
+            let d = crate::events::PacketDropped {
+                header,
+                size,
+                reason,
+            };
+            f.endpoint_event(now, &Event::PacketDropped(d));
+        }
     }
 
     fn accept_initial(
@@ -447,14 +488,21 @@ impl Endpoint {
         token: &[u8],
         data: BytesMut,
     ) -> Option<ConnectionHandle> {
-        let server = self.server.clone()?;
+        let Some(server) = self.server.clone() else {
+            self.trace_drop(now, None, data.len(), DropReason::ConnectionUnknown);
+            return None;
+        };
         if data.len() < MIN_INITIAL_SIZE || dcid.len() < 8 {
+            let h = PacketHeader::new(PacketType::Initial);
+            self.trace_drop(now, Some(h), data.len(), DropReason::Invalid);
             return None;
         }
         if server.refuse_connections
             || self.connection_count() >= self.config.max_connections
             || self.half_open >= server.max_half_open
         {
+            let h = PacketHeader::new(PacketType::Initial);
+            self.trace_drop(now, Some(h), data.len(), DropReason::Rejected);
             return None;
         }
         let valid = (!token.is_empty())
@@ -503,6 +551,7 @@ impl Endpoint {
             address_validated: validated,
             extensions,
             token: Vec::new(),
+            local_params: params,
         });
         if stale_retry {
             // Answered with CONNECTION_CLOSE from a connection the application never sees;
@@ -578,6 +627,17 @@ impl Endpoint {
         let mut buf = Vec::new();
         let first: u8 = self.rng.r#gen();
         packet::write_retry(&mut buf, &dcid, &scid, &new_scid, &token, first);
+        if let Some(f) = self.trace_factory() {
+            let mut h = PacketHeader::new(PacketType::Retry);
+            h.version = Some(packet::VERSION_1);
+            h.scid = Some(new_scid);
+            h.dcid = Some(scid);
+            h.token_len = Some(token.len());
+            f.endpoint_event(
+                now,
+                &Event::PacketSent(&PacketEvent::new(h, &[], buf.len())),
+            );
+        }
         self.stateless.push_back((remote, buf));
     }
 
@@ -633,17 +693,36 @@ impl Endpoint {
         })
     }
 
-    fn maybe_stateless_reset(&mut self, remote: SocketAddr, dcid: &ConnectionId, len: usize) {
+    /// Answers a packet for an unknown connection ID with a stateless reset when it may;
+    /// returns whether it did.
+    fn maybe_stateless_reset(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        dcid: &ConnectionId,
+        len: usize,
+    ) -> bool {
         // A reset must be shorter than what triggered it, and at least 21 bytes (§10.3.3).
         if dcid.len() != self.config.local_cid_len || len < 43 || self.config.local_cid_len == 0 {
-            return;
+            return false;
         }
         let size = (len - 1).min(43);
         let mut buf = vec![0u8; size - 16];
         self.rng.fill_bytes(&mut buf);
         buf[0] = 0x40 | (buf[0] & 0x3f);
-        buf.extend_from_slice(&self.reset_key.token(dcid));
+        let token = self.reset_key.token(dcid);
+        buf.extend_from_slice(&token);
+        if let Some(f) = self.trace_factory() {
+            let mut p = PacketEvent::new(
+                PacketHeader::new(PacketType::StatelessReset),
+                &[],
+                buf.len(),
+            );
+            p.stateless_reset_token = Some(token);
+            f.endpoint_event(now, &Event::PacketSent(&p));
+        }
         self.stateless.push_back((remote, buf));
+        true
     }
 
     /// After the endpoint acted on a connection: apply its routing changes, file its timer,

@@ -1,7 +1,9 @@
 //! qfec-proto: a sans-IO QUIC v1 implementation (RFC 9000, 9001, 9002).
 //!
 //! The core never reads a clock or a socket: drivers pass `now` into every call and move the
-//! datagrams themselves. All randomness comes from seeds given by the caller.
+//! datagrams themselves. All randomness comes from seeds given by the caller. Traces (qlog,
+//! time series) come from typed [`events`] handed to a sink the caller configures; without
+//! one, none is built.
 
 pub mod coding;
 pub mod frame;
@@ -19,6 +21,7 @@ pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod endpoint;
+pub mod events;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
@@ -28,3 +31,4 @@ pub use connection::{
 };
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointSecrets};
+pub use events::{EventSink, EventSinkFactory};

@@ -110,11 +110,11 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             "cannot verify the server certificate: pass --ca FILE (its certificate) or --insecure"
         );
     };
-    if args.transport.keylog {
+    if args.transport.keylog() {
         crypto = crypto.with_keylog();
     }
     let mut client = ClientConfig::new(crypto);
-    client.transport = Arc::new(args.transport.transport());
+    client.transport = Arc::new(args.transport.transport()?);
     let options = FetchOptions {
         output: args.output.clone(),
         timeout: args.timeout,

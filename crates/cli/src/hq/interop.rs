@@ -74,10 +74,8 @@ pub fn run(args: InteropArgs) -> Result<ExitCode> {
         eprintln!("qfec interop: test case {testcase:?} is not supported");
         return Ok(ExitCode::from(UNSUPPORTED));
     };
-    if std::env::var_os("QLOGDIR").is_some() {
-        eprintln!("qfec interop: QLOGDIR is ignored (qfec writes no qlog yet)");
-    }
-    let keylog = std::env::var_os("SSLKEYLOGFILE").is_some();
+    // QLOGDIR is honoured by the transport options (as --qlog).
+    let keylog = args.transport.keylog();
     match role.as_str() {
         "server" => server(args, case, keylog),
         "client" => client(args, case, keylog),
@@ -97,7 +95,7 @@ fn server(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         crypto = crypto.with_early_data();
     }
     let mut server = ServerConfig::new(crypto);
-    server.transport = Arc::new(args.transport.transport());
+    server.transport = Arc::new(args.transport.transport()?);
     server.retry = case == Case::Retry;
     serve(args.listen, &env_path("WWW", "/www"), server, None)
 }
@@ -129,7 +127,7 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         crypto = crypto.with_early_data();
     }
     let mut config = ClientConfig::new(crypto);
-    config.transport = Arc::new(args.transport.transport());
+    config.transport = Arc::new(args.transport.transport()?);
     let options = FetchOptions {
         output: Some(env_path("DOWNLOADS", "/downloads")),
         timeout: args.timeout,

@@ -13,6 +13,7 @@ pub use server::{ServerArgs, run_server};
 use client::{FetchOptions, fetch, parse_url};
 use server::serve;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use qfec_proto::{
     Endpoint, EndpointConfig, RecoveredLossMode, ServerConfig, TransportConfig,
     recovery::cc::CongestionControl,
 };
+use qfec_qlog::{QlogFactory, QlogOptions};
 
 pub const ALPN_HQ: &[u8] = b"hq-interop";
 /// Application error code for "file not found" (HTTP/0.9 has none; the interop runner uses
@@ -38,9 +40,15 @@ pub struct TransportArgs {
     /// Disable pacing (send whole congestion windows in bursts).
     #[arg(long)]
     no_pacing: bool,
-    /// Write TLS secrets to the file named by SSLKEYLOGFILE (for Wireshark).
+    /// Write TLS secrets to the file named by SSLKEYLOGFILE (for Wireshark); on whenever
+    /// SSLKEYLOGFILE is set, as with other QUIC implementations.
     #[arg(long)]
     keylog: bool,
+    /// Write a qlog (JSON-SEQ) file per connection into DIR, named
+    /// <original destination connection ID>_<client|server>.sqlog; the QLOGDIR environment
+    /// variable does the same.
+    #[arg(long, value_name = "DIR")]
+    qlog: Option<PathBuf>,
     /// Idle timeout in seconds.
     #[arg(long, default_value_t = 30)]
     idle_timeout: u64,
@@ -68,7 +76,20 @@ fn parse_fec(s: &str) -> Result<FecArg, String> {
 }
 
 impl TransportArgs {
-    fn transport(&self) -> TransportConfig {
+    /// Whether to log TLS secrets: `--keylog`, or SSLKEYLOGFILE set.
+    fn keylog(&self) -> bool {
+        self.keylog || std::env::var_os("SSLKEYLOGFILE").is_some()
+    }
+
+    /// The qlog directory: `--qlog`, else QLOGDIR.
+    fn qlog_dir(&self) -> Option<PathBuf> {
+        self.qlog
+            .clone()
+            .or_else(|| std::env::var_os("QLOGDIR").map(PathBuf::from))
+            .filter(|d| !d.as_os_str().is_empty())
+    }
+
+    fn transport(&self) -> Result<TransportConfig> {
         let mut t = TransportConfig {
             congestion_controller: self.cc.factory(),
             pacing: !self.no_pacing,
@@ -88,8 +109,41 @@ impl TransportArgs {
             }
             f.install(&mut t);
         }
-        t
+        if let Some(dir) = self.qlog_dir() {
+            let mut o = QlogOptions::new(dir);
+            o.extra_schemas.push(qfec_fec::events::QLOG_SCHEMA.into());
+            o.wall_clock_time = Some(rfc3339_now());
+            t.events = Some(Arc::new(QlogFactory::new(o)?));
+        }
+        Ok(t)
     }
+}
+
+/// The current UTC time as RFC 3339 (qlog's `wall_clock_time`: when the driver's clock, and
+/// with it the trace's time 0, started).
+fn rfc3339_now() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (the proleptic Gregorian calendar).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
 }
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {

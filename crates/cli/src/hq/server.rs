@@ -84,14 +84,14 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
         }
     };
     let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
-    if args.transport.keylog {
+    if args.transport.keylog() {
         crypto = crypto.with_keylog();
     }
     if args.early_data {
         crypto = crypto.with_early_data();
     }
     let mut server = ServerConfig::new(crypto);
-    server.transport = Arc::new(args.transport.transport());
+    server.transport = Arc::new(args.transport.transport()?);
     server.retry = args.retry;
     server.retry_above_half_open = args.retry_above_half_open;
     server.max_half_open = args.max_half_open;

@@ -11,6 +11,7 @@ use qfec_proto::{
 
 use super::Content;
 use crate::metrics::RunRecord;
+use crate::trace::ByteBins;
 use crate::workload::{REALTIME_HEADER, RealtimeSpec, Workload};
 
 struct Request {
@@ -58,17 +59,11 @@ pub struct ClientApp {
     start: Instant,
     work: Work,
     app_bytes: u64,
-    /// Application bytes received per `BIN` from time 0 (shares between flows).
-    delivered: Vec<u64>,
+    /// Application bytes read per time bin from time 0: flows' shares, goodput series.
+    delivered: ByteBins,
     done_at: Option<Instant>,
     error: Option<String>,
 }
-
-/// Bins kept at most (an hour of 100 ms bins); later bytes count in the last.
-const MAX_BINS: usize = 36_000;
-
-/// Width of the bins of `ClientApp::delivered`.
-pub const BIN: Duration = Duration::from_millis(100);
 
 impl ClientApp {
     /// A client that connects at `start` (when the node first runs at or after it) to
@@ -134,15 +129,15 @@ impl ClientApp {
             start,
             work,
             app_bytes: 0,
-            delivered: Vec::new(),
+            delivered: ByteBins::default(),
             done_at: None,
             error: None,
         }
     }
 
-    /// Application bytes received per [`BIN`] from time 0.
+    /// Application bytes read per [`BIN`](crate::trace::BIN) from time 0.
     pub fn delivered(&self) -> &[u64] {
-        &self.delivered
+        self.delivered.bins()
     }
 
     pub fn start(&self) -> Instant {
@@ -188,13 +183,7 @@ impl ClientApp {
         }
         let before = self.app_bytes;
         self.drive_connection(now, ep);
-        if self.app_bytes > before {
-            let bin = ((now.as_nanos() / BIN.as_nanos() as u64) as usize).min(MAX_BINS);
-            if self.delivered.len() <= bin {
-                self.delivered.resize(bin + 1, 0);
-            }
-            self.delivered[bin] += self.app_bytes - before;
-        }
+        self.delivered.add(now, self.app_bytes - before);
     }
 
     fn drive_connection(&mut self, now: Instant, ep: &mut Endpoint) {
@@ -252,6 +241,7 @@ impl ClientApp {
             rec.packets_sent += s.packets_sent;
             rec.retransmissions += s.packets_retransmitted;
             rec.spurious_retransmissions += s.spurious_losses;
+            rec.packets_lost += s.packets_lost;
             if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
                 let f = f.stats();
                 rec.fec_bytes += f.fec_bytes_sent;

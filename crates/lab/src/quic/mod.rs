@@ -16,21 +16,24 @@ use std::time::Duration;
 
 use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
+use qfec_proto::events::EventSinkFactory;
 use qfec_proto::recovery::cc::{
     BbrConfig, CongestionControl, CubicConfig, DisabledConfig, NewRenoConfig,
 };
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
+use qfec_qlog::{QlogFactory, QlogOptions};
 use qfec_sim::{NodeId, RunOutcome, Simulator};
 
 use crate::campaign::{FlowSpec, MAX_FLOWS, RunSpec};
 use crate::config::ProtocolSettings;
 use crate::metrics::{FlowRecord, RunRecord, jain_index};
 use crate::presets::{client_addr, server_addr};
+use crate::trace::{Fanout, SeriesFactory};
 use crate::workload::Workload;
 
-pub use client::{BIN, ClientApp};
+pub use client::ClientApp;
 pub use content::Content;
 pub use node::QuicNode;
 pub use server::ServerApp;
@@ -137,6 +140,13 @@ pub struct RunOptions {
     pub pcap: Option<std::path::PathBuf>,
     /// The simulator's text event log.
     pub event_log: Option<std::path::PathBuf>,
+    /// A directory for qlog files: one per endpoint, named by the run (variant, point, seed),
+    /// the original destination connection ID and the vantage point.
+    pub qlog: Option<std::path::PathBuf>,
+    /// Record the run's time series ([`crate::trace::RunTrace`]) in its record.
+    pub trace: bool,
+    /// Another event sink for both endpoints' connections (tests, measurements).
+    pub events: Option<Arc<dyn EventSinkFactory>>,
 }
 
 /// Runs one spec; failures become a record with `error` set.
@@ -168,9 +178,26 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         ));
         return rec;
     }
+    // The time series follow the first flow's server; qlog files cover every connection.
+    let series = options.trace.then(|| SeriesFactory::new(Side::Server));
+    let qlog = match qlog_sink(spec, options) {
+        Ok(q) => q,
+        Err(e) => {
+            rec.error = Some(e);
+            return rec;
+        }
+    };
+    let first_events = event_sinks(&qlog, options, series.as_ref());
+    let other_events = event_sinks(&qlog, options, None);
     let mut transports = Vec::with_capacity(flows.len());
-    for f in &flows {
-        let config = |side| transport_config(&f.protocol, &f.workload, side).map(Arc::new);
+    for (i, f) in flows.iter().enumerate() {
+        let events = if i == 0 { &first_events } else { &other_events };
+        let config = |side| {
+            transport_config(&f.protocol, &f.workload, side).map(|mut t| {
+                t.events = events.clone();
+                Arc::new(t)
+            })
+        };
         match (config(Side::Server), config(Side::Client)) {
             (Ok(s), Ok(c)) => transports.push((s, c)),
             (Err(e), _) | (_, Err(e)) => {
@@ -245,6 +272,10 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     } else {
         fill_flows(&sim, &flows, &nodes, &mut rec);
     }
+    if let Some(s) = &series {
+        let first = sim.node(nodes[0].1).client_app().expect("a client node");
+        rec.trace = Some(s.finish(first.delivered()));
+    }
     if let Some(e) = rec.error.as_mut() {
         // Say where the sender stood: what a user needs to understand a stall.
         let (server, client) = nodes[0];
@@ -261,6 +292,7 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         .map_or(sim.now() - start, Duration::from_secs_f64);
     rec.down_queue_mean_bytes = q.mean_queue_bytes(span);
     rec.down_queue_max_bytes = q.max_queue_bytes;
+    rec.down_dropped = q.dropped();
     rec.sim_events = sim.stats().events;
     rec.sim_time_s = sim.now().as_nanos() as f64 / 1e9;
     rec.event_hash = sim.event_hash();
@@ -304,7 +336,7 @@ fn fill_flows(
         to = to.min(app.done_at().unwrap_or(end));
         records.push((f, r, app.delivered()));
     }
-    let bin = BIN.as_nanos() as u64;
+    let bin = crate::trace::BIN.as_nanos() as u64;
     // Whole bins inside the interval.
     let (b0, b1) = (
         from.as_nanos().div_ceil(bin) as usize,
@@ -316,7 +348,7 @@ fn fill_flows(
     for (f, r, delivered) in records {
         let shared = (b1 > b0).then(|| {
             let bytes: u64 = delivered.iter().take(b1).skip(b0).sum();
-            bytes as f64 * 8.0 / ((b1 - b0) as f64 * BIN.as_secs_f64())
+            bytes as f64 * 8.0 / ((b1 - b0) as f64 * crate::trace::BIN.as_secs_f64())
         });
         let start_s = f.start.as_secs_f64();
         first_start = first_start.min(start_s);
@@ -362,6 +394,64 @@ fn fill_flows(
     }
     let shares: Option<Vec<f64>> = rec.flows.iter().map(|f| f.shared_goodput_bps).collect();
     rec.fairness = shares.map(|s| jain_index(&s));
+}
+
+/// The qlog factory `options` ask for, shared by every flow of the run.
+fn qlog_sink(
+    spec: &RunSpec,
+    options: &RunOptions,
+) -> Result<Option<Arc<dyn EventSinkFactory>>, String> {
+    let Some(dir) = &options.qlog else {
+        return Ok(None);
+    };
+    let mut o = QlogOptions::new(dir);
+    o.prefix = format!("{}_", run_label(spec));
+    o.title = format!("qfec lab: {}", run_label(spec));
+    o.extra_schemas.push(qfec_fec::events::QLOG_SCHEMA.into());
+    Ok(Some(Arc::new(
+        QlogFactory::new(o).map_err(|e| e.to_string())?,
+    )))
+}
+
+/// The event sinks of one flow: qlog files, the time series, the caller's own.
+fn event_sinks(
+    qlog: &Option<Arc<dyn EventSinkFactory>>,
+    options: &RunOptions,
+    series: Option<&SeriesFactory>,
+) -> Option<Arc<dyn EventSinkFactory>> {
+    let mut all: Vec<Arc<dyn EventSinkFactory>> = Vec::new();
+    all.extend(qlog.clone());
+    if let Some(s) = series {
+        all.push(Arc::new(s.clone()));
+    }
+    all.extend(options.events.clone());
+    match all.len() {
+        0 => None,
+        1 => all.pop(),
+        _ => Some(Arc::new(Fanout(all))),
+    }
+}
+
+/// A run's name for files: variant, point (preset or scenario, loss, workload) and seed.
+pub fn run_label(spec: &RunSpec) -> String {
+    let point = spec.preset.as_deref().unwrap_or(&spec.scenario);
+    let raw = format!(
+        "{}_{}_loss{}_{}_s{}",
+        spec.variant,
+        point,
+        spec.loss * 100.0,
+        spec.workload.label(),
+        spec.seed
+    );
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
 }
 
 fn attach_captures(sim: &mut Simulator<QuicNode>, options: &RunOptions) -> Result<(), String> {

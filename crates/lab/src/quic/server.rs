@@ -199,6 +199,7 @@ impl ServerApp {
             rec.packets_sent += s.packets_sent;
             rec.retransmissions += s.packets_retransmitted;
             rec.spurious_retransmissions += s.spurious_losses;
+            rec.packets_lost += s.packets_lost;
             if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
                 let f = f.stats();
                 rec.fec_bytes += f.fec_bytes_sent;

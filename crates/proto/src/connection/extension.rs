@@ -95,6 +95,8 @@ pub struct ExtensionCx<'a> {
     pub packet_number: Option<u64>,
     conn: &'a Connection,
     pub(crate) actions: &'a mut Vec<ExtensionAction>,
+    /// The connection's event sink, lent for the hook.
+    tracer: Option<&'a mut crate::events::Tracer>,
 }
 
 impl ExtensionCx<'_> {
@@ -138,6 +140,19 @@ impl ExtensionCx<'_> {
     /// Asks for an ACK frame as soon as possible (e.g. to carry news the peer needs now).
     pub fn ack_immediately(&mut self) {
         self.actions.push(ExtensionAction::AckImmediately);
+    }
+
+    /// Whether the connection has an event sink: test it before building an event, so that
+    /// an untraced connection pays nothing.
+    pub fn tracing(&self) -> bool {
+        self.tracer.is_some()
+    }
+
+    /// Hands an extension event to the connection's event sink (with this hook's `now`).
+    pub fn emit(&mut self, event: &dyn crate::events::ExtensionEvent) {
+        if let Some(t) = self.tracer.as_deref_mut() {
+            t.emit(self.now, &crate::events::Event::Extension(event));
+        }
     }
 }
 
@@ -348,17 +363,20 @@ impl Connection {
     ) -> R {
         let mut exts = std::mem::take(&mut self.extensions);
         let mut actions = std::mem::take(&mut self.ext_actions);
+        let mut tracer = self.tracer.take();
         let r = {
             let mut cx = ExtensionCx {
                 now,
                 packet_number,
                 conn: self,
                 actions: &mut actions,
+                tracer: tracer.as_deref_mut(),
             };
             f(&mut exts, &mut cx)
         };
         self.extensions = exts;
         self.ext_actions = actions;
+        self.tracer = tracer;
         r
     }
 
@@ -468,6 +486,7 @@ impl Connection {
             // What the extensions put outside the region (theirs to resend) is lost too.
             self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &[pn]));
             self.set_loss_timer(now);
+            self.trace_metrics(now);
             return true;
         }
         let Some(lost) = self.spaces[SpaceId::Data.idx()].take_lost(pn) else {

@@ -4,13 +4,14 @@
 use super::keys::OneRttKeys;
 use super::{Connection, Event, SpaceId, State};
 use crate::crypto::KeysReady;
+use crate::events::{self as ev, KeyTrigger, KeyType};
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::{Side, TransportError, error_code};
 
 impl Connection {
     /// Moves TLS output into the CRYPTO streams, installing keys as they appear.
-    pub(super) fn drive_tls_output(&mut self) {
+    pub(super) fn drive_tls_output(&mut self, now: Instant) {
         loop {
             let mut out = Vec::new();
             let change = self.tls.write_handshake(&mut out);
@@ -22,10 +23,15 @@ impl Connection {
                 Some(KeysReady::Handshake(keys)) => {
                     self.spaces[SpaceId::Handshake.idx()].keys = Some(keys);
                     self.write_space = SpaceId::Handshake;
+                    let types = KeyType::of_space(SpaceId::Handshake);
+                    self.trace_keys(now, &types, None, KeyTrigger::Tls, false);
+                    self.trace_state(now, ev::ConnectionState::HandshakeStarted);
                 }
                 Some(KeysReady::OneRtt { keys, next }) => {
                     self.one_rtt = Some(OneRttKeys::new(keys, next));
                     self.write_space = SpaceId::Data;
+                    let types = KeyType::of_space(SpaceId::Data);
+                    self.trace_keys(now, &types, Some(0), KeyTrigger::Tls, false);
                 }
             }
         }
@@ -62,6 +68,9 @@ impl Connection {
         if self.side.is_server() && space == SpaceId::Initial && self.zero_rtt.is_none() {
             // Present once the ClientHello offered early data and TLS accepted it.
             self.zero_rtt = self.tls.zero_rtt_keys();
+            if self.zero_rtt.is_some() {
+                self.trace_keys(now, &[KeyType::ClientZeroRtt], None, KeyTrigger::Tls, false);
+            }
         }
         // The client's parameters come in the ClientHello (Initial); the server's in
         // EncryptedExtensions (Handshake). Before that, a resuming rustls client reports the
@@ -78,7 +87,7 @@ impl Connection {
             let raw = raw.to_vec();
             self.on_peer_params(now, &raw)?;
         }
-        self.drive_tls_output();
+        self.drive_tls_output(now);
         if !self.handshake_complete && !self.tls.is_handshaking() {
             self.on_handshake_complete(now)?;
         }
@@ -87,6 +96,15 @@ impl Connection {
 
     fn on_peer_params(&mut self, now: Instant, raw: &[u8]) -> Result<(), TransportError> {
         let params = TransportParameters::decode(raw, self.side.peer())?;
+        if let Some(t) = self.tracer.as_mut() {
+            t.emit(
+                now,
+                &ev::Event::ParametersSet {
+                    initiator: ev::Initiator::Remote,
+                    params: &params,
+                },
+            );
+        }
         // Authenticate the connection IDs used during the handshake (RFC 9000 §7.3).
         if params.initial_source_connection_id != self.peer_initial_scid {
             return Err(TransportError::new(
@@ -141,6 +159,7 @@ impl Connection {
         }
         self.handshake_complete = true;
         self.state = State::Established;
+        self.trace_state(now, ev::ConnectionState::HandshakeComplete);
         self.end_zero_rtt(now);
         if self.side.is_server() {
             // RFC 9001 §4.1.2: the server's handshake is confirmed when it completes.
@@ -157,7 +176,7 @@ impl Connection {
 
     /// Client: prepares 0-RTT right after the ClientHello when resuming a session that
     /// allows it: the keys, and the limits remembered from that session (RFC 9000 §7.4.1).
-    pub(super) fn start_zero_rtt(&mut self) {
+    pub(super) fn start_zero_rtt(&mut self, now: Instant) {
         let Some(keys) = self.tls.zero_rtt_keys() else {
             return;
         };
@@ -170,6 +189,7 @@ impl Connection {
         };
         self.streams.set_peer_params(&params);
         self.zero_rtt = Some(keys);
+        self.trace_keys(now, &[KeyType::ClientZeroRtt], None, KeyTrigger::Tls, false);
     }
 
     /// At handshake completion 0-RTT ends. A client whose early data the server rejected
@@ -201,6 +221,7 @@ impl Connection {
         }
         self.handshake_confirmed = true;
         self.peer_validated_address = true;
+        self.trace_state(now, ev::ConnectionState::HandshakeConfirmed);
         self.discard_space(now, SpaceId::Handshake);
     }
 
@@ -236,12 +257,16 @@ impl Connection {
             return;
         }
         sp.discarded = true;
-        sp.keys = None;
+        let had_keys = sp.keys.take().is_some();
         sp.sent.drain(|_, _| {});
         sp.loss_time = None;
         sp.ack_pending = false;
         sp.probes = 0;
         self.pto_count = 0;
         self.set_loss_timer(now);
+        if had_keys {
+            let types = KeyType::of_space(space);
+            self.trace_keys(now, &types, None, KeyTrigger::Tls, true);
+        }
     }
 }

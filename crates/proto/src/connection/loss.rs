@@ -76,9 +76,17 @@ impl Connection {
             self.on_handshake_confirmed(now);
         }
         let app_limited = self.app_limited;
+        let tracing = self.tracing();
         let tell_extensions = space == SpaceId::Data && !self.extensions.is_empty();
         let mut acked_pns: Vec<u64> = Vec::new();
+        let mut traced_pns: Vec<u64> = Vec::new();
         for (pn, p) in acked {
+            if tracing {
+                traced_pns.push(pn);
+                if p.in_flight {
+                    self.trace_acked_sent_at(p.time_sent);
+                }
+            }
             if p.in_flight {
                 self.cc
                     .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
@@ -92,6 +100,9 @@ impl Connection {
             self.on_packet_acked(space, pn, p.info);
         }
         for l in late {
+            if tracing {
+                traced_pns.push(l.pn);
+            }
             // Declared lost, acknowledged after all: its content arrived.
             if let Some(d) = &l.info.delivery {
                 self.delivery.on_delivered(now, d);
@@ -101,6 +112,15 @@ impl Connection {
                 acked_pns.push(l.pn);
             }
             self.on_packet_acked(space, l.pn, l.info);
+        }
+        if !traced_pns.is_empty() {
+            self.trace(
+                now,
+                &crate::events::Event::PacketsAcked {
+                    space,
+                    packet_numbers: &traced_pns,
+                },
+            );
         }
         if !acked_pns.is_empty() {
             self.for_each_extension(now, |e, cx| e.on_packets_acked(cx, &acked_pns));
@@ -115,6 +135,7 @@ impl Connection {
             self.pto_count = 0;
         }
         self.set_loss_timer(now);
+        self.trace_metrics(now);
         Ok(())
     }
 
@@ -191,6 +212,13 @@ impl Connection {
         let mut largest_lost_sent = None;
         let mut lost_bytes = 0;
         let mut in_flight_lost = Vec::new();
+        if self.tracing() {
+            let largest_acked = self.spaces[space.idx()].sent.largest_acked();
+            for (pn, p) in &lost {
+                let reordering = largest_acked.is_some_and(|l| l >= pn + threshold);
+                self.trace_lost(now, space, *pn, &p.info.frames, reordering);
+            }
+        }
         for (pn, p) in &lost {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
@@ -229,6 +257,7 @@ impl Connection {
             self.cc
                 .on_congestion_event(now, sent, persistent, lost_bytes);
             if self.cc.window() < window_before {
+                self.trace_recovery_start(now, persistent);
                 self.recovery_packet_allowed = true;
                 self.loss_episode = (!persistent).then_some(LossEpisode {
                     unexplained: in_flight_lost,
@@ -242,6 +271,7 @@ impl Connection {
                 self.rtt.reset_min_rtt();
             }
         }
+        self.trace_metrics(now);
     }
 
     /// Lost packets that this ACK acknowledges after all (spurious losses), with the content
@@ -372,6 +402,7 @@ impl Connection {
         };
         self.stats.pto_count += 1;
         self.pto_count += 1;
+        self.trace_metrics(now);
         // Send one or two probes carrying data still unacknowledged, else PINGs.
         let sp = &mut self.spaces[space.idx()];
         sp.probes = 2;
@@ -447,15 +478,15 @@ impl Connection {
             State::Drained => return,
             State::Closing { until, .. } | State::Draining { until } => {
                 if now >= until {
-                    self.drain_now();
+                    self.drain_now(now);
                 }
                 return;
             }
             _ => {}
         }
         if self.idle_deadline.is_some_and(|d| now >= d) {
-            self.set_error(ConnectionError::TimedOut);
-            self.drain_now();
+            self.set_error(now, ConnectionError::TimedOut);
+            self.drain_now(now);
             return;
         }
         if self.loss_timer.is_some_and(|t| now >= t) {

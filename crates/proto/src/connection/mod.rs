@@ -14,6 +14,7 @@ mod receive;
 pub(crate) mod sent;
 mod spaces;
 pub mod streams;
+mod trace;
 mod transmit;
 
 pub use cid::ResetKey;
@@ -35,6 +36,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::config::TransportConfig;
 use crate::crypto::TlsSession;
+use crate::events::{self as ev, Tracer};
 use crate::recovery::cc::Controller;
 use crate::recovery::delivery::DeliveryRate;
 use crate::recovery::pacing::Pacer;
@@ -295,6 +297,8 @@ pub struct Connection {
     loss_episode: Option<extension::LossEpisode>,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
+    /// The event sink and what it last reported; `None` (no sink) builds no event.
+    tracer: Option<Box<Tracer>>,
 }
 
 /// How a connection starts; built by the endpoint.
@@ -318,6 +322,8 @@ pub(crate) struct ConnectionParams {
     pub extensions: Vec<Box<dyn ConnectionExtension>>,
     /// Client: an address-validation token for the Initial packets (from NEW_TOKEN).
     pub token: Vec<u8>,
+    /// Our transport parameters (as given to TLS), for the trace.
+    pub local_params: TransportParameters,
 }
 
 impl Connection {
@@ -328,6 +334,16 @@ impl Connection {
         let mtu = cfg.max_udp_payload_size;
         let cc = cfg.congestion_controller.build(p.now, mtu);
         let pacer = Pacer::new(cfg.initial_rtt, cc.window(), mtu, p.now);
+        let tracer = cfg.events.as_ref().and_then(|f| {
+            let info = ev::ConnectionInfo {
+                side: p.side,
+                original_dcid: p.orig_dcid,
+                local_cid: p.local_cid,
+                remote: p.remote,
+                now: p.now,
+            };
+            f.connection_sink(&info).map(|s| Box::new(Tracer::new(s)))
+        });
         let mut conn = Connection {
             side: p.side,
             state: State::Handshake,
@@ -396,14 +412,16 @@ impl Connection {
             running_ext_actions: false,
             loss_episode: None,
             rx_dcid: p.local_cid,
+            tracer,
             config: cfg,
         };
+        conn.trace_start(p.now, &p.local_params);
         if conn.idle_timeout > Duration::ZERO {
             conn.idle_deadline = Some(p.now + conn.idle_timeout);
         }
         if conn.side.is_client() {
-            conn.drive_tls_output();
-            conn.start_zero_rtt();
+            conn.drive_tls_output(p.now);
+            conn.start_zero_rtt(p.now);
         }
         conn
     }
@@ -665,6 +683,9 @@ impl Connection {
         // arrives; that deadline is set on receipt.
         k.rotate(next_pn, None);
         self.stats.key_updates += 1;
+        if let Some(t) = self.tracer.as_mut() {
+            t.local_key_update = true;
+        }
         true
     }
 
@@ -708,7 +729,8 @@ impl Connection {
         }
         let until = now + self.pto_duration(SpaceId::Data) * 3;
         self.state = State::Closing { until, close };
-        self.set_error(err);
+        self.trace_state(now, ev::ConnectionState::Closing);
+        self.set_error(now, err);
         self.close_sent_at = None;
     }
 
@@ -718,27 +740,58 @@ impl Connection {
         }
         let until = now + self.pto_duration(SpaceId::Data) * 3;
         self.state = State::Draining { until };
-        self.set_error(err);
+        self.trace_state(now, ev::ConnectionState::Draining);
+        self.set_error(now, err);
     }
 
-    fn set_error(&mut self, err: ConnectionError) {
+    fn set_error(&mut self, now: Instant, err: ConnectionError) {
         if self.error.is_none() {
+            if let Some(t) = self.tracer.as_mut() {
+                let initiator = match err {
+                    // Our decisions: an error we found, our application, our idle timer.
+                    ConnectionError::TransportError(_)
+                    | ConnectionError::LocallyClosed
+                    | ConnectionError::TimedOut => ev::Initiator::Local,
+                    _ => ev::Initiator::Remote,
+                };
+                t.emit(
+                    now,
+                    &ev::Event::ConnectionClosed {
+                        initiator,
+                        error: &err,
+                    },
+                );
+            }
             self.error = Some(err.clone());
             self.events.push_back(Event::ConnectionLost(err));
         }
     }
 
-    fn drain_now(&mut self) {
+    fn drain_now(&mut self, now: Instant) {
         if self.state != State::Drained {
             self.state = State::Drained;
+            self.trace_state(now, ev::ConnectionState::Closed);
             self.endpoint_events.push_back(EndpointEvent::Drained);
         }
     }
 
     /// A stateless reset from the peer: the connection is gone at once.
-    pub fn on_stateless_reset(&mut self) {
-        self.set_error(ConnectionError::Reset);
-        self.drain_now();
+    pub fn on_stateless_reset(&mut self, now: Instant, datagram: &[u8]) {
+        if let Some(t) = self.tracer.as_mut() {
+            let mut token = [0u8; 16];
+            if datagram.len() >= 16 {
+                token.copy_from_slice(&datagram[datagram.len() - 16..]);
+            }
+            let mut p = ev::PacketEvent::new(
+                ev::PacketHeader::new(ev::PacketType::StatelessReset),
+                &[],
+                datagram.len(),
+            );
+            p.stateless_reset_token = Some(token);
+            t.emit(now, &ev::Event::PacketReceived(&p));
+        }
+        self.set_error(now, ConnectionError::Reset);
+        self.drain_now(now);
     }
 
     pub fn is_stateless_reset(&self, datagram: &[u8]) -> bool {

@@ -9,6 +9,7 @@ use super::extension::FrameOutcome;
 use super::{Connection, ConnectionError, Event, SpaceId, State};
 use crate::coding::Reader;
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
+use crate::events::{self as ev, DropReason, PacketHeader, PacketType};
 use crate::frame::{Frame, FrameRegistry, PacketKind, decode_frame, parse_frames};
 use crate::packet::{self, LongType, ParsedHeader};
 use crate::time::Instant;
@@ -118,7 +119,9 @@ impl Connection {
             Ok(h) => h,
             Err(_) => {
                 self.stats.packets_dropped += 1;
-                return buf.len();
+                let len = buf.len();
+                self.trace_drop(now, None, len, DropReason::Invalid);
+                return len;
             }
         };
         self.rx_dcid = match &header {
@@ -134,7 +137,14 @@ impl Connection {
                 self.on_retry(now, scid, token, buf);
                 return buf.len();
             }
-            ParsedHeader::UnsupportedVersion { .. } => return buf.len(),
+            ParsedHeader::UnsupportedVersion { .. } => {
+                let len = buf.len();
+                if self.tracing() {
+                    let h = PacketHeader::new(PacketType::Unknown);
+                    self.trace_drop(now, Some(h), len, DropReason::UnsupportedVersion);
+                }
+                return len;
+            }
             ParsedHeader::Long {
                 ty,
                 scid,
@@ -154,10 +164,26 @@ impl Connection {
                     {
                         (SpaceId::Data, PacketKind::ZeroRtt)
                     }
-                    _ => return packet_len,
+                    _ => {
+                        if self.tracing() {
+                            let t = match ty {
+                                LongType::ZeroRtt => PacketType::ZeroRtt,
+                                LongType::Initial => PacketType::Initial,
+                                LongType::Handshake => PacketType::Handshake,
+                                _ => PacketType::Unknown,
+                            };
+                            let h = PacketHeader::new(t);
+                            self.trace_drop(now, Some(h), packet_len, DropReason::Rejected);
+                        }
+                        return packet_len;
+                    }
                 };
                 if space == SpaceId::Initial && self.side == Side::Client && !token.is_empty() {
                     // Servers never send tokens in Initial packets (RFC 9000 §17.2.2).
+                    if self.tracing() {
+                        let h = PacketHeader::new(PacketType::Initial);
+                        self.trace_drop(now, Some(h), packet_len, DropReason::Invalid);
+                    }
                     return packet_len;
                 }
                 (space, kind, pn_offset, packet_len, Some(scid))
@@ -175,11 +201,20 @@ impl Connection {
             ),
         };
         let packet_len = packet_len.min(buf.len());
+        let rx_dcid = self.rx_dcid;
         if matches!(self.state, State::Draining { .. }) {
+            if self.tracing() {
+                let h = self.trace_header(kind, None, rx_dcid, scid);
+                self.trace_drop(now, Some(h), packet_len, DropReason::Rejected);
+            }
             return packet_len;
         }
         let sp = &self.spaces[space.idx()];
         if sp.discarded {
+            if self.tracing() {
+                let h = self.trace_header(kind, None, rx_dcid, scid);
+                self.trace_drop(now, Some(h), packet_len, DropReason::KeyUnavailable);
+            }
             return packet_len;
         }
         let zero_rtt = kind == PacketKind::ZeroRtt;
@@ -196,18 +231,33 @@ impl Connection {
             if self.side.is_client() && space != SpaceId::Initial {
                 self.speed_up_handshake(SpaceId::Initial);
             }
-            if self.undecryptable.len() < MAX_UNDECRYPTABLE {
+            let buffered = self.undecryptable.len() < MAX_UNDECRYPTABLE;
+            if self.tracing() {
+                let h = self.trace_header(kind, None, rx_dcid, scid);
+                if buffered {
+                    self.trace(now, &ev::Event::PacketBuffered(h));
+                } else {
+                    self.trace_drop(now, Some(h), packet_len, DropReason::KeyUnavailable);
+                }
+            }
+            if buffered {
                 self.undecryptable.push((remote, rest.split_to(packet_len)));
                 return 0;
             }
             return packet_len;
         }
+        // A datagram that may be a stateless reset is kept for the reset's trace.
+        let reset_copy = (maybe_reset && self.tracing()).then(|| rest[..packet_len].to_vec());
         let packet = rest.split_to(packet_len);
         let Some((pn, payload)) = self.decrypt(now, space, zero_rtt, packet, pn_offset) else {
             if space == SpaceId::Data && maybe_reset {
-                self.on_stateless_reset();
+                self.on_stateless_reset(now, reset_copy.as_deref().unwrap_or(&[]));
             } else {
                 self.stats.packets_dropped += 1;
+                if self.tracing() {
+                    let h = self.trace_header(kind, None, rx_dcid, scid);
+                    self.trace_drop(now, Some(h), packet_len, DropReason::DecryptionFailure);
+                }
             }
             return 0;
         };
@@ -219,9 +269,18 @@ impl Connection {
             }
         };
         if self.spaces[space.idx()].is_duplicate(pn) {
+            if self.tracing() {
+                let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
+                self.trace_drop(now, Some(h), packet_len, DropReason::Duplicate);
+            }
             return 0;
         }
         self.stats.packets_received += 1;
+        if self.tracing() {
+            let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
+            self.trace_collect_frames(&payload, false);
+            self.trace_packet(now, false, ev::PacketEvent::new(h, &[], packet_len));
+        }
         // First packet from the server fixes its connection ID (RFC 9000 §7.2).
         if let Some(scid) = scid
             && self.peer_initial_scid.is_none()
@@ -240,7 +299,7 @@ impl Connection {
             // Answer with the close again, but never more than once per packet received.
             self.close_sent_at = None;
             if let Ok(Some(_)) = self.scan_for_close(&payload) {
-                self.drain_now();
+                self.drain_now(now);
             }
             return 0;
         }
@@ -396,6 +455,14 @@ impl Connection {
                 keys.rotate(next_pn, Some(now + pto3));
                 keys.phase_first_received = Some(pn);
                 self.stats.key_updates += 1;
+                let phase = Some(self.stats.key_updates);
+                self.trace_keys(
+                    now,
+                    &ev::KeyType::of_space(SpaceId::Data),
+                    phase,
+                    ev::KeyTrigger::RemoteUpdate,
+                    false,
+                );
             }
             KeyUsed::Current => {
                 if keys.phase_first_received.is_none_or(|f| pn < f) {
@@ -411,30 +478,67 @@ impl Connection {
     }
 
     fn on_version_negotiation(&mut self, now: Instant, versions: &[u8]) {
-        if self.side.is_server()
+        let ignore = self.side.is_server()
             || self.peer_initial_scid.is_some()
-            || self.state != State::Handshake
-        {
-            return;
-        }
+            || self.state != State::Handshake;
         let offers_v1 = versions
             .chunks_exact(4)
             .any(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]) == packet::VERSION_1);
-        if offers_v1 {
-            // A VN listing our own version is forged or stale: ignore it (RFC 9000 §6.2).
+        if self.tracing() {
+            let size = versions.len() + 7;
+            let h = PacketHeader::new(PacketType::VersionNegotiation);
+            if ignore || offers_v1 {
+                self.trace_drop(now, Some(h), size, DropReason::Rejected);
+            } else {
+                let offered: Vec<u32> = versions
+                    .chunks_exact(4)
+                    .map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]))
+                    .collect();
+                let mut p = ev::PacketEvent::new(h, &[], size);
+                p.supported_versions = &offered;
+                self.trace(now, &ev::Event::PacketReceived(&p));
+                self.trace(
+                    now,
+                    &ev::Event::VersionInformation {
+                        server_versions: &offered,
+                        client_versions: &[packet::VERSION_1],
+                        chosen: None,
+                    },
+                );
+            }
+        }
+        // A VN listing our own version is forged or stale: ignore it (RFC 9000 §6.2).
+        if ignore || offers_v1 {
             return;
         }
-        self.set_error(ConnectionError::VersionMismatch);
-        let _ = now;
-        self.drain_now();
+        self.set_error(now, ConnectionError::VersionMismatch);
+        self.drain_now(now);
     }
 
     fn on_retry(&mut self, now: Instant, scid: ConnectionId, token: &[u8], packet: &[u8]) {
         if self.side.is_server() || self.retry_scid.is_some() || self.peer_initial_scid.is_some() {
+            if self.tracing() {
+                let h = PacketHeader::new(PacketType::Retry);
+                self.trace_drop(now, Some(h), packet.len(), DropReason::Rejected);
+            }
             return;
         }
         if token.is_empty() || !packet::verify_retry(&self.orig_dcid, packet) {
+            if self.tracing() {
+                let h = PacketHeader::new(PacketType::Retry);
+                self.trace_drop(now, Some(h), packet.len(), DropReason::Invalid);
+            }
             return;
+        }
+        if self.tracing() {
+            let mut h = PacketHeader::new(PacketType::Retry);
+            h.version = Some(packet::VERSION_1);
+            h.scid = Some(scid);
+            h.token_len = Some(token.len());
+            self.trace(
+                now,
+                &ev::Event::PacketReceived(&ev::PacketEvent::new(h, &[], packet.len())),
+            );
         }
         self.retry_scid = Some(scid);
         self.retry_token = token.to_vec();

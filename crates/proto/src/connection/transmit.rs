@@ -8,6 +8,7 @@ use super::extension::{ProtectedRegion, SentPacketInfo};
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{CloseInfo, Connection, SpaceId, State, Transmit};
 use crate::crypto::TAG_LEN;
+use crate::events as ev;
 use crate::frame::{self, ConnectionClose, Frame};
 use crate::packet::{self, LongType};
 use crate::recovery::sent::SentPacket;
@@ -463,8 +464,14 @@ impl Connection {
         if space == SpaceId::Data && self.sending_zero_rtt() {
             self.zero_rtt_sent_until = pn + 1;
         }
+        if self.tracing() {
+            self.trace_collect_frames(&buf[payload_start..], true);
+        }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
         let size = buf.len() - packet_start;
+        if self.tracing() {
+            self.trace_sent(now, space, pn, size, probe);
+        }
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
         if in_flight && self.cc.uses_rate_samples() {
@@ -488,6 +495,7 @@ impl Connection {
             let inflight = self.bytes_in_flight();
             self.cc.on_sent(now, size as u64, inflight);
             self.pacer.on_sent(size as u64);
+            self.trace_metrics(now);
         }
         if !ack_eliciting {
             self.ack_only_sent += 1;
@@ -853,7 +861,7 @@ impl Connection {
     /// A packet with a fixed payload (no tracking for retransmission).
     fn build_raw_packet(
         &mut self,
-        _now: Instant,
+        now: Instant,
         space: SpaceId,
         buf: &mut Vec<u8>,
         end: usize,
@@ -878,8 +886,48 @@ impl Connection {
         if buf.len() < target {
             frame::encode_padding(buf, target - buf.len());
         }
+        if self.tracing() {
+            self.trace_collect_frames(&buf[payload_start..], true);
+        }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
+        if self.tracing() {
+            let pn = self.spaces[space.idx()].next_pn;
+            let size = buf.len() - packet_start;
+            self.trace_sent(now, space, pn, size, false);
+        }
         self.spaces[space.idx()].next_pn += 1;
         self.stats.packets_sent += 1;
+    }
+
+    /// The `packet_sent` event of the packet just sealed (frames collected before sealing).
+    fn trace_sent(&mut self, now: Instant, space: SpaceId, pn: u64, size: usize, probe: bool) {
+        if self
+            .tracer
+            .as_mut()
+            .is_some_and(|t| std::mem::take(&mut t.local_key_update))
+        {
+            let phase = Some(self.stats.key_updates);
+            let types = ev::KeyType::of_space(SpaceId::Data);
+            self.trace_keys(now, &types, phase, ev::KeyTrigger::LocalUpdate, false);
+        }
+        let kind = match self.sent_packet_type(space, pn) {
+            ev::PacketType::Initial => frame::PacketKind::Initial,
+            ev::PacketType::Handshake => frame::PacketKind::Handshake,
+            ev::PacketType::ZeroRtt => frame::PacketKind::ZeroRtt,
+            _ => frame::PacketKind::OneRtt,
+        };
+        let dcid = self.remote_cids.active.1;
+        let scid = Some(self.local_cid());
+        let mut h = self.trace_header(kind, Some(pn), dcid, scid);
+        if kind == frame::PacketKind::Initial {
+            h.token_len = Some(if self.side.is_client() {
+                self.retry_token.len()
+            } else {
+                0
+            });
+        }
+        let mut p = ev::PacketEvent::new(h, &[], size);
+        p.trigger = probe.then_some(ev::PacketSentTrigger::PtoProbe);
+        self.trace_packet(now, true, p);
     }
 }

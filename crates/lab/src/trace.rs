@@ -1,0 +1,295 @@
+//! Per-run time series (`qfec lab run --trace`), in bins of [`BIN`]: the sender's congestion
+//! window, bytes in flight and smoothed RTT (from its `recovery_metrics_updated` events), its
+//! FEC source and repair symbols (from FEC's events), and the client's goodput (application
+//! bytes read per bin). Built from the connection's event sink, so a run without `--trace`
+//! neither builds events nor stores series.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use qfec_fec::FecEvent;
+use qfec_proto::events::{ConnectionInfo, Event, EventSink, EventSinkFactory};
+use qfec_proto::{Instant, Side};
+use serde::{Deserialize, Serialize};
+
+/// Width of a bin.
+pub const BIN: Duration = Duration::from_millis(100);
+
+/// The series of one run; index i covers [i * bin_s, (i + 1) * bin_s) from the run's start.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunTrace {
+    pub bin_s: f64,
+    /// The sender's congestion window at the end of each bin, bytes.
+    pub cwnd: Vec<u64>,
+    /// The sender's bytes in flight at the end of each bin.
+    pub inflight: Vec<u64>,
+    /// The sender's smoothed RTT at the end of each bin, seconds.
+    pub srtt_s: Vec<f64>,
+    /// Application bytes the client read in each bin, as bits per second.
+    pub goodput_bps: Vec<f64>,
+    /// Source symbols the sender protected in each bin.
+    pub fec_sources: Vec<u64>,
+    /// Repair symbols (REPAIR frames) the sender sent in each bin.
+    pub fec_repairs: Vec<u64>,
+}
+
+impl RunTrace {
+    /// Start time of bin `i`, seconds.
+    pub fn time(&self, i: usize) -> f64 {
+        i as f64 * self.bin_s
+    }
+
+    /// Repair symbols over all symbols sent (sources and repairs) in each bin, 0 where none.
+    pub fn redundancy(&self) -> Vec<f64> {
+        self.fec_sources
+            .iter()
+            .zip(&self.fec_repairs)
+            .map(|(&s, &r)| {
+                if s + r == 0 {
+                    0.0
+                } else {
+                    r as f64 / (s + r) as f64
+                }
+            })
+            .collect()
+    }
+}
+
+/// Collects the sender's series from its events.
+#[derive(Debug, Default)]
+struct SenderSeries {
+    bin_ns: u64,
+    last: (u64, u64, f64),
+    cwnd: Vec<u64>,
+    inflight: Vec<u64>,
+    srtt_s: Vec<f64>,
+    sources: Vec<u64>,
+    repairs: Vec<u64>,
+}
+
+impl SenderSeries {
+    /// The bin of `now`, with the bins before it filled with the last values.
+    fn bin(&mut self, now: Instant) -> usize {
+        let i = (now.as_nanos() / self.bin_ns.max(1)) as usize;
+        while self.cwnd.len() <= i {
+            self.cwnd.push(self.last.0);
+            self.inflight.push(self.last.1);
+            self.srtt_s.push(self.last.2);
+            self.sources.push(0);
+            self.repairs.push(0);
+        }
+        i
+    }
+
+    fn on_event(&mut self, now: Instant, event: &Event<'_>) {
+        match event {
+            Event::MetricsUpdated(m) => {
+                // The bins before this one keep the values from before this update.
+                let i = self.bin(now);
+                if let Some(c) = m.congestion_window {
+                    self.last.0 = c;
+                }
+                if let Some(b) = m.bytes_in_flight {
+                    self.last.1 = b;
+                }
+                if let Some(r) = m.smoothed_rtt {
+                    self.last.2 = r.as_secs_f64();
+                }
+                (self.cwnd[i], self.inflight[i], self.srtt_s[i]) = self.last;
+            }
+            Event::Extension(e) => match e.as_any().downcast_ref::<FecEvent>() {
+                Some(FecEvent::SourceProtected { .. }) => {
+                    let i = self.bin(now);
+                    self.sources[i] += 1;
+                }
+                Some(FecEvent::RepairSent { .. }) => {
+                    let i = self.bin(now);
+                    self.repairs[i] += 1;
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+}
+
+/// Gives the connections of one side a sink that records the sender's series.
+#[derive(Debug, Clone)]
+pub(crate) struct SeriesFactory {
+    side: Side,
+    series: Arc<Mutex<SenderSeries>>,
+}
+
+struct SeriesSink(Arc<Mutex<SenderSeries>>);
+
+impl EventSink for SeriesSink {
+    fn event(&mut self, now: Instant, event: &Event<'_>) {
+        if let Ok(mut s) = self.0.lock() {
+            s.on_event(now, event);
+        }
+    }
+}
+
+impl EventSinkFactory for SeriesFactory {
+    fn connection_sink(&self, info: &ConnectionInfo) -> Option<Box<dyn EventSink>> {
+        (info.side == self.side).then(|| Box::new(SeriesSink(self.series.clone())) as _)
+    }
+}
+
+impl std::fmt::Debug for SeriesSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SeriesSink")
+    }
+}
+
+impl SeriesFactory {
+    /// Records the series of the connections on `side` (the lab's sender is the server).
+    pub fn new(side: Side) -> Self {
+        SeriesFactory {
+            side,
+            series: Arc::new(Mutex::new(SenderSeries {
+                bin_ns: BIN.as_nanos() as u64,
+                ..SenderSeries::default()
+            })),
+        }
+    }
+
+    /// The run's trace, with the client's goodput (bytes read per bin).
+    pub fn finish(&self, goodput_bytes: &[u64]) -> RunTrace {
+        let s = self.series.lock().map(|mut s| std::mem::take(&mut *s));
+        let s = s.unwrap_or_default();
+        let bin_s = BIN.as_secs_f64();
+        let n = s.cwnd.len().max(goodput_bytes.len());
+        let pad = |mut v: Vec<u64>, fill: u64| {
+            v.resize(n, fill);
+            v
+        };
+        let mut srtt = s.srtt_s;
+        srtt.resize(n, s.last.2);
+        let mut goodput: Vec<f64> = goodput_bytes
+            .iter()
+            .map(|&b| b as f64 * 8.0 / bin_s)
+            .collect();
+        goodput.resize(n, 0.0);
+        RunTrace {
+            bin_s,
+            cwnd: pad(s.cwnd, s.last.0),
+            inflight: pad(s.inflight, s.last.1),
+            srtt_s: srtt,
+            goodput_bps: goodput,
+            fec_sources: pad(s.sources, 0),
+            fec_repairs: pad(s.repairs, 0),
+        }
+    }
+}
+
+/// Several factories as one: each connection gets all their sinks.
+#[derive(Debug)]
+pub(crate) struct Fanout(pub Vec<Arc<dyn EventSinkFactory>>);
+
+struct FanoutSink(Vec<Box<dyn EventSink>>);
+
+impl EventSink for FanoutSink {
+    fn event(&mut self, now: Instant, event: &Event<'_>) {
+        for s in &mut self.0 {
+            s.event(now, event);
+        }
+    }
+}
+
+impl EventSinkFactory for Fanout {
+    fn connection_sink(&self, info: &ConnectionInfo) -> Option<Box<dyn EventSink>> {
+        let mut sinks: Vec<Box<dyn EventSink>> = self
+            .0
+            .iter()
+            .filter_map(|f| f.connection_sink(info))
+            .collect();
+        match sinks.len() {
+            0 => None,
+            1 => sinks.pop(),
+            _ => Some(Box::new(FanoutSink(sinks))),
+        }
+    }
+
+    fn endpoint_event(&self, now: Instant, event: &Event<'_>) {
+        for f in &self.0 {
+            f.endpoint_event(now, event);
+        }
+    }
+}
+
+/// Bytes per bin, for the client's goodput.
+#[derive(Debug, Clone, Default)]
+pub struct ByteBins {
+    bins: Vec<u64>,
+}
+
+/// Bins a series keeps at most (an hour of them); later bytes count in the last.
+const MAX_BINS: usize = 36_000;
+
+impl ByteBins {
+    pub fn add(&mut self, now: Instant, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let i = ((now.as_nanos() / BIN.as_nanos() as u64) as usize).min(MAX_BINS - 1);
+        if self.bins.len() <= i {
+            self.bins.resize(i + 1, 0);
+        }
+        self.bins[i] += bytes;
+    }
+
+    pub fn bins(&self) -> &[u64] {
+        &self.bins
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qfec_proto::events::RecoveryMetrics;
+
+    #[test]
+    fn bins_carry_the_last_value_and_count_symbols() {
+        let f = SeriesFactory::new(Side::Server);
+        let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+        {
+            let mut s = f.series.lock().unwrap();
+            let m = RecoveryMetrics {
+                congestion_window: Some(12_000),
+                bytes_in_flight: Some(3_000),
+                smoothed_rtt: Some(Duration::from_millis(50)),
+                ..RecoveryMetrics::default()
+            };
+            s.on_event(ms(50), &Event::MetricsUpdated(m));
+            let m = RecoveryMetrics {
+                bytes_in_flight: Some(6_000),
+                ..RecoveryMetrics::default()
+            };
+            s.on_event(ms(250), &Event::MetricsUpdated(m));
+            let src = FecEvent::SourceProtected {
+                sid: 0,
+                packet_number: 5,
+                len: 1000,
+            };
+            let rep = FecEvent::RepairSent {
+                scheme: qfec_fec::SchemeId::Xor,
+                len: 1000,
+            };
+            for e in [&src, &src, &src, &rep] {
+                s.on_event(ms(120), &Event::Extension(e));
+            }
+        }
+        let mut g = ByteBins::default();
+        g.add(ms(10), 1000);
+        g.add(ms(390), 500);
+        let t = f.finish(g.bins());
+        assert_eq!(t.cwnd, [12_000, 12_000, 12_000, 12_000]);
+        assert_eq!(t.inflight, [3_000, 3_000, 6_000, 6_000]);
+        assert_eq!(t.fec_repairs, [0, 1, 0, 0]);
+        assert_eq!(t.redundancy(), [0.0, 0.25, 0.0, 0.0]);
+        assert_eq!(t.goodput_bps[0], 80_000.0);
+        assert_eq!(t.goodput_bps[3], 40_000.0);
+        assert!((t.time(2) - 0.2).abs() < 1e-12);
+    }
+}

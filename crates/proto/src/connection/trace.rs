@@ -1,0 +1,320 @@
+//! The connection's events for its sink (see [`crate::events`]). Every method returns at once
+//! when there is no sink, before building anything.
+
+use super::{Connection, SpaceId};
+use crate::events::{
+    self as ev, CongestionState, Event, FrameInfo, KeyTrigger, KeyType, PacketHeader, PacketType,
+    RecoveryMetrics,
+};
+use crate::frame::{PacketKind, parse_frames};
+use crate::packet::VERSION_1;
+use crate::time::Instant;
+use crate::transport_params::TransportParameters;
+use crate::types::ConnectionId;
+
+impl Connection {
+    /// Whether a sink listens (emission points test this before building an event).
+    #[inline]
+    pub(super) fn tracing(&self) -> bool {
+        self.tracer.is_some()
+    }
+
+    /// The first events: versions, our parameters, Initial keys, "attempted".
+    pub(super) fn trace_start(&mut self, now: Instant, local: &TransportParameters) {
+        let side = self.side;
+        let Some(t) = self.tracer.as_mut() else {
+            return;
+        };
+        let (server_versions, client_versions): (&[u32], &[u32]) = if side.is_client() {
+            (&[], &[VERSION_1])
+        } else {
+            (&[VERSION_1], &[])
+        };
+        t.emit(
+            now,
+            &Event::VersionInformation {
+                server_versions,
+                client_versions,
+                chosen: Some(VERSION_1),
+            },
+        );
+        t.emit(
+            now,
+            &Event::ParametersSet {
+                initiator: ev::Initiator::Local,
+                params: local,
+            },
+        );
+        for key_type in KeyType::of_space(SpaceId::Initial) {
+            t.emit(
+                now,
+                &Event::KeyUpdated {
+                    key_type,
+                    key_phase: None,
+                    trigger: KeyTrigger::Tls,
+                },
+            );
+        }
+        t.set_state(now, ev::ConnectionState::Attempted);
+    }
+
+    pub(super) fn trace_state(&mut self, now: Instant, state: ev::ConnectionState) {
+        if let Some(t) = self.tracer.as_mut() {
+            t.set_state(now, state);
+        }
+    }
+
+    pub(super) fn trace(&mut self, now: Instant, event: &Event<'_>) {
+        if let Some(t) = self.tracer.as_mut() {
+            t.emit(now, event);
+        }
+    }
+
+    /// New keys for both directions of a space (or of 0-RTT, which has one direction).
+    pub(super) fn trace_keys(
+        &mut self,
+        now: Instant,
+        key_types: &[KeyType],
+        key_phase: Option<u64>,
+        trigger: KeyTrigger,
+        discarded: bool,
+    ) {
+        let Some(t) = self.tracer.as_mut() else {
+            return;
+        };
+        for &key_type in key_types {
+            let e = if discarded {
+                Event::KeyDiscarded {
+                    key_type,
+                    key_phase,
+                    trigger,
+                }
+            } else {
+                Event::KeyUpdated {
+                    key_type,
+                    key_phase,
+                    trigger,
+                }
+            };
+            t.emit(now, &e);
+        }
+    }
+
+    pub(super) fn trace_drop(
+        &mut self,
+        now: Instant,
+        header: Option<PacketHeader>,
+        size: usize,
+        reason: ev::DropReason,
+    ) {
+        self.trace(
+            now,
+            &Event::PacketDropped(ev::PacketDropped {
+                header,
+                size,
+                reason,
+            }),
+        );
+    }
+
+    /// The header a trace shows for a packet of `kind`.
+    pub(super) fn trace_header(
+        &self,
+        kind: PacketKind,
+        pn: Option<u64>,
+        dcid: ConnectionId,
+        scid: Option<ConnectionId>,
+    ) -> PacketHeader {
+        let packet_type = match kind {
+            PacketKind::Initial => PacketType::Initial,
+            PacketKind::Handshake => PacketType::Handshake,
+            PacketKind::ZeroRtt => PacketType::ZeroRtt,
+            PacketKind::OneRtt => PacketType::OneRtt,
+        };
+        let long = kind != PacketKind::OneRtt;
+        PacketHeader {
+            packet_type,
+            packet_number: pn,
+            key_phase_bit: (!long)
+                .then(|| self.one_rtt.as_ref().map(|k| k.key_phase))
+                .flatten(),
+            version: long.then_some(VERSION_1),
+            scid: if long { scid } else { None },
+            dcid: Some(dcid),
+            token_len: None,
+        }
+    }
+
+    /// Summarises the frames of a plaintext payload into the tracer's scratch list.
+    pub(super) fn trace_collect_frames(&mut self, payload: &[u8], sent: bool) {
+        let Some(mut t) = self.tracer.take() else {
+            return;
+        };
+        t.frames.clear();
+        // ACK delays we send are scaled by our exponent, those we receive by the peer's.
+        let exponent = if sent {
+            u64::from(self.config.ack_delay_exponent)
+        } else {
+            self.peer_params
+                .as_ref()
+                .map_or(3, |p| p.ack_delay_exponent)
+        };
+        let registry = self.frame_registry();
+        for f in parse_frames(payload, &registry) {
+            match f {
+                Ok(f) => t.frames.push(ev::frame_info(&f, exponent)),
+                // Received payloads were validated already; a sent one is ours.
+                Err(_) => break,
+            }
+        }
+        self.tracer = Some(t);
+    }
+
+    /// Emits a packet event with the frames collected by `trace_collect_frames`.
+    pub(super) fn trace_packet(&mut self, now: Instant, sent: bool, p: ev::PacketEvent<'_>) {
+        let Some(t) = self.tracer.as_mut() else {
+            return;
+        };
+        let frames = std::mem::take(&mut t.frames);
+        let p = ev::PacketEvent {
+            frames: &frames,
+            ..p
+        };
+        let e = if sent {
+            Event::PacketSent(&p)
+        } else {
+            Event::PacketReceived(&p)
+        };
+        t.emit(now, &e);
+        t.frames = frames;
+    }
+
+    /// Recovery metrics and congestion state, when they changed since last reported.
+    pub(super) fn trace_metrics(&mut self, now: Instant) {
+        if self.tracer.is_none() {
+            return;
+        }
+        let has_sample = self.rtt.has_sample();
+        let cwnd = self.cc.window();
+        let ssthresh = self.cc.ssthresh();
+        let srtt = self.rtt.smoothed();
+        let pacing_rate = self.cc.pacing_rate().or_else(|| {
+            (self.config.pacing && !srtt.is_zero())
+                .then(|| (1.25 * cwnd as f64 / srtt.as_secs_f64()) as u64)
+        });
+        let m = RecoveryMetrics {
+            min_rtt: has_sample.then(|| self.rtt.min()),
+            smoothed_rtt: Some(srtt),
+            latest_rtt: has_sample.then(|| self.rtt.latest()),
+            rtt_variance: Some(self.rtt.rttvar()),
+            pto_count: Some(self.pto_count),
+            congestion_window: Some(cwnd),
+            bytes_in_flight: Some(self.bytes_in_flight()),
+            ssthresh: (ssthresh != u64::MAX).then_some(ssthresh),
+            pacing_rate,
+        };
+        let app_limited = self.app_limited;
+        let slow_start = self.cc.in_slow_start();
+        let Some(t) = self.tracer.as_mut() else {
+            return;
+        };
+        if let Some(d) = m.changes_since(t.metrics.as_ref()) {
+            t.metrics = Some(m);
+            t.emit(now, &Event::MetricsUpdated(d));
+        }
+        let state = if t.recovery_start.is_some() {
+            CongestionState::Recovery
+        } else if app_limited {
+            CongestionState::ApplicationLimited
+        } else if slow_start {
+            CongestionState::SlowStart
+        } else {
+            CongestionState::CongestionAvoidance
+        };
+        if t.congestion != Some(state) {
+            let old = t.congestion.replace(state);
+            t.emit(
+                now,
+                &Event::CongestionStateUpdated {
+                    old,
+                    new: state,
+                    trigger: None,
+                },
+            );
+        }
+    }
+
+    /// A congestion event reduced the window: recovery starts now.
+    pub(super) fn trace_recovery_start(&mut self, now: Instant, persistent: bool) {
+        let Some(t) = self.tracer.as_mut() else {
+            return;
+        };
+        t.recovery_start = Some(now);
+        if persistent {
+            let old = t.congestion.replace(CongestionState::Recovery);
+            t.emit(
+                now,
+                &Event::CongestionStateUpdated {
+                    old,
+                    new: CongestionState::Recovery,
+                    trigger: Some(ev::CongestionTrigger::PersistentCongestion),
+                },
+            );
+        }
+    }
+
+    /// A packet sent at `sent` was acknowledged: one sent after recovery began ends it.
+    pub(super) fn trace_acked_sent_at(&mut self, sent: Instant) {
+        if let Some(t) = self.tracer.as_mut()
+            && t.recovery_start.is_some_and(|r| sent > r)
+        {
+            t.recovery_start = None;
+        }
+    }
+
+    /// The packet type of a sent packet of `space` numbered `pn`.
+    pub(super) fn sent_packet_type(&self, space: SpaceId, pn: u64) -> PacketType {
+        match space {
+            SpaceId::Initial => PacketType::Initial,
+            SpaceId::Handshake => PacketType::Handshake,
+            SpaceId::Data if self.side.is_client() && pn < self.zero_rtt_sent_until => {
+                PacketType::ZeroRtt
+            }
+            SpaceId::Data => PacketType::OneRtt,
+        }
+    }
+
+    /// A lost packet's event.
+    pub(super) fn trace_lost(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        pn: u64,
+        frames: &[super::sent::SentFrame],
+        reordering: bool,
+    ) {
+        if self.tracer.is_none() {
+            return;
+        }
+        let mut header = PacketHeader::new(self.sent_packet_type(space, pn));
+        header.packet_number = Some(pn);
+        let cids = &self.local_cids.active;
+        let infos: Vec<FrameInfo> = frames
+            .iter()
+            .filter_map(|f| ev::sent_frame_info(f, |seq| cids.get(&seq).copied()))
+            .collect();
+        let Some(t) = self.tracer.as_mut() else {
+            return;
+        };
+        let lost = ev::PacketLost {
+            header,
+            frames: &infos,
+            trigger: if reordering {
+                ev::LossTrigger::ReorderingThreshold
+            } else {
+                ev::LossTrigger::TimeThreshold
+            },
+        };
+        t.emit(now, &Event::PacketLost(&lost));
+    }
+}
