@@ -114,12 +114,81 @@ pub enum Event<'a> {
     Extension(&'a dyn ExtensionEvent),
 }
 
+/// The frames of a packet event, summarised when a sink asks: a sink that does not look at
+/// them costs no decoding.
+#[derive(Clone, Copy)]
+pub struct Frames<'a>(FramesRepr<'a>);
+
+#[derive(Clone, Copy)]
+enum FramesRepr<'a> {
+    Listed(&'a [FrameInfo]),
+    /// A plaintext payload, decoded on demand.
+    Payload {
+        payload: &'a [u8],
+        registry: crate::frame::FrameRegistry<'a>,
+        ack_delay_exponent: u64,
+    },
+}
+
+impl<'a> Frames<'a> {
+    /// Frames already summarised.
+    pub fn listed(frames: &'a [FrameInfo]) -> Self {
+        Frames(FramesRepr::Listed(frames))
+    }
+
+    /// The frames of a plaintext payload our own parser accepted (or that we wrote).
+    pub(crate) fn payload(
+        payload: &'a [u8],
+        registry: crate::frame::FrameRegistry<'a>,
+        ack_delay_exponent: u64,
+    ) -> Self {
+        Frames(FramesRepr::Payload {
+            payload,
+            registry,
+            ack_delay_exponent,
+        })
+    }
+
+    /// Calls `f` with each frame's summary, in packet order.
+    pub fn for_each(&self, mut f: impl FnMut(FrameInfo)) {
+        match self.0 {
+            FramesRepr::Listed(l) => l.iter().cloned().for_each(f),
+            FramesRepr::Payload {
+                payload,
+                registry,
+                ack_delay_exponent,
+            } => {
+                for frame in crate::frame::parse_frames(payload, &registry) {
+                    match frame {
+                        Ok(frame) => f(frame_info(&frame, ack_delay_exponent)),
+                        // Received payloads were validated already; a sent one is ours.
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+    }
+
+    /// The summaries, collected.
+    pub fn to_vec(&self) -> Vec<FrameInfo> {
+        let mut v = Vec::new();
+        self.for_each(|f| v.push(f));
+        v
+    }
+}
+
+impl fmt::Debug for Frames<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.to_vec()).finish()
+    }
+}
+
 /// A packet sent or received.
 #[derive(Debug, Clone, Copy)]
 pub struct PacketEvent<'a> {
     pub header: PacketHeader,
-    /// Its frames in order (empty for Retry, Version Negotiation and stateless resets).
-    pub frames: &'a [FrameInfo],
+    /// Its frames in order (none for Retry, Version Negotiation and stateless resets).
+    pub frames: Frames<'a>,
     /// Bytes on the wire, header and AEAD tag included.
     pub size: usize,
     /// Version Negotiation: the versions offered.
@@ -134,7 +203,7 @@ impl<'a> PacketEvent<'a> {
     pub fn new(header: PacketHeader, frames: &'a [FrameInfo], size: usize) -> Self {
         PacketEvent {
             header,
-            frames,
+            frames: Frames::listed(frames),
             size,
             supported_versions: &[],
             stateless_reset_token: None,
@@ -560,8 +629,6 @@ pub trait ExtensionEvent: fmt::Debug {
 /// A connection's sink and the little state that decides what changed.
 pub(crate) struct Tracer {
     pub sink: Box<dyn EventSink>,
-    /// Scratch for the frames of one packet.
-    pub frames: Vec<FrameInfo>,
     pub metrics: Option<RecoveryMetrics>,
     pub congestion: Option<CongestionState>,
     pub state: Option<ConnectionState>,
@@ -576,7 +643,6 @@ impl Tracer {
     pub fn new(sink: Box<dyn EventSink>) -> Self {
         Tracer {
             sink,
-            frames: Vec::new(),
             metrics: None,
             congestion: None,
             state: None,

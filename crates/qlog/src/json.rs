@@ -185,7 +185,7 @@ fn packet(p: &PacketEvent<'_>) -> Value {
     m.insert("header".into(), header(&p.header));
     m.insert(
         "frames".into(),
-        Value::Array(p.frames.iter().map(frame).collect()),
+        Value::Array(p.frames.to_vec().iter().map(frame).collect()),
     );
     // The AEAD tag counts as a 16-byte trailer (quic-events §1.2).
     m.insert("raw".into(), json!({"length": p.size}));

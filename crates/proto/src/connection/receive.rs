@@ -278,8 +278,8 @@ impl Connection {
         self.stats.packets_received += 1;
         if self.tracing() {
             let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
-            self.trace_collect_frames(&payload, false);
-            self.trace_packet(now, false, ev::PacketEvent::new(h, &[], packet_len));
+            let p = ev::PacketEvent::new(h, &[], packet_len);
+            self.trace_packet(now, false, &payload, p);
         }
         // First packet from the server fixes its connection ID (RFC 9000 §7.2).
         if let Some(scid) = scid

@@ -6,7 +6,7 @@ use crate::events::{
     self as ev, CongestionState, Event, FrameInfo, KeyTrigger, KeyType, PacketHeader, PacketType,
     RecoveryMetrics,
 };
-use crate::frame::{PacketKind, parse_frames};
+use crate::frame::{FrameRegistry, PacketKind};
 use crate::packet::VERSION_1;
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
@@ -145,12 +145,18 @@ impl Connection {
         }
     }
 
-    /// Summarises the frames of a plaintext payload into the tracer's scratch list.
-    pub(super) fn trace_collect_frames(&mut self, payload: &[u8], sent: bool) {
-        let Some(mut t) = self.tracer.take() else {
+    /// Emits a packet event whose frames are those of plaintext `payload`, decoded only if
+    /// the sink asks.
+    pub(super) fn trace_packet(
+        &mut self,
+        now: Instant,
+        sent: bool,
+        payload: &[u8],
+        p: ev::PacketEvent<'_>,
+    ) {
+        let Some(t) = self.tracer.as_mut() else {
             return;
         };
-        t.frames.clear();
         // ACK delays we send are scaled by our exponent, those we receive by the peer's.
         let exponent = if sent {
             u64::from(self.config.ack_delay_exponent)
@@ -159,25 +165,14 @@ impl Connection {
                 .as_ref()
                 .map_or(3, |p| p.ack_delay_exponent)
         };
-        let registry = self.frame_registry();
-        for f in parse_frames(payload, &registry) {
-            match f {
-                Ok(f) => t.frames.push(ev::frame_info(&f, exponent)),
-                // Received payloads were validated already; a sent one is ours.
-                Err(_) => break,
-            }
-        }
-        self.tracer = Some(t);
-    }
-
-    /// Emits a packet event with the frames collected by `trace_collect_frames`.
-    pub(super) fn trace_packet(&mut self, now: Instant, sent: bool, p: ev::PacketEvent<'_>) {
-        let Some(t) = self.tracer.as_mut() else {
-            return;
+        // The registry as `frame_registry` builds it, from disjoint fields.
+        let registry = FrameRegistry {
+            datagram: self.config.max_datagram_frame_size.is_some(),
+            ack_frequency: false,
+            extensions: Some(&self.extensions),
         };
-        let frames = std::mem::take(&mut t.frames);
         let p = ev::PacketEvent {
-            frames: &frames,
+            frames: ev::Frames::payload(payload, registry, exponent),
             ..p
         };
         let e = if sent {
@@ -186,7 +181,6 @@ impl Connection {
             Event::PacketReceived(&p)
         };
         t.emit(now, &e);
-        t.frames = frames;
     }
 
     /// Recovery metrics and congestion state, when they changed since last reported.

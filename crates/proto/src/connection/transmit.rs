@@ -464,14 +464,12 @@ impl Connection {
         if space == SpaceId::Data && self.sending_zero_rtt() {
             self.zero_rtt_sent_until = pn + 1;
         }
+        let size = buf.len() - packet_start + TAG_LEN;
         if self.tracing() {
-            self.trace_collect_frames(&buf[payload_start..], true);
+            self.trace_sent(now, space, pn, size, probe, &buf[payload_start..]);
         }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
-        let size = buf.len() - packet_start;
-        if self.tracing() {
-            self.trace_sent(now, space, pn, size, probe);
-        }
+        debug_assert_eq!(size, buf.len() - packet_start);
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
         if in_flight && self.cc.uses_rate_samples() {
@@ -887,20 +885,26 @@ impl Connection {
             frame::encode_padding(buf, target - buf.len());
         }
         if self.tracing() {
-            self.trace_collect_frames(&buf[payload_start..], true);
+            let pn = self.spaces[space.idx()].next_pn;
+            let size = buf.len() - packet_start + TAG_LEN;
+            self.trace_sent(now, space, pn, size, false, &buf[payload_start..]);
         }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
-        if self.tracing() {
-            let pn = self.spaces[space.idx()].next_pn;
-            let size = buf.len() - packet_start;
-            self.trace_sent(now, space, pn, size, false);
-        }
         self.spaces[space.idx()].next_pn += 1;
         self.stats.packets_sent += 1;
     }
 
-    /// The `packet_sent` event of the packet just sealed (frames collected before sealing).
-    fn trace_sent(&mut self, now: Instant, space: SpaceId, pn: u64, size: usize, probe: bool) {
+    /// The `packet_sent` event of the packet about to be sealed: `size` on the wire, frames
+    /// from its plaintext `payload`.
+    fn trace_sent(
+        &mut self,
+        now: Instant,
+        space: SpaceId,
+        pn: u64,
+        size: usize,
+        probe: bool,
+        payload: &[u8],
+    ) {
         if self
             .tracer
             .as_mut()
@@ -928,6 +932,6 @@ impl Connection {
         }
         let mut p = ev::PacketEvent::new(h, &[], size);
         p.trigger = probe.then_some(ev::PacketSentTrigger::PtoProbe);
-        self.trace_packet(now, true, p);
+        self.trace_packet(now, true, payload, p);
     }
 }
