@@ -95,15 +95,15 @@ pub struct RunArgs {
     /// Loss rates to sweep, comma-separated: "2%" or "0,1%,2%" or 0.02.
     #[arg(long)]
     loss: Option<String>,
-    /// bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION]; repeat the option to
-    /// sweep workloads (e.g. --workload bulk:1kB --workload bulk:10kB).
+    /// bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION][,buffer=DURATION][,stream];
+    /// repeat the option to sweep workloads (e.g. --workload bulk:1kB --workload bulk:10kB).
     #[arg(long)]
     workload: Vec<String>,
     /// Number of seeds (1..=N) or a list/range such as 1-20 or 3,7,9.
     #[arg(long)]
     seeds: Option<String>,
-    /// Congestion controller: newreno, cubic or bbr; a list (newreno,cubic) compares them as
-    /// variants of one experiment.
+    /// Congestion controller: newreno, cubic, bbr, or disabled (none at all, as paper 002's
+    /// real-time runs); a list (newreno,cubic) compares them as variants of one experiment.
     #[arg(long)]
     cc: Option<String>,
     /// FEC both endpoints send: none, on (= adaptive), rquic, rquic(ss=off), xor,

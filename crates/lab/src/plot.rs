@@ -123,7 +123,9 @@ pub fn ecdf(xs: &[f64]) -> Vec<(f64, f64)> {
     out
 }
 
-const COLORS: [RGBColor; 8] = [
+/// Series colours by position; a figure that keeps a variant's position across panels and
+/// figures (empty series hold their place) keeps its colour.
+const COLORS: [RGBColor; 10] = [
     RGBColor(0, 0, 0),
     RGBColor(214, 39, 40),
     RGBColor(31, 119, 180),
@@ -132,6 +134,8 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
     RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+    RGBColor(227, 119, 194),
 ];
 
 fn range_of(it: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -204,6 +208,10 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .draw()
             .map_err(e)?;
         for (i, s) in panel.series.iter().enumerate() {
+            if s.points.is_empty() {
+                // Holds its colour's place only: no line, no legend entry.
+                continue;
+            }
             let c = COLORS[i % COLORS.len()];
             chart
                 .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))

@@ -34,7 +34,8 @@ pub(crate) const CODE_NOT_FOUND: u64 = 0x404;
 /// Transport options shared by client and server.
 #[derive(Args, Clone, Debug)]
 pub struct TransportArgs {
-    /// Congestion controller: newreno, cubic or bbr.
+    /// Congestion controller: newreno, cubic or bbr; `disabled` sends without any (only for
+    /// applications that set their own rate, and only on paths you own).
     #[arg(long, default_value = "cubic")]
     cc: CongestionControl,
     /// Disable pacing (send whole congestion windows in bursts).

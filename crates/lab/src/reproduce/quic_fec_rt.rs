@@ -382,21 +382,26 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         );
     }
     md.push('\n');
-    let series = |figure: &str, names: &[&str], scale: f64, get: &dyn Fn(&str) -> Vec<f64>| {
-        names
+    // Every variant in one order, those not in `names` empty: a variant keeps its colour
+    // from figure to figure.
+    let series = |names: &[&str], scale: f64, get: &dyn Fn(&str) -> Vec<f64>| {
+        all_variants()
             .iter()
             .map(|v| Series {
-                label: v.to_string(),
-                points: ecdf(&get(v).iter().map(|x| x * scale).collect::<Vec<_>>()),
+                label: v.name.to_string(),
+                points: if names.contains(&v.name) {
+                    ecdf(&get(v.name).iter().map(|x| x * scale).collect::<Vec<_>>())
+                } else {
+                    Vec::new()
+                },
             })
-            .filter(|s| !s.points.is_empty() || figure.is_empty())
             .collect::<Vec<_>>()
     };
     figures.push(ecdf_figure(
         "fig5",
         "Paper 002 Fig. 5: application data received (design, 100 ms buffer)",
         "data received (%)",
-        series("design", &main, 100.0, &|v| m.data("design", v)),
+        series(&main, 100.0, &|v| m.data("design", v)),
         vec![Reference {
             label: "paper: RS gets all data in > 35 % (its curve ends below)".into(),
             y: Some(0.65),
@@ -414,7 +419,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         "fig6",
         "Paper 002 Fig. 6: total re-buffering (design, 100 ms buffer)",
         "total re-buffering (s)",
-        series("design", &main, 1.0, &|v| m.rebuffering("design", v)),
+        series(&main, 1.0, &|v| m.rebuffering("design", v)),
         vec![Reference {
             label: "2.5 s (paper: QUIC above it in > 50 %)".into(),
             y: None,
@@ -452,17 +457,17 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         md.push('\n');
     }
     md.push('\n');
-    let lines: Vec<Series> = fig7
+    let lines: Vec<Series> = all_variants()
         .iter()
         .map(|v| {
             let mut pts: Vec<(f64, f64)> = m
-                .points("fig7", v)
+                .points("fig7", v.name)
                 .iter()
                 .map(|p| (p.x, p.rebuffering))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             Series {
-                label: v.to_string(),
+                label: v.name.to_string(),
                 points: pts,
             }
         })
@@ -496,7 +501,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         "fig8",
         "Paper 002 Fig. 8: RS vs RLC vs interleaved XOR",
         "total re-buffering (s)",
-        series("design", &codes, 1.0, &|v| m.rebuffering("design", v)),
+        series(&codes, 1.0, &|v| m.rebuffering("design", v)),
         Vec::new(),
         Corner::LowerRight,
     ));
@@ -522,7 +527,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             fig,
             &format!("Paper 002 {title}"),
             "total re-buffering (s)",
-            series(fig, &short, 1.0, &|v| m.rebuffering(fig, v)),
+            series(&short, 1.0, &|v| m.rebuffering(fig, v)),
             Vec::new(),
             Corner::LowerRight,
         ));
