@@ -286,9 +286,13 @@ pub fn flow_table(records: &[RunRecord]) -> String {
     #[derive(Default)]
     struct Flow {
         start: f64,
+        done: usize,
         dct: Vec<f64>,
         bps: Vec<f64>,
         share: Vec<f64>,
+        /// Real-time flows: data received and re-buffering.
+        data: Vec<f64>,
+        rebuf: Vec<f64>,
     }
     type Key = (String, String, String, u64, String);
     let mut groups: BTreeMap<Key, Flow> = BTreeMap::new();
@@ -306,9 +310,12 @@ pub fn flow_table(records: &[RunRecord]) -> String {
                 start: f.start_s,
                 ..Flow::default()
             });
+            g.done += usize::from(f.completed);
             if let Some(t) = f.completion_time_s.filter(|_| f.completed) {
                 g.dct.push(t);
             }
+            g.data.extend(f.app_data_fraction);
+            g.rebuf.extend(f.rebuffering_s);
             if let Some(x) = f.shared_goodput_bps {
                 g.bps.push(x);
                 if let Some(t) = total.filter(|t| *t > 0.0) {
@@ -323,39 +330,45 @@ pub fn flow_table(records: &[RunRecord]) -> String {
     let med = |xs: &[f64], scale: f64, prec: usize| {
         Stats::of(xs).map_or("-".into(), |s| format!("{:.prec$}", s.median * scale))
     };
+    let realtime = groups.values().any(|g| !g.data.is_empty());
     let rows: Vec<Vec<String>> = groups
         .iter()
         .map(|((preset, variant, workload, loss, flow), g)| {
-            vec![
+            let mut row = vec![
                 preset.clone(),
                 variant.clone(),
                 flow.clone(),
                 workload.clone(),
                 format!("{:.2}", f64::from_bits(*loss) * 100.0),
                 format!("{:.1}", g.start),
-                g.dct.len().to_string(),
+                g.done.to_string(),
                 med(&g.dct, 1.0, 3),
                 med(&g.bps, 1e-6, 2),
                 med(&g.share, 100.0, 1),
-            ]
+            ];
+            if realtime {
+                row.push(med(&g.data, 100.0, 1));
+                row.push(med(&g.rebuf, 1.0, 3));
+            }
+            row
         })
         .collect();
-    render(
-        &[
-            "preset",
-            "variant",
-            "flow",
-            "workload",
-            "loss%",
-            "start_s",
-            "done",
-            "dct_med_s",
-            "shared_Mbps",
-            "share%",
-        ],
-        &rows,
-        4,
-    )
+    let mut header = vec![
+        "preset",
+        "variant",
+        "flow",
+        "workload",
+        "loss%",
+        "start_s",
+        "done",
+        "dct_med_s",
+        "shared_Mbps",
+        "share%",
+    ];
+    if realtime {
+        header.extend(["data%_med", "rebuf_s_med"]);
+    }
+    render(&header, &rows, 4)
 }
 
 #[cfg(test)]
