@@ -37,15 +37,6 @@ pub enum Delivery {
     Stream,
 }
 
-impl Delivery {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Delivery::Datagram => "datagram",
-            Delivery::Stream => "stream",
-        }
-    }
-}
-
 /// Smallest real-time packet: the message number (4 bytes), packet index (1), send time (8).
 pub const REALTIME_HEADER: u32 = 13;
 /// Largest real-time packet: one DATAGRAM frame in a 1200-byte QUIC packet, with room for
