@@ -310,7 +310,7 @@ impl Sender {
                 continue;
             }
             if let Some(d) = *deadline {
-                let at = *arrival.get_or_insert_with(|| cx.now + cx.path().min_rtt / 2);
+                let at = *arrival.get_or_insert_with(|| cx.earliest_arrival());
                 if at > d {
                     // What it protects cannot be played any more: not worth the bytes.
                     let (_, r, _) = self.repairs.pop_front().expect("non-empty");

@@ -9,17 +9,7 @@ use qfec_proto::recovery::cc::CongestionControl;
 use qfec_sim::LossSpec;
 
 fn run(loss: Option<LossSpec>, fec: Option<&str>, workload: &Workload, seed: u64) -> RunRecord {
-    run_in(RecoveredLossMode::Signal, loss, fec, workload, seed)
-}
-
-fn run_in(
-    mode: RecoveredLossMode,
-    loss: Option<LossSpec>,
-    fec: Option<&str>,
-    workload: &Workload,
-    seed: u64,
-) -> RunRecord {
-    run_with(None, mode, loss, fec, workload, seed)
+    run_with(None, RecoveredLossMode::Signal, loss, fec, workload, seed)
 }
 
 fn run_with(
@@ -177,7 +167,7 @@ fn adaptive_repairs_random_loss_for_less_than_fixed_codes() {
     let loss = Some(LossSpec::Bernoulli { p: 0.03 });
     let sum = |fec: Option<&str>| {
         (1..=3).fold((0.0, 0, 0), |acc, seed| {
-            let r = run_in(mask, loss.clone(), fec, &bulk, seed);
+            let r = run_with(None, mask, loss.clone(), fec, &bulk, seed);
             (
                 acc.0 + r.completion_time_s.unwrap(),
                 acc.1 + r.fec_bytes,

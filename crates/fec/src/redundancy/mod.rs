@@ -342,20 +342,21 @@ impl FromStr for Redundancy {
             }
         };
         // `tail=off` (last) makes a fixed code a `Cadence` one.
-        let tail = match args.last() {
-            Some(&"tail=off") => false,
-            Some(&"tail=on") => true,
-            _ => true,
-        };
-        if args.last().is_some_and(|a| a.starts_with("tail=")) {
-            if !matches!(name, "xor" | "rs" | "rlc") {
+        let tail = match args.last().and_then(|a| a.strip_prefix("tail=")) {
+            None => true,
+            Some(_) if !matches!(name, "xor" | "rs" | "rlc") => {
                 return Err(err(format!("tail= applies to xor, rs and rlc, not {name}")));
             }
-            if !matches!(args.last(), Some(&"tail=off" | &"tail=on")) {
-                return Err(err("tail must be on or off".into()));
+            Some(v) => {
+                let on = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(err("tail must be on or off".into())),
+                };
+                args.pop();
+                on
             }
-            args.pop();
-        }
+        };
         let scheme = match (name, args.as_slice()) {
             ("adaptive", []) => return Ok(Redundancy::Adaptive(AdaptiveConfig::default())),
             ("rquic", []) => return Ok(Redundancy::Rquic(RquicConfig::default())),

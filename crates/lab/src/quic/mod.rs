@@ -17,9 +17,7 @@ use std::time::Duration;
 use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
 use qfec_proto::events::EventSinkFactory;
-use qfec_proto::recovery::cc::{
-    BbrConfig, CongestionControl, CubicConfig, DisabledConfig, NewRenoConfig,
-};
+use qfec_proto::recovery::cc::CongestionControl;
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
@@ -52,39 +50,17 @@ pub fn transport_config(
     side: Side,
 ) -> Result<TransportConfig, String> {
     let mut t = TransportConfig::default();
-    let iw = settings.initial_window_packets.map(u64::from);
-    match settings.congestion.unwrap_or(CongestionControl::Cubic) {
-        CongestionControl::NewReno => {
-            let mut c = NewRenoConfig::default();
-            if let Some(iw) = iw {
-                c.initial_window_packets = iw;
-            }
-            t.congestion_controller = Arc::new(c);
-        }
-        CongestionControl::Cubic => {
-            let mut c = CubicConfig::default();
-            if let Some(iw) = iw {
-                c.initial_window_packets = iw;
-            }
-            t.congestion_controller = Arc::new(c);
-        }
-        CongestionControl::Bbr => {
-            let mut c = BbrConfig::default();
-            if let Some(iw) = iw {
-                c.initial_window_packets = iw;
-            }
-            t.congestion_controller = Arc::new(c);
-        }
-        CongestionControl::Disabled => {
-            if iw.is_some() {
-                return Err(
-                    "protocol.initial_window_packets: there is no window with congestion = \"disabled\""
-                        .into(),
-                );
-            }
-            t.congestion_controller = Arc::new(DisabledConfig);
-        }
-    }
+    let cc = settings.congestion.unwrap_or(CongestionControl::Cubic);
+    t.congestion_controller = match settings.initial_window_packets {
+        None => cc.factory(),
+        Some(iw) => cc
+            .factory_with_initial_window(u64::from(iw))
+            .ok_or_else(|| {
+                format!(
+                    "protocol.initial_window_packets: there is no window with congestion = \"{cc}\""
+                )
+            })?,
+    };
     if let Some(p) = settings.pacing {
         t.pacing = p;
     }

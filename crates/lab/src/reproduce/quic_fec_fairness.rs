@@ -159,23 +159,19 @@ pub(super) fn report(records: &[RunRecord], md: &mut String, opts: &Options) -> 
     let mut boxes = Vec::new();
     for (name, _, _) in backgrounds() {
         let o = outcome(records, name);
-        let s = Stats::of(&o.dct);
-        let q = |p| {
-            let mut v = o.dct.clone();
-            v.sort_by(f64::total_cmp);
-            (!v.is_empty()).then(|| crate::metrics::quantile(&v, p))
-        };
+        // The table gives the box plot's median and quartiles.
+        let b = BoxStat::of(name, &o.dct);
         let _ = writeln!(
             md,
             "| {name} | {} | {} | {}-{} | {} | {} |",
             o.dct.len(),
-            fmt_opt(s.map(|s| s.median), 1),
-            fmt_opt(q(0.25), 1),
-            fmt_opt(q(0.75), 1),
+            fmt_opt(b.as_ref().map(|b| b.median), 1),
+            fmt_opt(b.as_ref().map(|b| b.q1), 1),
+            fmt_opt(b.as_ref().map(|b| b.q3), 1),
             Stats::of(&o.share).map_or("–".into(), |s| format!("{:.1} %", s.median * 100.0)),
             fmt_opt(Stats::of(&o.jain).map(|s| s.median), 3),
         );
-        boxes.extend(BoxStat::of(name, &o.dct));
+        boxes.extend(b);
     }
     md.push('\n');
     (

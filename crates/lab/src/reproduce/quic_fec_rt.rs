@@ -25,7 +25,7 @@ use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
 use qfec_sim::{LossSpec, QueueLimit};
 
-use super::{Corner, Figure, Options, Panel, Reference, Report, Series, ecdf, fmt_opt, pct};
+use super::{Corner, Figure, Options, Panel, Reference, Report, Series, ecdf, fmt_opt, pct, share};
 use crate::campaign::RunSpec;
 use crate::config::ProtocolSettings;
 use crate::design::wsp;
@@ -282,10 +282,6 @@ impl Medians {
             .map(|p| p.rebuffering)
             .collect()
     }
-}
-
-fn share(xs: &[f64], pred: impl Fn(f64) -> bool) -> Option<f64> {
-    super::share(xs, pred)
 }
 
 /// Data received counts as "all" when nothing is missing (fractions are exact ratios).

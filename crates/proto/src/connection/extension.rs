@@ -118,6 +118,12 @@ impl ExtensionCx<'_> {
         self.conn.max_1rtt_payload()
     }
 
+    /// The earliest a packet sent now can reach the peer (for deadlines, see
+    /// [`SentPacketInfo::deadline`]).
+    pub fn earliest_arrival(&self) -> Instant {
+        self.conn.earliest_arrival(self.now)
+    }
+
     /// The application has STREAM data or DATAGRAMs that it could send now.
     pub fn app_data_pending(&self) -> bool {
         !self.conn.datagrams_out.is_empty() || self.conn.streams.has_stream_data()

@@ -651,10 +651,10 @@ impl Connection {
         Ok(())
     }
 
-    /// One-way delay the sender assumes for deadlines: half the minimum RTT, the least a
-    /// packet sent now can take, so that nothing that might still arrive in time is dropped.
-    pub(crate) fn one_way_delay(&self) -> Duration {
-        self.rtt.min() / 2
+    /// The earliest a packet sent at `now` can reach the peer, for deadlines: half the
+    /// minimum RTT later, so that nothing that might still arrive in time is dropped.
+    pub(crate) fn earliest_arrival(&self, now: Instant) -> Instant {
+        now + self.rtt.min() / 2
     }
 
     pub fn recv_datagram(&mut self) -> Option<Bytes> {

@@ -610,9 +610,8 @@ impl Connection {
         let app_room = |buf: &Vec<u8>| app_end.saturating_sub(buf.len());
         // Every frame of the region so far is a DATAGRAM with a deadline; the latest one.
         let (mut all_dated, mut latest) = (true, None);
-        let arrival = now + self.one_way_delay();
         while let Some(d) = self.datagrams_out.front() {
-            if d.deadline.is_some_and(|t| arrival > t) {
+            if d.deadline.is_some_and(|t| self.earliest_arrival(now) > t) {
                 self.datagrams_out.pop_front();
                 self.stats.datagrams_expired += 1;
                 continue;

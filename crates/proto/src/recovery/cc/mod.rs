@@ -160,6 +160,26 @@ impl CongestionControl {
         }
     }
 
+    /// The factory with an initial window of `packets` datagrams; `None` for a controller
+    /// without a window (`Disabled`).
+    pub fn factory_with_initial_window(self, packets: u64) -> Option<Arc<dyn ControllerFactory>> {
+        Some(match self {
+            CongestionControl::NewReno => Arc::new(NewRenoConfig {
+                initial_window_packets: packets,
+                ..NewRenoConfig::default()
+            }),
+            CongestionControl::Cubic => Arc::new(CubicConfig {
+                initial_window_packets: packets,
+                ..CubicConfig::default()
+            }),
+            CongestionControl::Bbr => Arc::new(BbrConfig {
+                initial_window_packets: packets,
+                ..BbrConfig::default()
+            }),
+            CongestionControl::Disabled => return None,
+        })
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             CongestionControl::NewReno => "newreno",
