@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::connection::AckFrequencyPolicy;
 use crate::connection::extension::ExtensionFactory;
 use crate::crypto::{ClientCryptoConfig, ServerCryptoConfig};
 use crate::events::EventSinkFactory;
@@ -36,9 +37,16 @@ pub struct TransportConfig {
     pub initial_rtt: Duration,
     /// Largest delay we add before acknowledging (advertised as max_ack_delay).
     pub max_ack_delay: Duration,
-    /// Acknowledge after this many ack-eliciting packets (RFC 9000 §13.2.2 recommends 2).
+    /// Acknowledge after this many ack-eliciting packets (RFC 9000 §13.2.2 recommends 2),
+    /// until the peer asks otherwise with ACK_FREQUENCY.
     pub ack_eliciting_threshold: u64,
     pub ack_delay_exponent: u8,
+    /// The shortest delay we can hold an ACK for, advertised as min_ack_delay
+    /// (draft-ietf-quic-ack-frequency): it lets the peer send ACK_FREQUENCY and IMMEDIATE_ACK,
+    /// which we then honour. `None` does not advertise the extension. At most `max_ack_delay`.
+    pub min_ack_delay: Option<Duration>,
+    /// What we ask of a peer that advertised min_ack_delay.
+    pub ack_frequency: AckFrequencyPolicy,
     /// Packet reordering threshold for loss detection (RFC 9002 kPacketThreshold).
     pub packet_threshold: u64,
     pub congestion_controller: Arc<dyn ControllerFactory>,
@@ -80,6 +88,8 @@ impl Default for TransportConfig {
             max_ack_delay: Duration::from_millis(25),
             ack_eliciting_threshold: 2,
             ack_delay_exponent: 3,
+            min_ack_delay: Some(Duration::from_millis(1)),
+            ack_frequency: AckFrequencyPolicy::None,
             packet_threshold: 3,
             congestion_controller: CongestionControl::Cubic.factory(),
             pacing: true,

@@ -981,6 +981,15 @@ fn local_params(
         initial_max_streams_uni: cfg.max_concurrent_uni_streams,
         ack_delay_exponent: u64::from(cfg.ack_delay_exponent),
         max_ack_delay: cfg.max_ack_delay.as_millis() as u64,
+        // In microseconds, and never above max_ack_delay (which is in milliseconds).
+        min_ack_delay: cfg
+            .min_ack_delay
+            .map(|d| {
+                d.min(std::time::Duration::from_millis(
+                    cfg.max_ack_delay.as_millis() as u64,
+                ))
+            })
+            .map(|d| d.as_micros() as u64),
         active_connection_id_limit: cfg.active_connection_id_limit.max(2),
         max_datagram_frame_size: cfg.max_datagram_frame_size,
         extensions: ext_params,

@@ -25,9 +25,9 @@ pub mod events;
 
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
-    Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event, ExtensionCx,
-    ExtensionFactory, FrameOutcome, PathStats, ProtectedRegion, ReadError, RecoveredLossMode,
-    SentPacketInfo, StreamEvent, Transmit, WriteError,
+    AckFrequencyPolicy, Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event,
+    ExtensionCx, ExtensionFactory, FrameOutcome, PathStats, ProtectedRegion, ReadError,
+    RecoveredLossMode, SentPacketInfo, StreamEvent, Transmit, WriteError,
 };
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointSecrets};

@@ -420,10 +420,7 @@ impl Connection {
                         self.on_peer_recovered(now, pn, mode);
                     }
                     ExtensionAction::AckImmediately => {
-                        let sp = &mut self.spaces[SpaceId::Data.idx()];
-                        if sp.ack_pending {
-                            sp.ack_immediate = true;
-                        }
+                        self.spaces[SpaceId::Data.idx()].ack.request_immediate();
                     }
                 }
             }
@@ -442,7 +439,9 @@ impl Connection {
             Ok((true, _)) => {
                 // Ack-eliciting content: let the peer hear from us soon.
                 let sp = &mut self.spaces[SpaceId::Data.idx()];
-                sp.ack_pending = !sp.received.is_empty();
+                if !sp.received.is_empty() {
+                    sp.ack.mark_pending();
+                }
             }
             Ok((false, _)) => {}
             Err(e) => self.close_with_error(now, e),

@@ -260,7 +260,7 @@ impl Connection {
         let had_keys = sp.keys.take().is_some();
         sp.sent.drain(|_, _| {});
         sp.loss_time = None;
-        sp.ack_pending = false;
+        sp.ack.discard();
         sp.probes = 0;
         self.pto_count = 0;
         self.set_loss_timer(now);

@@ -22,11 +22,46 @@ impl Connection {
         d
     }
 
-    fn peer_max_ack_delay(&self) -> Duration {
+    /// The max_ack_delay the peer may be using: advertised, or asked for by ACK_FREQUENCY.
+    pub(super) fn peer_max_ack_delay(&self) -> Duration {
         if !self.handshake_confirmed {
             return Duration::ZERO;
         }
+        self.ack_frequency
+            .peer_max_ack_delay(self.peer_advertised_max_ack_delay())
+    }
+
+    fn peer_advertised_max_ack_delay(&self) -> Duration {
         Duration::from_millis(self.peer_params.as_ref().map_or(25, |p| p.max_ack_delay))
+    }
+
+    /// The peer's min_ack_delay when it accepts ACK_FREQUENCY and IMMEDIATE_ACK frames.
+    pub(super) fn peer_min_ack_delay(&self) -> Option<Duration> {
+        let us = self.peer_params.as_ref()?.min_ack_delay?;
+        Some(Duration::from_micros(us))
+    }
+
+    /// Lets the ACK frequency policy look at the path after an ACK.
+    fn update_ack_frequency(&mut self, now: Instant) {
+        let Some(peer_min_ack_delay) = self.peer_min_ack_delay() else {
+            return;
+        };
+        if !self.handshake_confirmed || !self.rtt.has_sample() {
+            return;
+        }
+        let inputs = super::ack_frequency::PolicyInputs {
+            now,
+            smoothed_rtt: self.rtt.smoothed(),
+            min_rtt: self.rtt.min(),
+            cwnd: self.cc.window(),
+            max_datagram_size: u64::from(self.config.max_udp_payload_size),
+            in_slow_start: self.cc.in_slow_start(),
+            packets_sent: self.spaces[SpaceId::Data.idx()].next_pn,
+            packet_threshold: self.config.packet_threshold,
+            peer_min_ack_delay,
+            peer_max_ack_delay: self.peer_advertised_max_ack_delay(),
+        };
+        self.ack_frequency.update(&inputs);
     }
 
     fn peer_ack_delay_exponent(&self) -> u64 {
@@ -134,6 +169,9 @@ impl Connection {
         if self.peer_validated_address {
             self.pto_count = 0;
         }
+        if space == SpaceId::Data {
+            self.update_ack_frequency(now);
+        }
         self.set_loss_timer(now);
         self.trace_metrics(now);
         Ok(())
@@ -184,6 +222,7 @@ impl Connection {
                     self.spaces[space.idx()].crypto_send.on_ack(offset, len)
                 }
                 SentFrame::ResetStream(id) => self.streams.on_reset_acked(id),
+                SentFrame::AckFrequency(seq) => self.ack_frequency.on_request_acked(seq),
                 _ => {}
             }
         }
@@ -234,6 +273,10 @@ impl Connection {
                 self.cc.on_packet_lost(now, &loss);
             }
             self.requeue_frames(space, &p.info.frames);
+        }
+        if space == SpaceId::Data {
+            // The repair should be acknowledged as soon as it arrives.
+            self.ack_frequency.want_immediate_ack();
         }
         if space == SpaceId::Data && !self.extensions.is_empty() {
             let pns: Vec<u64> = lost.iter().map(|(pn, _)| *pn).collect();
@@ -314,7 +357,8 @@ impl Connection {
                 }
                 SentFrame::HandshakeDone => self.handshake_done_pending = true,
                 SentFrame::NewToken => self.new_token_pending = self.issued_token.is_some(),
-                SentFrame::Ping | SentFrame::AckFrequency(_) => {}
+                SentFrame::AckFrequency(seq) => self.ack_frequency.on_request_lost(seq),
+                SentFrame::Ping => {}
                 ref other => self.streams.on_control_lost(other),
             }
         }
@@ -403,6 +447,10 @@ impl Connection {
         self.stats.pto_count += 1;
         self.pto_count += 1;
         self.trace_metrics(now);
+        if space == SpaceId::Data {
+            // A probe's ACK should not wait for the peer's ack delay (draft §7).
+            self.ack_frequency.want_immediate_ack();
+        }
         // Send one or two probes carrying data still unacknowledged, else PINGs.
         let sp = &mut self.spaces[space.idx()];
         sp.probes = 2;
@@ -466,11 +514,7 @@ impl Connection {
 
     /// When a delayed ACK of the Data space is due.
     pub(super) fn ack_deadline(&self) -> Option<Instant> {
-        let sp = &self.spaces[SpaceId::Data.idx()];
-        if !sp.ack_pending || sp.ack_immediate {
-            return None;
-        }
-        sp.first_unacked_at.map(|t| t + self.config.max_ack_delay)
+        self.spaces[SpaceId::Data.idx()].ack.deadline()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -492,9 +536,7 @@ impl Connection {
         if self.loss_timer.is_some_and(|t| now >= t) {
             self.on_loss_timeout(now);
         }
-        if self.ack_deadline().is_some_and(|t| now >= t) {
-            self.spaces[SpaceId::Data.idx()].ack_immediate = true;
-        }
+        self.spaces[SpaceId::Data.idx()].ack.on_timeout(now);
         if self.pacing_timer.is_some_and(|t| now >= t) {
             self.pacing_timer = None;
         }

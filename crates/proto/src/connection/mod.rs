@@ -5,6 +5,8 @@
 //! - `loss`: ACK processing, loss detection, PTO and timers (RFC 9002);
 //! - `streams`, `spaces`, `cid`, `keys`, `sent`: the state each of those works on.
 
+mod ack;
+mod ack_frequency;
 mod cid;
 pub mod extension;
 mod handshake;
@@ -17,6 +19,7 @@ pub mod streams;
 mod trace;
 mod transmit;
 
+pub use ack_frequency::{AckFrequencyPolicy, ParseAckFrequencyPolicyError};
 pub use cid::ResetKey;
 pub use extension::{
     ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, ProtectedRegion,
@@ -160,6 +163,13 @@ pub struct ConnectionStats {
     pub packets_dropped: u64,
     /// DATAGRAMs dropped unsent because they could no longer arrive by their deadline.
     pub datagrams_expired: u64,
+    /// ACK frames sent (all packet-number spaces).
+    pub ack_frames_sent: u64,
+    /// ACK_FREQUENCY frames sent (first transmissions and repeats).
+    pub ack_frequency_sent: u64,
+    pub immediate_acks_sent: u64,
+    /// ACK_FREQUENCY frames from the peer that changed how we acknowledge.
+    pub ack_frequency_applied: u64,
 }
 
 /// A snapshot of the path state, for traces.
@@ -225,6 +235,11 @@ pub struct Connection {
     remote_cids: RemoteCids,
     reset_key: ResetKey,
     peer_params: Option<TransportParameters>,
+    /// The min_ack_delay we advertised: with it, the peer may send ACK_FREQUENCY and
+    /// IMMEDIATE_ACK, and we honour them.
+    min_ack_delay: Option<Duration>,
+    /// What we ask of the peer's acknowledgements (ACK_FREQUENCY, IMMEDIATE_ACK).
+    ack_frequency: ack_frequency::AckFrequencySender,
     /// Client: the destination ID of our first Initial (also the server's original DCID).
     orig_dcid: ConnectionId,
     /// Client: the server's ID from a Retry, which must come back as retry_source_connection_id.
@@ -329,7 +344,16 @@ pub(crate) struct ConnectionParams {
 impl Connection {
     pub(crate) fn new(p: ConnectionParams) -> Self {
         let cfg = p.config.clone();
-        let mut spaces = [PacketSpace::new(), PacketSpace::new(), PacketSpace::new()];
+        let data_acks = ack::AckParams {
+            threshold: cfg.ack_eliciting_threshold.max(1) - 1,
+            max_ack_delay: cfg.max_ack_delay,
+            reordering: 1,
+        };
+        let mut spaces = [
+            PacketSpace::new(ack::AckParams::IMMEDIATE),
+            PacketSpace::new(ack::AckParams::IMMEDIATE),
+            PacketSpace::new(data_acks),
+        ];
         spaces[0].keys = Some(crate::crypto::initial_keys(&p.initial_dcid, p.side));
         let mtu = cfg.max_udp_payload_size;
         let cc = cfg.congestion_controller.build(p.now, mtu);
@@ -364,6 +388,8 @@ impl Connection {
             remote_cids: RemoteCids::new(p.remote_cid, cfg.active_connection_id_limit),
             reset_key: p.reset_key,
             peer_params: None,
+            min_ack_delay: p.local_params.min_ack_delay.map(Duration::from_micros),
+            ack_frequency: ack_frequency::AckFrequencySender::new(cfg.ack_frequency),
             orig_dcid: p.orig_dcid,
             retry_scid: p.retry_scid,
             retry_token: p.token,

@@ -2,9 +2,11 @@
 //! handling and the frame loop (RFC 9000 §12, §17; RFC 9001 §5-6).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use super::ack::AckParams;
 use super::extension::FrameOutcome;
 use super::{Connection, ConnectionError, Event, SpaceId, State};
 use crate::coding::Reader;
@@ -614,29 +616,26 @@ impl Connection {
     ) -> Result<bool, TransportError> {
         let (ack_eliciting, non_probing) =
             self.process_frames(now, space, kind, Some(pn), &payload)?;
-        let threshold = self.config.ack_eliciting_threshold.max(1);
         let sp = &mut self.spaces[space.idx()];
         let out_of_order = sp.on_packet_received(now, pn);
-        if ack_eliciting {
-            sp.ack_pending = true;
-            sp.ack_eliciting_since_ack += 1;
-            if sp.first_unacked_at.is_none() {
-                sp.first_unacked_at = Some(now);
-            }
-            if space != SpaceId::Data || out_of_order || sp.ack_eliciting_since_ack >= threshold {
-                sp.ack_immediate = true;
-            }
-        }
+        sp.ack.on_packet(
+            now,
+            pn,
+            ack_eliciting,
+            out_of_order,
+            &sp.received,
+            sp.received_floor,
+        );
         Ok(non_probing)
     }
 
-    /// The frame types this connection accepts: core, DATAGRAM when we advertised it, and
-    /// those its extensions own. ACK_FREQUENCY needs min_ack_delay, which qfec does not
-    /// advertise (yet).
+    /// The frame types this connection accepts: core, DATAGRAM and ACK_FREQUENCY /
+    /// IMMEDIATE_ACK when we advertised their transport parameters, and those its extensions
+    /// own.
     pub(super) fn frame_registry(&self) -> FrameRegistry<'_> {
         FrameRegistry {
             datagram: self.config.max_datagram_frame_size.is_some(),
-            ack_frequency: false,
+            ack_frequency: self.min_ack_delay.is_some(),
             extensions: Some(&self.extensions),
         }
     }
@@ -808,8 +807,36 @@ impl Connection {
                 self.datagrams_in.push_back(payload.slice_ref(data));
                 self.events.push_back(Event::DatagramReceived);
             }
-            Frame::AckFrequency { .. } => {}
-            Frame::ImmediateAck => self.spaces[space.idx()].ack_immediate = true,
+            Frame::AckFrequency {
+                seq,
+                ack_eliciting_threshold,
+                request_max_ack_delay,
+                reordering_threshold,
+            } => {
+                // Draft §4: below our min_ack_delay, or not a valid max_ack_delay, is a
+                // protocol violation.
+                let delay = Duration::from_micros(request_max_ack_delay);
+                if self.min_ack_delay.is_some_and(|min| delay < min)
+                    || request_max_ack_delay >= (1 << 14) * 1000
+                {
+                    return Err(TransportError::protocol_violation(
+                        "ACK_FREQUENCY asks for an invalid max_ack_delay",
+                    )
+                    .with_frame(ty));
+                }
+                let params = AckParams {
+                    threshold: ack_eliciting_threshold,
+                    max_ack_delay: delay,
+                    reordering: reordering_threshold,
+                };
+                let acks = &mut self.spaces[SpaceId::Data.idx()].ack;
+                let before = acks.params();
+                acks.on_ack_frequency(seq, params);
+                if acks.params() != before {
+                    self.stats.ack_frequency_applied += 1;
+                }
+            }
+            Frame::ImmediateAck => self.spaces[space.idx()].ack.request_immediate(),
             Frame::Extension { ty, body } => {
                 let rest = payload.slice(rest..);
                 let outcome = self.with_extensions(now, pn, |exts, cx| {

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+use crate::connection::ack::{AckManager, AckParams};
 use crate::connection::extension::LostPacket;
 use crate::connection::sent::SentInfo;
 use crate::crypto::SpaceKeys;
@@ -172,13 +173,8 @@ pub struct PacketSpace {
     /// ACK frames need not report ranges below this any more.
     pub ack_floor: u64,
     pub largest_received: Option<(u64, Instant)>,
-    /// An ACK frame should be sent (something ack-eliciting arrived since the last one).
-    pub ack_pending: bool,
-    /// Send the ACK without waiting for the ack delay.
-    pub ack_immediate: bool,
-    pub ack_eliciting_since_ack: u64,
-    /// When the oldest unacknowledged ack-eliciting packet arrived (ack-delay timer base).
-    pub first_unacked_at: Option<Instant>,
+    /// When to send the next ACK frame.
+    pub ack: AckManager,
     pub crypto_send: CryptoSend,
     pub crypto_recv: CryptoRecv,
     pub loss_time: Option<Instant>,
@@ -192,7 +188,7 @@ pub struct PacketSpace {
 }
 
 impl PacketSpace {
-    pub fn new() -> Self {
+    pub fn new(ack: AckParams) -> Self {
         PacketSpace {
             keys: None,
             next_pn: 0,
@@ -201,10 +197,7 @@ impl PacketSpace {
             received_floor: 0,
             ack_floor: 0,
             largest_received: None,
-            ack_pending: false,
-            ack_immediate: false,
-            ack_eliciting_since_ack: 0,
-            first_unacked_at: None,
+            ack: AckManager::new(ack),
             crypto_send: CryptoSend::default(),
             crypto_recv: CryptoRecv::default(),
             loss_time: None,
@@ -290,7 +283,7 @@ mod tests {
     /// packet in a gap was dropped as a duplicate and never processed.
     #[test]
     fn late_packet_below_an_acked_ack_is_still_new() {
-        let mut sp = PacketSpace::new();
+        let mut sp = PacketSpace::new(AckParams::IMMEDIATE);
         for pn in [0, 1, 2, 4, 5, 6] {
             sp.on_packet_received(Instant::ZERO, pn);
         }

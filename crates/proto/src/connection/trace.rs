@@ -154,6 +154,15 @@ impl Connection {
         payload: &[u8],
         p: ev::PacketEvent<'_>,
     ) {
+        if self.tracer.is_none() {
+            return;
+        }
+        // ACK_FREQUENCY goes to a peer that advertised min_ack_delay, and comes to us if we did.
+        let ack_frequency = if sent {
+            self.peer_min_ack_delay().is_some()
+        } else {
+            self.min_ack_delay.is_some()
+        };
         let Some(t) = self.tracer.as_mut() else {
             return;
         };
@@ -168,7 +177,7 @@ impl Connection {
         // The registry as `frame_registry` builds it, from disjoint fields.
         let registry = FrameRegistry {
             datagram: self.config.max_datagram_frame_size.is_some(),
-            ack_frequency: false,
+            ack_frequency,
             extensions: Some(&self.extensions),
         };
         let p = ev::PacketEvent {

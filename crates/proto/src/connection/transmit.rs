@@ -215,7 +215,7 @@ impl Connection {
     /// Whether `space` has anything worth a packet now.
     fn space_wants(&self, space: SpaceId, allowance: Allowance) -> bool {
         let sp = &self.spaces[space.idx()];
-        if sp.ack_pending && sp.ack_immediate {
+        if sp.ack.is_immediate() {
             return true;
         }
         if sp.probes > 0 {
@@ -337,7 +337,7 @@ impl Connection {
         };
         // ACK first: it is what keeps the peer's recovery going.
         let sp = &mut self.spaces[space.idx()];
-        if sp.ack_pending && !sp.received.is_empty() {
+        if sp.ack.pending() && !sp.received.is_empty() {
             let delay_us = sp.largest_received.map_or(0, |(_, t)| {
                 now.saturating_duration_since(t).as_micros() as u64
             });
@@ -345,14 +345,12 @@ impl Connection {
             let room = max_payload_end - buf.len();
             let ranges = sp.ack_ranges_to_report(MAX_ACK_RANGES);
             let len = frame::ack_encoded_len(&sp.received, delay, None, ranges);
-            let hold_back = !sp.ack_immediate && wanted > 0 && len + wanted > room;
+            let hold_back = !sp.ack.is_immediate() && wanted > 0 && len + wanted > room;
             if len <= room && !hold_back {
                 frame::encode_ack(buf, &sp.received, delay, None, ranges);
                 info.largest_acked_in_ack = sp.received.max();
-                sp.ack_pending = false;
-                sp.ack_immediate = false;
-                sp.ack_eliciting_since_ack = 0;
-                sp.first_unacked_at = None;
+                sp.ack.on_ack_sent(info.largest_acked_in_ack);
+                self.stats.ack_frames_sent += 1;
             }
         }
         let probe = sp.probes > 0;
@@ -589,6 +587,11 @@ impl Connection {
             frames.push(SentFrame::RetireConnectionId(seq));
             self.remote_cids.pending_retire.pop_first();
         }
+        // ACK frequency requests go only to a peer that accepts them, never in 0-RTT (draft §3).
+        let ack_frequency = !self.sending_zero_rtt() && self.peer_min_ack_delay().is_some();
+        if ack_frequency {
+            self.write_ack_frequency_frames(buf, end, frames);
+        }
         let r = room(buf);
         self.streams.write_control(buf, r, frames);
         // Every core frame above is ack-eliciting.
@@ -606,7 +609,10 @@ impl Connection {
         let region = self.open_protected_region(now, buf, end);
         let protected_from = u16::try_from(frames.len()).unwrap_or(u16::MAX);
         let app_start = buf.len();
-        let app_end = region.map_or(end, |(_, g)| end.min(buf.len() + g.max_len));
+        // Room for an IMMEDIATE_ACK after the data, should it be the last before going idle.
+        let tail_ack = ack_frequency && self.ack_frequency.immediate_ack_on_tail();
+        let data_end = end.saturating_sub(usize::from(tail_ack));
+        let app_end = region.map_or(data_end, |(_, g)| data_end.min(buf.len() + g.max_len));
         let app_room = |buf: &Vec<u8>| app_end.saturating_sub(buf.len());
         // Every frame of the region so far is a DATAGRAM with a deadline; the latest one.
         let (mut all_dated, mut latest) = (true, None);
@@ -638,6 +644,11 @@ impl Connection {
         }
         let wrote_app = buf.len() > app_start;
         ack_eliciting |= wrote_app;
+        if tail_ack && wrote_app && self.out_of_data() && buf.len() < end {
+            // The sender goes idle: its last data should not wait for the peer's ack delay.
+            Frame::ImmediateAck.encode(buf);
+            self.stats.immediate_acks_sent += 1;
+        }
         if !self.streams.has_stream_data() && buf.len() == start {
             self.app_limited = true;
         } else if self.streams.has_stream_data() {
@@ -658,6 +669,34 @@ impl Connection {
             protected,
             protected_from,
             deadline: latest.filter(|_| all_dated),
+        }
+    }
+
+    /// The pending ACK_FREQUENCY request and IMMEDIATE_ACK, room permitting.
+    fn write_ack_frequency_frames(
+        &mut self,
+        buf: &mut Vec<u8>,
+        end: usize,
+        frames: &mut SentFrames,
+    ) {
+        if let Some((seq, p)) = self.ack_frequency.pending_request() {
+            let f = Frame::AckFrequency {
+                seq,
+                ack_eliciting_threshold: p.threshold,
+                request_max_ack_delay: p.max_ack_delay.as_micros() as u64,
+                reordering_threshold: p.reordering,
+            };
+            if f.encoded_len() <= end.saturating_sub(buf.len()) {
+                f.encode(buf);
+                frames.push(SentFrame::AckFrequency(seq));
+                self.ack_frequency.on_request_sent(seq);
+                self.stats.ack_frequency_sent += 1;
+            }
+        }
+        if self.ack_frequency.immediate_ack_pending() && buf.len() < end {
+            Frame::ImmediateAck.encode(buf);
+            self.ack_frequency.on_immediate_ack_sent();
+            self.stats.immediate_acks_sent += 1;
         }
     }
 
