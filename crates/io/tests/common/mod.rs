@@ -67,6 +67,8 @@ pub struct FetchApp {
     pub error: Option<ConnectionError>,
     /// FEC counters when the downloads ended.
     pub fec: Option<qfec_fec::FecStats>,
+    /// The connection's counters when the downloads ended.
+    pub stats: Option<qfec_proto::ConnectionStats>,
 }
 
 impl FetchApp {
@@ -82,6 +84,7 @@ impl FetchApp {
             close_code: Some(0),
             error: None,
             fec: None,
+            stats: None,
         }
     }
 }
@@ -151,6 +154,7 @@ impl Application for FetchApp {
         }
         if self.done.len() == self.sizes.len() {
             self.fec = c.extension::<qfec_fec::FecExtension>().map(|f| f.stats());
+            self.stats = Some(c.stats());
             if let Some(code) = self.close_code.take() {
                 c.close(now, code, b"bye");
             }
@@ -291,10 +295,19 @@ pub async fn qfec_server(
     stop_after_closed: usize,
     fec: Option<&str>,
 ) -> (SocketAddr, tokio::task::JoinHandle<ServeApp>) {
+    qfec_server_with(retry, stop_after_closed, transport(fec)).await
+}
+
+/// Like [`qfec_server`], with this transport configuration.
+pub async fn qfec_server_with(
+    retry: bool,
+    stop_after_closed: usize,
+    transport: TransportConfig,
+) -> (SocketAddr, tokio::task::JoinHandle<ServeApp>) {
     let (chain, key) = cert();
     let mut sc = ServerConfig::new(ServerCryptoConfig::new(chain, key, &[ALPN]).unwrap());
     sc.retry = retry;
-    sc.transport = Arc::new(transport(fec));
+    sc.transport = Arc::new(transport);
     let ep = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 3);
     let mut driver = Driver::bind(loopback(), ep).unwrap();
     let addr = driver.local_addr().unwrap();
