@@ -16,6 +16,7 @@ use qfec_lab::{
     FlowSpec, MAX_FLOWS, PRESETS, Preset, RunRecord, Scenario, Sweep, Variant, Workload, aggregate,
     quic, run_all,
 };
+use qfec_proto::AckFrequencyPolicy;
 use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
 
@@ -127,6 +128,12 @@ pub struct RunArgs {
     /// Disable pacing.
     #[arg(long)]
     no_pacing: bool,
+    /// What data senders ask of their peer's ACKs (draft-ietf-quic-ack-frequency): none,
+    /// bquic (paper 001's decimation: 1 ACK per 10 packets or min(25 ms, min_rtt/4)) or
+    /// adaptive (past slow start, an ACK per eighth of the window or quarter RTT); a list
+    /// compares them.
+    #[arg(long)]
+    ack_frequency: Option<String>,
     /// Acknowledge every N ack-eliciting packets.
     #[arg(long)]
     ack_threshold: Option<u32>,
@@ -540,46 +547,59 @@ fn variants(base: &ProtocolSettings, args: &RunArgs) -> Result<Vec<Variant>> {
     let ccs = list("--cc", &args.cc, str::parse::<CongestionControl>)?;
     let fecs = list("--fec", &args.fec, qfec_fec::parse_fec)?;
     let modes = list("--fec-cc", &args.fec_cc, str::parse::<RecoveredLossMode>)?;
+    let afs = list(
+        "--ack-frequency",
+        &args.ack_frequency,
+        str::parse::<AckFrequencyPolicy>,
+    )?;
     let mut out = Vec::new();
     let cc_opts: Vec<Option<&(String, CongestionControl)>> = opts(&ccs);
     let fec_opts = opts(&fecs);
-    for cc in &cc_opts {
-        for fec in &fec_opts {
-            let has_fec =
-                fec.is_some_and(|(_, f)| f.is_some()) || (fec.is_none() && base.fec.is_some());
-            let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
-            for mode in &mode_opts {
-                let mut p = base.clone();
-                let mut name = Vec::new();
-                if let Some((n, c)) = cc {
-                    p.congestion = Some(*c);
-                    if ccs.len() > 1 {
-                        name.push(n.clone());
+    for af in opts(&afs) {
+        for cc in &cc_opts {
+            for fec in &fec_opts {
+                let has_fec =
+                    fec.is_some_and(|(_, f)| f.is_some()) || (fec.is_none() && base.fec.is_some());
+                let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
+                for mode in &mode_opts {
+                    let mut p = base.clone();
+                    let mut name = Vec::new();
+                    if let Some((n, a)) = af {
+                        p.ack_frequency = Some(*a);
+                        if afs.len() > 1 {
+                            name.push(n.clone());
+                        }
                     }
-                }
-                if let Some((n, f)) = fec {
-                    p.fec = *f;
-                    if fecs.len() > 1 {
-                        name.push(n.clone());
+                    if let Some((n, c)) = cc {
+                        p.congestion = Some(*c);
+                        if ccs.len() > 1 {
+                            name.push(n.clone());
+                        }
                     }
-                }
-                if let Some((n, m)) = mode {
-                    p.fec_cc = Some(*m);
-                    if modes.len() > 1 {
-                        name.push(n.clone());
+                    if let Some((n, f)) = fec {
+                        p.fec = *f;
+                        if fecs.len() > 1 {
+                            name.push(n.clone());
+                        }
                     }
+                    if let Some((n, m)) = mode {
+                        p.fec_cc = Some(*m);
+                        if modes.len() > 1 {
+                            name.push(n.clone());
+                        }
+                    }
+                    if !has_fec {
+                        p.fec_cc = None;
+                    }
+                    out.push(Variant {
+                        name: if name.is_empty() {
+                            "default".into()
+                        } else {
+                            name.join("/")
+                        },
+                        protocol: p,
+                    });
                 }
-                if !has_fec {
-                    p.fec_cc = None;
-                }
-                out.push(Variant {
-                    name: if name.is_empty() {
-                        "default".into()
-                    } else {
-                        name.join("/")
-                    },
-                    protocol: p,
-                });
             }
         }
     }

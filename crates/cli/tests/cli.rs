@@ -154,6 +154,10 @@ fn bad_input_gets_a_clear_error() {
         "disabled (no congestion control)",
     );
     one_line_error(
+        &["lab", "run", "--preset", "wlan", "--ack-frequency", "often"],
+        "expected one of none, bquic, adaptive",
+    );
+    one_line_error(
         &[
             "lab",
             "run",

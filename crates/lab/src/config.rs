@@ -46,8 +46,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use qfec_fec::Redundancy;
-use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
+use qfec_proto::{AckFrequencyPolicy, RecoveredLossMode};
 
 use crate::units::{Dur, Rate, Ratio, Size};
 
@@ -319,6 +319,10 @@ pub struct ProtocolSettings {
     #[serde(default, with = "text")]
     pub congestion: Option<CongestionControl>,
     pub pacing: Option<bool>,
+    /// What data senders ask of their peer's ACKs: `none`, `bquic`, `adaptive`
+    /// (`qfec_proto::AckFrequencyPolicy`).
+    #[serde(default, with = "text")]
+    pub ack_frequency: Option<AckFrequencyPolicy>,
     pub ack_eliciting_threshold: Option<u32>,
     pub max_ack_delay: Option<Dur>,
     pub initial_rtt: Option<Dur>,

@@ -77,7 +77,7 @@ fn bquic_receiver_honours_the_threshold_of_ten_packets() {
 }
 
 #[test]
-fn adaptive_policy_acks_once_per_quarter_window_past_slow_start() {
+fn adaptive_policy_acks_once_per_eighth_window_past_slow_start() {
     // A few losses end slow start (the link has no queue to overflow).
     let a = download(3, AckFrequencyPolicy::Adaptive, 0.001, 4_000_000);
     let b = download(3, AckFrequencyPolicy::None, 0.001, 4_000_000);

@@ -64,6 +64,9 @@ pub fn transport_config(
     if let Some(p) = settings.pacing {
         t.pacing = p;
     }
+    if let Some(a) = settings.ack_frequency {
+        t.ack_frequency = a;
+    }
     if let Some(n) = settings.ack_eliciting_threshold {
         if n == 0 {
             return Err("protocol.ack_eliciting_threshold: must be at least 1".into());
