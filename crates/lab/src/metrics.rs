@@ -23,6 +23,10 @@ pub struct RunRecord {
     pub completion_time_s: Option<f64>,
     /// Application bytes delivered / completion time, bits per second.
     pub goodput_bps: Option<f64>,
+    /// From the client's connect to its handshake's completion, seconds (paper 001 measures
+    /// throughput after it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake_s: Option<f64>,
     /// Application bytes delivered to the client.
     pub app_bytes: u64,
     /// UDP payload bytes sent by both endpoints.
@@ -35,6 +39,9 @@ pub struct RunRecord {
     /// Ack-eliciting packets the endpoints declared lost (both endpoints).
     #[serde(default)]
     pub packets_lost: u64,
+    /// ACK frames sent (both endpoints; in a download, mostly the client's).
+    #[serde(default)]
+    pub ack_frames_sent: u64,
     /// Datagrams the downlink (server to client) dropped: ingress, queue, air and blackhole.
     #[serde(default)]
     pub down_dropped: u64,
@@ -127,6 +134,23 @@ pub struct FlowRecord {
 }
 
 impl RunRecord {
+    /// Adds one endpoint's connection counters (and its FEC's) to the run's totals.
+    pub(crate) fn add_connection(&mut self, c: &qfec_proto::Connection) {
+        let s = c.stats();
+        self.bytes_on_wire += s.udp_tx_bytes;
+        self.packets_sent += s.packets_sent;
+        self.retransmissions += s.packets_retransmitted;
+        self.spurious_retransmissions += s.spurious_losses;
+        self.packets_lost += s.packets_lost;
+        self.ack_frames_sent += s.ack_frames_sent;
+        if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
+            let f = f.stats();
+            self.fec_bytes += f.fec_bytes_sent;
+            self.repair_symbols += f.repair_symbols_sent;
+            self.recovered_symbols += f.symbols_recovered;
+        }
+    }
+
     /// The completion time of a run that finished without error.
     pub fn finished_time(&self) -> Option<f64> {
         self.completion_time_s

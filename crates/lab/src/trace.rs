@@ -1,19 +1,40 @@
 //! Per-run time series (`qfec lab run --trace`), in bins of [`BIN`]: the sender's congestion
 //! window, bytes in flight and smoothed RTT (from its `recovery_metrics_updated` events), its
 //! FEC source and repair symbols (from FEC's events), and the client's goodput (application
-//! bytes read per bin). Built from the connection's event sink, so a run without `--trace`
+//! bytes read per bin); and the histogram of the sender's inter-packet times (paper 001's
+//! Fig. 5). Built from the connection's event sink, so a run without `--trace`
 //! neither builds events nor stores series.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use qfec_fec::FecEvent;
-use qfec_proto::events::{ConnectionInfo, Event, EventSink, EventSinkFactory};
+use qfec_proto::events::{ConnectionInfo, Event, EventSink, EventSinkFactory, PacketType};
 use qfec_proto::{Instant, Side};
 use serde::{Deserialize, Serialize};
 
 /// Width of a bin.
 pub const BIN: Duration = Duration::from_millis(100);
+
+/// Inter-packet-time histogram: this many bins per decade, from 1 µs to 1 s.
+const IPT_PER_DECADE: usize = 10;
+const IPT_DECADES: usize = 6;
+/// Bin 0 holds gaps under 1 µs, bin k (1..) gaps in [10^((k-1)/10), 10^(k/10)) µs, the last
+/// one everything from 1 s.
+const IPT_BINS: usize = IPT_PER_DECADE * IPT_DECADES + 2;
+
+fn ipt_bin(gap: Duration) -> usize {
+    let us = gap.as_nanos() as f64 / 1e3;
+    if us < 1.0 {
+        return 0;
+    }
+    ((us.log10() * IPT_PER_DECADE as f64).floor() as usize + 1).min(IPT_BINS - 1)
+}
+
+/// Upper edge of IPT bin `k`, µs.
+fn ipt_upper_us(k: usize) -> f64 {
+    10f64.powf(k as f64 / IPT_PER_DECADE as f64)
+}
 
 /// The series of one run; index i covers [i * bin_s, (i + 1) * bin_s) from the run's start.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -31,12 +52,44 @@ pub struct RunTrace {
     pub fec_sources: Vec<u64>,
     /// Repair symbols (REPAIR frames) the sender sent in each bin.
     pub fec_repairs: Vec<u64>,
+    /// Gaps between consecutive 1-RTT packets the sender sent: counts per log-spaced bin
+    /// (10 per decade from 1 µs; see [`RunTrace::ipt_ecdf`]).
+    #[serde(default)]
+    pub ipt_hist: Vec<u64>,
 }
 
 impl RunTrace {
     /// Start time of bin `i`, seconds.
     pub fn time(&self, i: usize) -> f64 {
         i as f64 * self.bin_s
+    }
+
+    /// Share of inter-packet times below `us` microseconds (exact at bin edges: 10^(k/10)),
+    /// None without packets.
+    pub fn ipt_share_below(&self, us: f64) -> Option<f64> {
+        let total: u64 = self.ipt_hist.iter().sum();
+        let below: u64 = self
+            .ipt_hist
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| ipt_upper_us(*k) <= us * (1.0 + 1e-9))
+            .map(|(_, n)| n)
+            .sum();
+        (total > 0).then(|| below as f64 / total as f64)
+    }
+
+    /// The inter-packet times' ECDF at the bins' upper edges: (µs, share at or below).
+    pub fn ipt_ecdf(&self) -> Vec<(f64, f64)> {
+        let total: u64 = self.ipt_hist.iter().sum();
+        let mut acc = 0;
+        let mut out = Vec::new();
+        for (k, n) in self.ipt_hist.iter().enumerate() {
+            acc += n;
+            if total > 0 && k + 1 < self.ipt_hist.len() {
+                out.push((ipt_upper_us(k), acc as f64 / total as f64));
+            }
+        }
+        out
     }
 
     /// Repair symbols over all symbols sent (sources and repairs) in each bin, 0 where none.
@@ -65,6 +118,8 @@ struct SenderSeries {
     srtt_s: Vec<f64>,
     sources: Vec<u64>,
     repairs: Vec<u64>,
+    last_sent: Option<Instant>,
+    ipt: Vec<u64>,
 }
 
 impl SenderSeries {
@@ -83,6 +138,14 @@ impl SenderSeries {
 
     fn on_event(&mut self, now: Instant, event: &Event<'_>) {
         match event {
+            Event::PacketSent(p) if p.header.packet_type == PacketType::OneRtt => {
+                if let Some(prev) = self.last_sent.replace(now) {
+                    if self.ipt.is_empty() {
+                        self.ipt = vec![0; IPT_BINS];
+                    }
+                    self.ipt[ipt_bin(now.saturating_duration_since(prev))] += 1;
+                }
+            }
             Event::MetricsUpdated(m) => {
                 // The bins before this one keep the values from before this update.
                 let i = self.bin(now);
@@ -179,6 +242,7 @@ impl SeriesFactory {
             goodput_bps: goodput,
             fec_sources: pad(s.sources, 0),
             fec_repairs: pad(s.repairs, 0),
+            ipt_hist: s.ipt,
         }
     }
 }
@@ -291,5 +355,29 @@ mod tests {
         assert_eq!(t.goodput_bps[0], 80_000.0);
         assert_eq!(t.goodput_bps[3], 40_000.0);
         assert!((t.time(2) - 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn inter_packet_times_land_in_log_bins() {
+        let f = SeriesFactory::new(Side::Server);
+        let us = |u: u64| Instant::from_nanos(u * 1_000);
+        let header = |t| qfec_proto::events::PacketHeader::new(t);
+        let one_rtt = qfec_proto::events::PacketEvent::new(header(PacketType::OneRtt), &[], 1200);
+        let initial = qfec_proto::events::PacketEvent::new(header(PacketType::Initial), &[], 1200);
+        {
+            let mut s = f.series.lock().unwrap();
+            // Gaps of 30 us, 30 us, 99 us, 100 us and 500 us; the Initial is not counted.
+            for t in [0, 30, 60, 159, 259, 759] {
+                s.on_event(us(t), &Event::PacketSent(&one_rtt));
+            }
+            s.on_event(us(800), &Event::PacketSent(&initial));
+        }
+        let t = f.finish(&[]);
+        assert_eq!(t.ipt_hist.iter().sum::<u64>(), 5);
+        assert_eq!(t.ipt_share_below(100.0), Some(0.6));
+        assert_eq!(t.ipt_share_below(1e6), Some(1.0));
+        let e = t.ipt_ecdf();
+        assert!(e.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(e.last().map(|p| p.1), Some(1.0));
     }
 }

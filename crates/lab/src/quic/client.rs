@@ -62,6 +62,8 @@ pub struct ClientApp {
     /// Application bytes read per time bin from time 0: flows' shares, goodput series.
     delivered: ByteBins,
     done_at: Option<Instant>,
+    /// When the handshake completed.
+    established_at: Option<Instant>,
     error: Option<String>,
 }
 
@@ -131,6 +133,7 @@ impl ClientApp {
             app_bytes: 0,
             delivered: ByteBins::default(),
             done_at: None,
+            established_at: None,
             error: None,
         }
     }
@@ -200,6 +203,7 @@ impl ClientApp {
         if !c.is_established() {
             return;
         }
+        self.established_at.get_or_insert(now);
         let finished = match &mut self.work {
             Work::Requests { reqs, level } => drive_requests(
                 now,
@@ -236,20 +240,10 @@ impl ClientApp {
 
     pub fn fill_record(&self, ep: &Endpoint, rec: &mut RunRecord) {
         if let Some(c) = self.conn.and_then(|h| ep.connection(h)) {
-            let s = c.stats();
-            rec.bytes_on_wire += s.udp_tx_bytes;
-            rec.packets_sent += s.packets_sent;
-            rec.retransmissions += s.packets_retransmitted;
-            rec.spurious_retransmissions += s.spurious_losses;
-            rec.packets_lost += s.packets_lost;
-            if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
-                let f = f.stats();
-                rec.fec_bytes += f.fec_bytes_sent;
-                rec.repair_symbols += f.repair_symbols_sent;
-                rec.recovered_symbols += f.symbols_recovered;
-            }
+            rec.add_connection(c);
         }
         rec.app_bytes = self.app_bytes;
+        rec.handshake_s = self.established_at.map(|t| (t - self.start).as_secs_f64());
         if let Some(e) = &self.error {
             rec.error.get_or_insert_with(|| e.clone());
         }

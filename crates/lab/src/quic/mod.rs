@@ -341,6 +341,8 @@ fn fill_flows(
         rec.packets_sent += r.packets_sent;
         rec.retransmissions += r.retransmissions;
         rec.spurious_retransmissions += r.spurious_retransmissions;
+        rec.packets_lost += r.packets_lost;
+        rec.ack_frames_sent += r.ack_frames_sent;
         rec.fec_bytes += r.fec_bytes;
         rec.repair_symbols += r.repair_symbols;
         rec.recovered_symbols += r.recovered_symbols;

@@ -194,18 +194,7 @@ impl ServerApp {
             });
         }
         if let Some(c) = self.conn.and_then(|h| ep.connection(h)) {
-            let s = c.stats();
-            rec.bytes_on_wire += s.udp_tx_bytes;
-            rec.packets_sent += s.packets_sent;
-            rec.retransmissions += s.packets_retransmitted;
-            rec.spurious_retransmissions += s.spurious_losses;
-            rec.packets_lost += s.packets_lost;
-            if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
-                let f = f.stats();
-                rec.fec_bytes += f.fec_bytes_sent;
-                rec.repair_symbols += f.repair_symbols_sent;
-                rec.recovered_symbols += f.symbols_recovered;
-            }
+            rec.add_connection(c);
         }
         rec.rtt_trace = self.rtt_trace.clone();
         rec.cwnd_trace = self.cwnd_trace.clone();
