@@ -36,6 +36,7 @@ pub mod rng;
 mod sim;
 mod stage;
 pub mod trace;
+pub mod wifi;
 mod world;
 
 pub use link::{Jitter, LinkChange, LinkSpec, QueueLimit, Serializer, bdp_bytes, serialization_ns};
