@@ -24,6 +24,7 @@
 //! Not modelled: RTS/CTS, EIFS (every station resumes after the response timeout), rate
 //! adaptation, A-MSDU, TXOP bursts, propagation delay, capture, hidden stations.
 
+pub mod analytic;
 pub(crate) mod medium;
 mod phy;
 mod spec;
