@@ -35,7 +35,8 @@ pub struct RunRecord {
     /// Ack-eliciting packets the endpoints declared lost (both endpoints).
     #[serde(default)]
     pub packets_lost: u64,
-    /// Datagrams the downlink (server to client) dropped: ingress, queue, air and blackhole.
+    /// Datagrams the downlink (server to client) dropped: ingress, queue, air, blackhole and
+    /// (over a WLAN) the MAC retry limit.
     #[serde(default)]
     pub down_dropped: u64,
     /// Bytes FEC added on the wire, both endpoints: packets carrying repair symbols and the

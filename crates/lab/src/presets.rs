@@ -93,7 +93,7 @@ pub struct Wlan {
 }
 
 /// The channel name both stations of a lab WLAN join.
-pub const WLAN_CHANNEL: &str = "wlan";
+const WLAN_CHANNEL: &str = "wlan";
 
 impl Wlan {
     /// Paper 001's lab (Table III: a Raspberry Pi 3 reaches 42-52 Mb/s of QUIC goodput). The

@@ -163,8 +163,9 @@ impl Default for Aggregation {
 }
 
 /// One station of a WLAN channel: the serializer of a link direction
-/// ([`crate::Serializer::Wifi`]). The direction's drop-tail queue is the station's MAC queue;
-/// its air loss, corruption and delay stages follow the medium.
+/// ([`crate::Serializer::Wifi`]). The direction's drop-tail queue is the station's MAC queue
+/// (MPDUs already sent and waiting in the Block ACK window are outside it, as in a driver's
+/// hardware queue); its air loss, corruption and delay stages follow the medium.
 #[derive(Debug, Clone)]
 pub struct WifiStation {
     pub channel: WifiChannel,
