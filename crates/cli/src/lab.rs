@@ -90,7 +90,7 @@ pub struct ReproduceArgs {
 pub struct RunArgs {
     /// Scenario file (TOML). Without it, --preset describes the links.
     scenario: Option<PathBuf>,
-    /// Link presets, comma-separated (wlan, 4g, 3g, satellite, da2gc, mss, interop).
+    /// Link presets, comma-separated (wlan, 4g, 3g, satellite, da2gc, mss, interop, wlan-n).
     #[arg(long)]
     preset: Option<String>,
     /// Loss rates to sweep, comma-separated: "2%" or "0,1%,2%" or 0.02.
@@ -200,6 +200,13 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
                     qfec_lab::workload::short_size(p.bulk_bytes),
                     p.source
                 );
+                if let Some(w) = &p.wlan {
+                    // The columns mean other things for a WLAN: say which.
+                    println!(
+                        "{:<10} {w}; rate = PHY rate, RTT = wired, loss = MPDU error before MAC retries",
+                        ""
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }

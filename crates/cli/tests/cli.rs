@@ -222,6 +222,25 @@ fn handshake_refused_by_certificate_check() {
 }
 
 #[test]
+fn lab_presets_lists_every_preset() {
+    let o = Command::new(QFEC)
+        .args(["lab", "presets"])
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    for p in qfec_lab::PRESETS {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(p.name) && l.contains(p.source)),
+            "{} missing: {stdout}",
+            p.name
+        );
+    }
+    assert!(stdout.contains("wlan-n") && stdout.contains("802.11n 2.4ghz MCS 7 20 MHz long GI"));
+}
+
+#[test]
 fn lab_run_prints_a_table_and_writes_records() {
     let dir = temp_dir("lab");
     let out = dir.join("runs.csv");

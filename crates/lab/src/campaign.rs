@@ -10,8 +10,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use qfec_sim::LossSpec;
-
 use crate::config::ProtocolSettings;
 use crate::metrics::RunRecord;
 use crate::presets::{LinkPair, Preset};
@@ -92,10 +90,10 @@ pub struct Variant {
 /// The cartesian product presets x losses x variants x seeds over a base scenario.
 ///
 /// - `presets` empty: the base scenario's own links. Otherwise each preset's links (its
-///   Bernoulli loss on both directions); the base scenario's per-direction overrides do not
-///   apply to preset points.
+///   Bernoulli loss on both directions, or a WLAN preset's MPDU error rate); the base
+///   scenario's per-direction overrides do not apply to preset points.
 /// - `losses` empty: the base loss. Otherwise the air loss of both directions becomes
-///   Bernoulli(loss) at each point.
+///   Bernoulli(loss) at each point ([`LinkPair::with_loss`]: the MPDU error rate of a WLAN).
 /// - `variants` empty: one variant "default" with the base protocol settings.
 /// - `seeds` empty: the base scenario's seeds.
 /// - `workloads` empty: the base workload (or each preset's bulk size, see `preset_bulk`).
@@ -188,17 +186,7 @@ impl Sweep {
             for loss in &losses {
                 let (links, point_loss) = match (preset, loss) {
                     (Some(p), l) => (p.links(*l), l.unwrap_or_else(|| p.default_loss())),
-                    (None, Some(l)) => {
-                        let mut links = self.base.links.clone();
-                        for d in [&mut links.down, &mut links.up] {
-                            d.air_loss = if *l > 0.0 {
-                                vec![LossSpec::Bernoulli { p: *l }]
-                            } else {
-                                Vec::new()
-                            };
-                        }
-                        (links, *l)
-                    }
+                    (None, Some(l)) => (self.base.links.with_loss(*l), *l),
                     (None, None) => (self.base.links.clone(), self.base.loss.unwrap_or(0.0)),
                 };
                 let preset_name = preset

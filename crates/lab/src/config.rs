@@ -31,6 +31,17 @@
 //! fec = "rlc(20,2)"            # none, xor, xor(2,10), rs, rs(20,10), rlc, rlc(20,2,1,gf2)
 //! fec_cc = "signal"            # or "mask"
 //!
+//! [link.wifi]                  # optional: the last hop is an 802.11n WLAN (both directions
+//! mcs = 7                      # share one channel: AP station down, client station up)
+//! width_mhz = 20               # 20 or 40
+//! short_gi = false
+//! band = "2.4ghz"              # or "5ghz"
+//! aggregation = "on"           # "off", or { max_mpdus = 32, max_bytes = "32KB", max_ppdu = "4ms" }
+//! mpdu_error = "5%"            # per MPDU before MAC retries (default: the preset's loss)
+//! retry_limit = 7
+//! ap_queue = "1000 packets"    # and client_queue
+//! wired_delay = "4ms"          # one way, server <-> access point
+//!
 //! [[flows]]                    # optional: several flows share the links
 //! name = "background"          # each inherits [workload] and [protocol] unless it sets them
 //! [[flows]]
@@ -128,6 +139,91 @@ pub struct LinkCfg {
     pub down: Option<DirectionCfg>,
     /// Client -> server.
     pub up: Option<DirectionCfg>,
+    /// Both directions are stations of one 802.11n channel.
+    pub wifi: Option<WifiCfg>,
+}
+
+/// `[link.wifi]`: the path's last hop is an 802.11n WLAN. Unset fields keep the preset's
+/// WLAN (`wlan-n`) or paper 001's defaults ([`crate::presets::Wlan::PAPER001`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WifiCfg {
+    pub band: Option<BandCfg>,
+    pub mcs: Option<u32>,
+    pub width_mhz: Option<u32>,
+    pub short_gi: Option<bool>,
+    pub aggregation: Option<AggregationCfg>,
+    /// MPDU error rate before MAC retransmissions.
+    pub mpdu_error: Option<Ratio>,
+    pub retry_limit: Option<u32>,
+    pub ap_queue: Option<QueueCfg>,
+    pub client_queue: Option<QueueCfg>,
+    /// One-way delay of the wired part (server <-> access point).
+    pub wired_delay: Option<Dur>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum BandCfg {
+    #[serde(rename = "5ghz")]
+    Ghz5,
+    #[serde(rename = "2.4ghz")]
+    Ghz2_4,
+}
+
+/// A-MPDU aggregation: "on" (802.11n's limits), "off" (one MPDU per channel access), or a
+/// table of limits, each defaulting to 802.11n's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggregationCfg {
+    On,
+    Off,
+    Limits(AggregationLimits),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AggregationLimits {
+    pub max_mpdus: Option<u32>,
+    pub max_bytes: Option<Size>,
+    pub max_ppdu: Option<Dur>,
+}
+
+impl<'de> Deserialize<'de> for AggregationCfg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::value::MapAccessDeserializer;
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = AggregationCfg;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "\"on\", \"off\" or a table { max_mpdus = 64, max_bytes = \"64KB\", max_ppdu = \"5ms\" }",
+                )
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<AggregationCfg, E> {
+                Ok(if v {
+                    AggregationCfg::On
+                } else {
+                    AggregationCfg::Off
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<AggregationCfg, E> {
+                match v {
+                    "on" => Ok(AggregationCfg::On),
+                    "off" => Ok(AggregationCfg::Off),
+                    _ => Err(E::custom(format!(
+                        "expected \"on\", \"off\" or a table of limits, got {v:?}"
+                    ))),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                a: A,
+            ) -> Result<AggregationCfg, A::Error> {
+                AggregationLimits::deserialize(MapAccessDeserializer::new(a))
+                    .map(AggregationCfg::Limits)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// One direction; every field overrides the preset (or the defaults without a preset).

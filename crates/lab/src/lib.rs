@@ -59,9 +59,9 @@ pub mod workload;
 
 pub use campaign::{FlowSpec, MAX_FLOWS, RunSpec, Sweep, Variant, run_all};
 pub use config::ProtocolSettings;
-pub use metrics::{RunRecord, Stats, Summary, aggregate, jain_index};
+pub use metrics::{RunRecord, StationRecord, Stats, Summary, WlanRecord, aggregate, jain_index};
 pub use pages::PageModel;
-pub use presets::{LinkPair, PRESETS, Preset};
+pub use presets::{LinkPair, PRESETS, Preset, Wlan};
 pub use scenario::{Scenario, ScenarioError};
 pub use units::{parse_duration, parse_rate, parse_ratio, parse_size};
 pub use workload::{Delivery, RealtimeSpec, Workload};

@@ -42,7 +42,8 @@ pub struct RunRecord {
     /// ACK frames sent (both endpoints; in a download, mostly the client's).
     #[serde(default)]
     pub ack_frames_sent: u64,
-    /// Datagrams the downlink (server to client) dropped: ingress, queue, air and blackhole.
+    /// Datagrams the downlink (server to client) dropped: ingress, queue, air, blackhole and
+    /// (over a WLAN) the MAC retry limit.
     #[serde(default)]
     pub down_dropped: u64,
     /// Bytes FEC added on the wire, both endpoints: packets carrying repair symbols and the
@@ -93,6 +94,9 @@ pub struct RunRecord {
     /// Largest occupancy of the downlink's queue, bytes.
     #[serde(default)]
     pub down_queue_max_bytes: u64,
+    /// Over a WLAN: what the access point's and the client's stations did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wlan: Option<WlanRecord>,
     /// (time s, smoothed RTT s) samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rtt_trace: Vec<(f64, f64)>,
@@ -105,6 +109,48 @@ pub struct RunRecord {
     /// Why the run failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A run over a WLAN medium (JSON lines only).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WlanRecord {
+    /// The access point's station (server -> client).
+    pub down: StationRecord,
+    /// The client's station (client -> server: the transport's ACKs).
+    pub up: StationRecord,
+    /// Fraction of the run the channel was busy.
+    pub busy_fraction: f64,
+}
+
+/// One station's share of the channel.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct StationRecord {
+    /// Channel accesses (exchanges started).
+    pub txops: u64,
+    pub collisions: u64,
+    /// MPDU transmissions, retransmissions included.
+    pub mpdus_sent: u64,
+    pub mpdus_retried: u64,
+    /// MPDUs discarded at the retry limit.
+    pub mpdus_dropped: u64,
+    /// MPDUs per channel access.
+    pub mean_ampdu: f64,
+    /// Channel time of its exchanges, seconds.
+    pub airtime_s: f64,
+}
+
+impl StationRecord {
+    pub fn from_stats(w: &qfec_sim::wifi::WifiStats) -> Self {
+        StationRecord {
+            txops: w.txops,
+            collisions: w.collisions,
+            mpdus_sent: w.mpdus_sent,
+            mpdus_retried: w.mpdus_retried,
+            mpdus_dropped: w.mpdus_dropped,
+            mean_ampdu: w.mean_ampdu(),
+            airtime_s: w.airtime_ns as f64 / 1e9,
+        }
+    }
 }
 
 /// One flow of a run with several.

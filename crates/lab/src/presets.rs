@@ -4,12 +4,22 @@
 //! its mid-point as the default; paper 003's use cases and the interop runner's link are single
 //! points. The link is symmetric: each direction gets the rate, half the RTT as one-way delay,
 //! a drop-tail queue (one BDP unless stated) and Bernoulli loss at the given rate.
+//!
+//! A WLAN preset ([`Preset::wlan`], paper 001's `wlan-n`) is a wired path of the given RTT
+//! whose last hop is one 802.11n channel shared by the access point (downlink) and the client
+//! (uplink), see [`Wlan`]: its rate is the PHY rate and its loss the MPDU error rate, which
+//! the MAC's retransmissions hide from the transport.
 
+use std::fmt;
 use std::time::Duration;
 
 use std::net::SocketAddr;
 
-use qfec_sim::{LinkId, LinkSpec, LossSpec, Node, QueueLimit, Simulator, bdp_bytes};
+use qfec_sim::wifi::{
+    Aggregation, Band, ChannelWidth, HtRate, MAX_AMPDU_BYTES, MAX_AMPDU_MPDUS, MAX_HT_PPDU,
+    WifiChannel, WifiSpecError, WifiStation,
+};
+use qfec_sim::{LinkId, LinkSpec, LossSpec, Node, QueueLimit, Serializer, Simulator, bdp_bytes};
 
 /// Queue sizing rule of a preset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +66,103 @@ pub struct Preset {
     pub queue: QueueRule,
     /// Bulk transfer size the paper uses with this setting.
     pub bulk_bytes: u64,
+    /// The last hop is a WLAN: `rate_mbps` is its PHY rate, `loss` its MPDU error rate,
+    /// `rtt_ms` the wired round trip, `queue` each station's MAC queue.
+    pub wlan: Option<Wlan>,
+}
+
+/// An 802.11n hop between the wired path and the client: the server's packets reach the
+/// access point over the wire and wait in its MAC queue (the `down` direction's station); the
+/// client's packets wait in its own station's queue (`up`); both contend for one channel.
+/// With several flows, all clients share the one client station.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wlan {
+    pub band: Band,
+    /// HT MCS 0-31.
+    pub mcs: u8,
+    pub width: ChannelWidth,
+    pub short_gi: bool,
+    /// None: one MPDU per channel access.
+    pub aggregation: Option<Aggregation>,
+    /// MAC retransmissions of an MPDU before it is dropped.
+    pub retry_limit: u32,
+    /// The access point's MAC queue (downlink).
+    pub ap_queue: QueueLimit,
+    /// The client's MAC queue (uplink).
+    pub client_queue: QueueLimit,
+}
+
+/// The channel name both stations of a lab WLAN join.
+const WLAN_CHANNEL: &str = "wlan";
+
+impl Wlan {
+    /// Paper 001's lab (Table III: a Raspberry Pi 3 reaches 42-52 Mb/s of QUIC goodput). The
+    /// paper gives no MCS; the Pi 3's radio is a one-stream 2.4 GHz 802.11n chip, whose top
+    /// rate is MCS 7 at 20 MHz: 65 Mb/s with the long guard interval, where saturated
+    /// 1500-byte UDP reaches about 60 Mb/s with full A-MPDUs. Queues of 1000 packets: Linux's
+    /// default transmit queue length, which OpenWrt access points keep.
+    pub const PAPER001: Wlan = Wlan {
+        band: Band::Ghz2_4,
+        mcs: 7,
+        width: ChannelWidth::Mhz20,
+        short_gi: false,
+        aggregation: Some(Aggregation {
+            max_mpdus: MAX_AMPDU_MPDUS,
+            max_bytes: MAX_AMPDU_BYTES,
+            max_ppdu: MAX_HT_PPDU,
+        }),
+        retry_limit: 7,
+        ap_queue: QueueLimit::Packets(1000),
+        client_queue: QueueLimit::Packets(1000),
+    };
+
+    /// The PHY rate.
+    pub fn rate(&self) -> Result<HtRate, WifiSpecError> {
+        HtRate::new(self.mcs, self.width, self.short_gi)
+    }
+
+    /// One station of this WLAN with MPDU error rate `mpdu_error`, checked.
+    pub fn station(&self, mpdu_error: f64) -> Result<WifiStation, WifiSpecError> {
+        let st = WifiStation::new(WifiChannel::new(WLAN_CHANNEL, self.band), self.rate()?)
+            .aggregation(self.aggregation)
+            .retry_limit(self.retry_limit)
+            .mpdu_error_rate(mpdu_error);
+        st.validate()?;
+        Ok(st)
+    }
+
+    /// Both directions: the access point's station down, the client's up, each followed by
+    /// the wired one-way delay `wired`.
+    pub fn links(&self, wired: Duration, mpdu_error: f64) -> Result<LinkPair, WifiSpecError> {
+        let st = self.station(mpdu_error)?;
+        let dir = |name: &str, queue: QueueLimit| {
+            let mut l = LinkSpec::new(name, 0, wired).queue(queue);
+            l.serializer = Serializer::Wifi(st.clone());
+            l
+        };
+        Ok(LinkPair {
+            down: dir("down", self.ap_queue),
+            up: dir("up", self.client_queue),
+        })
+    }
+}
+
+impl fmt::Display for Wlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "802.11n {} MCS {} {} MHz {} GI, ",
+            self.band,
+            self.mcs,
+            self.width.mhz(),
+            if self.short_gi { "short" } else { "long" }
+        )?;
+        match self.aggregation {
+            Some(a) => write!(f, "A-MPDU {} MPDUs / {} B", a.max_mpdus, a.max_bytes)?,
+            None => f.write_str("no aggregation")?,
+        }
+        write!(f, ", retry limit {}", self.retry_limit)
+    }
 }
 
 /// Paper 000 Table I, paper 003 §IV-B1, and the QUIC interop runner.
@@ -68,6 +175,7 @@ pub const PRESETS: &[Preset] = &[
         loss: Range::new(0.0, 0.05),
         queue: QueueRule::Bdp,
         bulk_bytes: 20_000_000,
+        wlan: None,
     },
     Preset {
         name: "4g",
@@ -77,6 +185,7 @@ pub const PRESETS: &[Preset] = &[
         loss: Range::new(0.0, 0.01),
         queue: QueueRule::Bdp,
         bulk_bytes: 20_000_000,
+        wlan: None,
     },
     Preset {
         name: "3g",
@@ -86,6 +195,7 @@ pub const PRESETS: &[Preset] = &[
         loss: Range::new(0.0, 0.01),
         queue: QueueRule::Bdp,
         bulk_bytes: 20_000_000,
+        wlan: None,
     },
     Preset {
         name: "satellite",
@@ -95,6 +205,7 @@ pub const PRESETS: &[Preset] = &[
         loss: Range::new(0.05, 0.10),
         queue: QueueRule::Bdp,
         bulk_bytes: 5_000_000,
+        wlan: None,
     },
     Preset {
         name: "da2gc",
@@ -104,6 +215,7 @@ pub const PRESETS: &[Preset] = &[
         loss: Range::point(0.033),
         queue: QueueRule::Bdp,
         bulk_bytes: 1_000_000,
+        wlan: None,
     },
     Preset {
         name: "mss",
@@ -113,6 +225,7 @@ pub const PRESETS: &[Preset] = &[
         loss: Range::point(0.06),
         queue: QueueRule::Bdp,
         bulk_bytes: 1_000_000,
+        wlan: None,
     },
     Preset {
         name: "interop",
@@ -122,6 +235,22 @@ pub const PRESETS: &[Preset] = &[
         loss: Range::point(0.0),
         queue: QueueRule::Packets(25),
         bulk_bytes: 10_000_000,
+        wlan: None,
+    },
+    Preset {
+        name: "wlan-n",
+        source: "paper 001 §IV (802.11n lab, one station)",
+        // PHY rate of MCS 7, 20 MHz, long GI (see `Wlan::PAPER001`).
+        rate_mbps: Range::point(65.0),
+        // Paper 001: "an average RTT in the range of 6 ms to 10 ms"; here the wired part.
+        rtt_ms: Range::new(6.0, 10.0),
+        // MPDU error rate before MAC retries: seven retries leave ~0 residual loss, as the
+        // paper's lab measured.
+        loss: Range::new(0.0, 0.10),
+        queue: QueueRule::Packets(1000),
+        // Paper 001's bulk transfer: a 10 MB image.
+        bulk_bytes: 10_000_000,
+        wlan: Some(Wlan::PAPER001),
     },
 ];
 
@@ -175,6 +304,27 @@ pub fn client_addr() -> SocketAddr {
 }
 
 impl LinkPair {
+    /// The same links with random loss `p` on both directions: the MPDU error rate of WLAN
+    /// stations, Bernoulli loss on the air elsewhere.
+    pub fn with_loss(&self, p: f64) -> LinkPair {
+        let mut out = self.clone();
+        for d in [&mut out.down, &mut out.up] {
+            match &mut d.serializer {
+                Serializer::Wifi(st) => {
+                    *st = st.clone().mpdu_error_rate(p);
+                }
+                _ => {
+                    d.air_loss = if p > 0.0 {
+                        vec![LossSpec::Bernoulli { p }]
+                    } else {
+                        Vec::new()
+                    };
+                }
+            }
+        }
+        out
+    }
+
     /// Add both directions to `sim`: `down` for server -> client, `up` for client -> server.
     /// Returns (down, up) for reading the per-direction counters afterwards.
     pub fn install<N: Node>(
@@ -223,10 +373,15 @@ impl Preset {
     }
 
     /// Both directions at the mid-point, with Bernoulli loss `loss` (default: mid-range) on
-    /// each direction.
+    /// each direction; for a WLAN preset, `loss` is the MPDU error rate.
     pub fn links(&self, loss: Option<f64>) -> LinkPair {
         let loss = loss.unwrap_or_else(|| self.default_loss());
         let one_way = self.rtt() / 2;
+        if let Some(w) = &self.wlan {
+            return w
+                .links(one_way, loss)
+                .expect("built-in WLAN presets are valid");
+        }
         let dir = |name: &str| {
             let mut l = LinkSpec::new(name, self.rate_bps(), one_way).queue(self.queue_limit());
             if loss > 0.0 {
@@ -270,8 +425,39 @@ mod tests {
     fn unknown_name_lists_valid_ones() {
         let e = Preset::from_name("lte").unwrap_err();
         assert!(
-            e.contains("wlan, 4g, 3g, satellite, da2gc, mss, interop"),
+            e.contains("wlan, 4g, 3g, satellite, da2gc, mss, interop, wlan-n"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn wlan_preset_builds_one_channel_with_two_stations() {
+        let p = Preset::from_name("wlan-n").unwrap();
+        let w = p.wlan.unwrap();
+        assert!((w.rate().unwrap().rate_bps() - p.rate_bps() as f64).abs() < 1.0);
+        assert_eq!(p.rtt(), Duration::from_millis(8));
+        let pair = p.links(None);
+        for (d, queue) in [(&pair.down, w.ap_queue), (&pair.up, w.client_queue)] {
+            let Serializer::Wifi(st) = &d.serializer else {
+                panic!("not a WLAN station: {:?}", d.serializer);
+            };
+            assert_eq!(st.channel.name, WLAN_CHANNEL);
+            assert_eq!(st.retry_limit, 7);
+            assert!(matches!(st.mpdu_error, LossSpec::Bernoulli { p } if (p - 0.05).abs() < 1e-12));
+            assert_eq!(d.delay, Duration::from_millis(4));
+            assert_eq!(d.queue, queue);
+            assert!(d.air_loss.is_empty());
+        }
+        let clean = pair.with_loss(0.0);
+        let Serializer::Wifi(st) = &clean.down.serializer else {
+            unreachable!()
+        };
+        assert!(matches!(st.mpdu_error, LossSpec::None));
+        assert!(clean.down.air_loss.is_empty());
+        let wired = Preset::from_name("wlan")
+            .unwrap()
+            .links(Some(0.0))
+            .with_loss(0.02);
+        assert_eq!(wired.up.air_loss.len(), 1);
     }
 }

@@ -11,11 +11,11 @@ use qfec_sim::{
 
 use crate::campaign::{FlowSpec, MAX_FLOWS};
 use crate::config::{
-    ChangeCfg, DirectionCfg, JitterDist, LossCfg, LossModelName, ProtocolSettings, QueueCfg,
-    ScenarioFile, SeedsCfg, WorkloadCfg, WorkloadKind,
+    AggregationCfg, BandCfg, ChangeCfg, DirectionCfg, JitterDist, LossCfg, LossModelName,
+    ProtocolSettings, QueueCfg, ScenarioFile, SeedsCfg, WifiCfg, WorkloadCfg, WorkloadKind,
 };
 use crate::pages::{ObjectKind, PageModel, PageObject};
-use crate::presets::{LinkPair, Preset};
+use crate::presets::{LinkPair, Preset, Wlan};
 use crate::units::Ratio;
 use crate::workload::{RealtimeSpec, Workload};
 
@@ -122,14 +122,25 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     };
     let loss = raw.loss.map(|r| r.0);
     if loss.is_some() && preset.is_none() {
+        let instead = if raw.link.wifi.is_some() {
+            "link.wifi.mpdu_error"
+        } else {
+            "link.down.loss / link.up.loss"
+        };
         return Err((
             "loss".into(),
-            "a top-level loss needs a preset; set link.down.loss / link.up.loss instead".into(),
+            format!("a top-level loss needs a preset; set {instead} instead"),
         ));
     }
-    let base = match preset {
-        Some(p) => p.links(loss),
-        None => LinkPair {
+    let mut point_loss = preset.map(|p| loss.unwrap_or_else(|| p.default_loss()));
+    let base = match (&raw.link.wifi, preset) {
+        (Some(w), _) => {
+            let (links, mpdu_error) = wlan_links(w, preset, loss)?;
+            point_loss = Some(mpdu_error);
+            links
+        }
+        (None, Some(p)) => p.links(loss),
+        (None, None) => LinkPair {
             down: LinkSpec::new("down", 0, Duration::ZERO),
             up: LinkSpec::new("up", 0, Duration::ZERO),
         },
@@ -167,7 +178,7 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     Ok(Scenario {
         name,
         preset: preset.map(|p| p.name.to_string()),
-        loss: preset.map(|p| loss.unwrap_or_else(|| p.default_loss())),
+        loss: point_loss,
         links: LinkPair { down, up },
         workload,
         protocol: raw.protocol,
@@ -203,9 +214,168 @@ fn flows(raw: &ScenarioFile, preset: Option<&Preset>) -> Res<Vec<FlowSpec>> {
     Ok(out)
 }
 
+/// `[link.wifi]` over the preset's WLAN (or paper 001's): both directions and the MPDU error
+/// rate. The preset's loss parameter (top-level `loss`) is the MPDU error rate unless
+/// `mpdu_error` is set; the wired delay is half the preset's RTT unless `wired_delay` is.
+fn wlan_links(c: &WifiCfg, preset: Option<&Preset>, loss: Option<f64>) -> Res<(LinkPair, f64)> {
+    let at = |f: &str| format!("link.wifi.{f}");
+    let mut w = preset.and_then(|p| p.wlan).unwrap_or(Wlan::PAPER001);
+    if let Some(b) = c.band {
+        w.band = match b {
+            BandCfg::Ghz5 => qfec_sim::wifi::Band::Ghz5,
+            BandCfg::Ghz2_4 => qfec_sim::wifi::Band::Ghz2_4,
+        };
+    }
+    if let Some(m) = c.mcs {
+        w.mcs = u8::try_from(m).ok().filter(|m| *m <= 31).ok_or_else(|| {
+            (
+                at("mcs"),
+                format!(
+                    "{m} is not an 802.11n MCS: use 0-31 (8 per spatial stream; MCS 7 is one stream of 64-QAM 5/6)"
+                ),
+            )
+        })?;
+    }
+    if let Some(mhz) = c.width_mhz {
+        w.width = qfec_sim::wifi::ChannelWidth::from_mhz(mhz).ok_or_else(|| {
+            (
+                at("width_mhz"),
+                format!("802.11n channels are 20 or 40 MHz wide, got {mhz}"),
+            )
+        })?;
+    }
+    if let Some(g) = c.short_gi {
+        w.short_gi = g;
+    }
+    if let Some(r) = c.retry_limit {
+        if r > 255 {
+            return Err((
+                at("retry_limit"),
+                format!("{r} retries: use 0-255 (802.11's default long retry limit is 7)"),
+            ));
+        }
+        w.retry_limit = r;
+    }
+    if let Some(a) = &c.aggregation {
+        w.aggregation = aggregation(a)?;
+    }
+    if let Some(q) = c.ap_queue {
+        w.ap_queue = wlan_queue(q, &at("ap_queue"))?;
+    }
+    if let Some(q) = c.client_queue {
+        w.client_queue = wlan_queue(q, &at("client_queue"))?;
+    }
+    let mpdu_error = match (c.mpdu_error, loss) {
+        (Some(_), Some(_)) => {
+            return Err((
+                at("mpdu_error"),
+                "the top-level loss is the MPDU error rate with [link.wifi]: give one of them"
+                    .into(),
+            ));
+        }
+        (Some(e), None) => e.0,
+        (None, _) => loss
+            .or_else(|| preset.map(|p| p.default_loss()))
+            .unwrap_or(0.0),
+    };
+    if mpdu_error >= 1.0 {
+        return Err((
+            at("mpdu_error"),
+            "must be below 100% (at 100% no MPDU ever gets through)".into(),
+        ));
+    }
+    let wired = c
+        .wired_delay
+        .map(|d| d.0)
+        .or_else(|| preset.map(|p| p.rtt() / 2))
+        .unwrap_or(Duration::ZERO);
+    let links = w
+        .links(wired, mpdu_error)
+        .map_err(|e| ("link.wifi".to_string(), e.to_string()))?;
+    Ok((links, mpdu_error))
+}
+
+fn aggregation(c: &AggregationCfg) -> Res<Option<qfec_sim::wifi::Aggregation>> {
+    use qfec_sim::wifi::{Aggregation, MAX_AMPDU_BYTES, MAX_AMPDU_MPDUS, MAX_HT_PPDU};
+    let at = |f: &str| format!("link.wifi.aggregation.{f}");
+    Ok(match c {
+        AggregationCfg::Off => None,
+        AggregationCfg::On => Some(Aggregation::default()),
+        AggregationCfg::Limits(l) => {
+            let mut a = Aggregation::default();
+            if let Some(n) = l.max_mpdus {
+                if !(1..=u32::from(MAX_AMPDU_MPDUS)).contains(&n) {
+                    return Err((
+                        at("max_mpdus"),
+                        format!(
+                            "{n} MPDUs: use 1-{MAX_AMPDU_MPDUS} (the Block ACK window), or aggregation = \"off\""
+                        ),
+                    ));
+                }
+                a.max_mpdus = n as u16;
+            }
+            if let Some(b) = l.max_bytes {
+                let min = qfec_sim::wifi::mpdu_bytes(0) as u64;
+                if !(min..=u64::from(MAX_AMPDU_BYTES)).contains(&b.0) {
+                    return Err((
+                        at("max_bytes"),
+                        format!(
+                            "{} bytes: use {min}-{MAX_AMPDU_BYTES} (802.11n's largest A-MPDU)",
+                            b.0
+                        ),
+                    ));
+                }
+                a.max_bytes = b.0 as u32;
+            }
+            if let Some(d) = l.max_ppdu {
+                if d.0.is_zero() || d.0 > MAX_HT_PPDU {
+                    return Err((
+                        at("max_ppdu"),
+                        format!(
+                            "{:?}: use a positive duration up to {MAX_HT_PPDU:?} (the longest HT-mixed PPDU)",
+                            d.0
+                        ),
+                    ));
+                }
+                a.max_ppdu = d.0;
+            }
+            Some(a)
+        }
+    })
+}
+
+/// A station's MAC queue: packets or bytes.
+fn wlan_queue(q: QueueCfg, at: &str) -> Res<QueueLimit> {
+    match q {
+        QueueCfg::Packets(n) => Ok(QueueLimit::Packets(n)),
+        QueueCfg::Bytes(b) => Ok(QueueLimit::Bytes(b)),
+        QueueCfg::Unlimited => Ok(QueueLimit::Unlimited),
+        QueueCfg::Bdp => Err((
+            at.into(),
+            "a WLAN's rate varies with contention, so \"bdp\" has no meaning here: give packets (\"1000 packets\") or bytes (\"1.5MB\")".into(),
+        )),
+    }
+}
+
 fn direction(mut l: LinkSpec, cfg: Option<&DirectionCfg>, at: &str, dir: &Path) -> Res<LinkSpec> {
     let Some(c) = cfg else { return Ok(l) };
     let field = |f: &str| format!("{at}.{f}");
+    if matches!(l.serializer, qfec_sim::Serializer::Wifi(_)) {
+        for (name, set) in [("rate", c.rate.is_some()), ("trace", c.trace.is_some())] {
+            if set {
+                return Err((
+                    field(name),
+                    "the WLAN ([link.wifi] or the preset) sets this direction's rate: drop one of them".into(),
+                ));
+            }
+        }
+        if let Some(i) = c.schedule.iter().position(|ch| ch.rate.is_some()) {
+            return Err((
+                format!("{at}.schedule[{i}].rate"),
+                "a WLAN station's rate is its PHY rate; change link.wifi.mcs instead".into(),
+            ));
+        }
+    }
     if let Some(r) = c.rate {
         if r.0 == 0 {
             return Err((field("rate"), "must be positive".into()));
@@ -249,6 +419,12 @@ fn direction(mut l: LinkSpec, cfg: Option<&DirectionCfg>, at: &str, dir: &Path) 
                     qfec_sim::Serializer::Trace(t) => t.mean_rate_bps(),
                     qfec_sim::Serializer::Unlimited => {
                         return Err((field("queue"), "\"bdp\" needs a rate or a trace".into()));
+                    }
+                    qfec_sim::Serializer::Wifi(_) => {
+                        return Err((
+                            field("queue"),
+                            "a WLAN station's queue is a number of packets or bytes (\"bdp\" needs a fixed rate)".into(),
+                        ));
                     }
                 };
                 // One BDP over the round trip: twice this direction's one-way delay.

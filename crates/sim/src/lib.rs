@@ -2,8 +2,8 @@
 //!
 //! It drives any [`Node`] (QUIC endpoints through an adapter, or the small test nodes in
 //! [`nodes`]) over link directions built from [`LinkSpec`]s: ingress loss -> drop-tail queue ->
-//! serializer (rate, mahimahi trace, piecewise changes) -> air loss -> corruption ->
-//! delay/jitter. Events are ordered by (time, insertion sequence) and every random stage has
+//! serializer (rate, mahimahi trace, piecewise changes, or a station of a shared 802.11n
+//! channel, see [`wifi`]) -> air loss -> corruption -> delay/jitter. Events are ordered by (time, insertion sequence) and every random stage has
 //! its own seeded generator, so the same seed gives the same run, byte for byte, as witnessed
 //! by [`Simulator::event_hash`].
 //!
@@ -36,6 +36,7 @@ pub mod rng;
 mod sim;
 mod stage;
 pub mod trace;
+pub mod wifi;
 mod world;
 
 pub use link::{Jitter, LinkChange, LinkSpec, QueueLimit, Serializer, bdp_bytes, serialization_ns};

@@ -11,6 +11,7 @@ use qfec_proto::Instant;
 
 use crate::loss::LossSpec;
 use crate::trace::DeliveryTrace;
+use crate::wifi::WifiStation;
 
 /// How the serializer drains the queue.
 #[derive(Debug, Clone)]
@@ -21,6 +22,9 @@ pub enum Serializer {
     Rate(u64),
     /// mahimahi delivery schedule (looping).
     Trace(Arc<DeliveryTrace>),
+    /// A station of a shared WLAN channel: the medium drains the queue (see [`crate::wifi`]).
+    /// Directions whose stations name the same channel share it.
+    Wifi(WifiStation),
 }
 
 /// Drop-tail limit of the queue. The packet being serialized is on the wire, not in the queue.
@@ -45,11 +49,12 @@ pub enum Jitter {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LinkChange {
     /// Switch the serializer to this constant rate (bits/s); the packet on the wire finishes at
-    /// the old rate.
+    /// the old rate. Not for WLAN stations (their rate is the PHY's).
     Rate(u64),
     /// While on, every packet entering or leaving the serializer is dropped.
     Blackhole(bool),
-    /// While on, the serializer starts no new packet; the queue keeps filling (drop-tail).
+    /// While on, the serializer starts no new packet; the queue keeps filling (drop-tail). A
+    /// WLAN station stops contending.
     Suspend(bool),
 }
 
@@ -103,6 +108,7 @@ impl LinkSpec {
         let rate = match &self.serializer {
             Serializer::Rate(r) => *r as f64,
             Serializer::Trace(t) => t.mean_rate_bps(),
+            Serializer::Wifi(s) => s.phy.rate_bps(),
             Serializer::Unlimited => return self,
         };
         self.queue = QueueLimit::Bytes(bdp_bytes(rate as u64, rtt).max(1500));

@@ -24,6 +24,12 @@ pub enum EventKind {
     DropNoRoute,
     Timeout,
     LinkChange,
+    /// A WLAN station discarded an MPDU at its retry limit.
+    DropRetryLimit,
+    /// A WLAN station won the channel (len = MPDUs, hash field = PSDU bytes).
+    WifiTxop,
+    /// A WLAN station's exchange collided (len = MPDUs, hash field = PSDU bytes).
+    WifiCollision,
 }
 
 impl fmt::Display for EventKind {
@@ -40,6 +46,9 @@ impl fmt::Display for EventKind {
             EventKind::DropNoRoute => "drop-noroute",
             EventKind::Timeout => "timeout",
             EventKind::LinkChange => "link-change",
+            EventKind::DropRetryLimit => "drop-retry-limit",
+            EventKind::WifiTxop => "wifi-txop",
+            EventKind::WifiCollision => "wifi-collision",
         };
         f.write_str(s)
     }

@@ -7,10 +7,12 @@ use std::net::SocketAddr;
 use qfec_proto::Instant;
 
 use crate::Node;
-use crate::link::LinkSpec;
+use crate::link::{LinkChange, LinkSpec, Serializer};
 use crate::log::{EventKind, EventLog, bytes_hash};
 use crate::pcap::{PcapMode, PcapWriter};
 use crate::stage::{LinkRt, LinkStats};
+use crate::wifi::medium::Medium;
+use crate::wifi::{WifiChannelStats, WifiStats};
 use crate::world::{Ev, Packet, World};
 
 /// Index of a node in a [`Simulator`].
@@ -67,6 +69,9 @@ pub struct Simulator<N: Node = Box<dyn Node>> {
     addrs: BTreeMap<SocketAddr, NodeId>,
     routes: BTreeMap<(SocketAddr, SocketAddr), LinkId>,
     links: Vec<LinkRt>,
+    /// WLAN channels, found by name when a station joins.
+    media: Vec<Medium>,
+    media_by_name: BTreeMap<String, u32>,
     world: World,
     stats: SimStats,
     event_limit: u64,
@@ -83,6 +88,8 @@ impl<N: Node> Simulator<N> {
             addrs: BTreeMap::new(),
             routes: BTreeMap::new(),
             links: Vec::new(),
+            media: Vec::new(),
+            media_by_name: BTreeMap::new(),
             world: World::default(),
             stats: SimStats::default(),
             event_limit: u64::MAX,
@@ -118,9 +125,18 @@ impl<N: Node> Simulator<N> {
     }
 
     /// Add a link direction; attach it to routes with [`Simulator::add_route`].
+    ///
+    /// A [`Serializer::Wifi`] direction becomes a station of the WLAN channel its spec names,
+    /// created by the first station that names it. Panics on an invalid station (see
+    /// [`crate::wifi::WifiStation::validate`]), on a rate change scheduled for one, or on a
+    /// channel name already used with other channel settings.
     pub fn add_link(&mut self, spec: &LinkSpec) -> LinkId {
         let id = self.links.len() as u32;
-        let rt = LinkRt::new(id, spec, self.seed);
+        let station = match &spec.serializer {
+            Serializer::Wifi(st) => Some(self.join_medium(id, spec, st)),
+            _ => None,
+        };
+        let rt = LinkRt::new(id, spec, self.seed, station);
         for (i, (at, _)) in rt.changes.iter().enumerate() {
             self.world.schedule(
                 at.as_nanos().max(self.now),
@@ -132,6 +148,42 @@ impl<N: Node> Simulator<N> {
         }
         self.links.push(rt);
         LinkId(id)
+    }
+
+    fn join_medium(
+        &mut self,
+        link: u32,
+        spec: &LinkSpec,
+        st: &crate::wifi::WifiStation,
+    ) -> (u32, u32) {
+        if let Err(e) = st.validate() {
+            panic!("link {:?}: {e}", spec.name);
+        }
+        assert!(
+            !spec
+                .changes
+                .iter()
+                .any(|(_, c)| matches!(c, LinkChange::Rate(_))),
+            "link {:?}: a WLAN station's rate is its PHY rate; it takes no rate changes",
+            spec.name
+        );
+        let next = self.media.len() as u32;
+        let m = *self
+            .media_by_name
+            .entry(st.channel.name.clone())
+            .or_insert(next);
+        if m == next {
+            self.media.push(Medium::new(m, st.channel.clone()));
+        }
+        let medium = &mut self.media[m as usize];
+        if medium.spec != st.channel {
+            panic!(
+                "link {:?}: {}",
+                spec.name,
+                crate::wifi::WifiSpecError::ChannelMismatch(st.channel.name.clone())
+            );
+        }
+        (m, medium.add_station(link, st, self.seed, &spec.name))
     }
 
     /// Datagrams from `src` to `dst` traverse `link` (several routes may share one link).
@@ -200,6 +252,18 @@ impl<N: Node> Simulator<N> {
 
     pub fn link_stats(&self, id: LinkId) -> &LinkStats {
         &self.links[id.0 as usize].stats
+    }
+
+    /// The WLAN counters of a link direction that is a station (None otherwise).
+    pub fn wifi_stats(&self, id: LinkId) -> Option<&WifiStats> {
+        let (m, s) = self.links[id.0 as usize].medium_station()?;
+        Some(self.media[m as usize].station_stats(s))
+    }
+
+    /// The counters of the WLAN channel a link direction is a station of.
+    pub fn wifi_channel_stats(&self, id: LinkId) -> Option<&WifiChannelStats> {
+        let (m, _) = self.links[id.0 as usize].medium_station()?;
+        Some(&self.media[m as usize].stats)
     }
 
     /// Every link direction with its name and counters, in creation order.
@@ -283,6 +347,14 @@ impl<N: Node> Simulator<N> {
             link: link.0,
         });
         self.links[link.0 as usize].offer(now, slot, &mut self.world);
+        self.wake_medium(link.0);
+    }
+
+    /// A station's queue may have a frame for its medium now.
+    fn wake_medium(&mut self, link: u32) {
+        if let Some((m, s)) = self.links[link as usize].medium_station() {
+            self.media[m as usize].backlog(self.now, s, &self.links, &mut self.world);
+        }
     }
 
     /// Time of the next event, if any.
@@ -304,7 +376,17 @@ impl<N: Node> Simulator<N> {
             Ev::ServiceDone(l) => self.links[l as usize].service_done(t, &mut self.world),
             Ev::Opportunity(l) => self.links[l as usize].opportunity(t, &mut self.world),
             Ev::Change { link, idx } => {
-                self.links[link as usize].apply_change(t, idx as usize, &mut self.world)
+                self.links[link as usize].apply_change(t, idx as usize, &mut self.world);
+                self.wake_medium(link);
+            }
+            Ev::WifiAccess {
+                channel,
+                generation,
+            } => {
+                self.media[channel as usize].access(t, generation, &mut self.links, &mut self.world)
+            }
+            Ev::WifiTxEnd(channel) => {
+                self.media[channel as usize].tx_end(t, &mut self.links, &mut self.world)
             }
             Ev::Timer(node) => {
                 let slot = &mut self.nodes[node as usize];

@@ -21,6 +21,8 @@ pub struct LinkStats {
     pub dropped_queue: u64,
     pub dropped_air: u64,
     pub dropped_blackhole: u64,
+    /// WLAN stations: MPDUs discarded at the MAC retry limit.
+    pub dropped_retry: u64,
     pub corrupted: u64,
     pub delivered_packets: u64,
     pub delivered_bytes: u64,
@@ -33,7 +35,11 @@ pub struct LinkStats {
 
 impl LinkStats {
     pub fn dropped(&self) -> u64 {
-        self.dropped_ingress + self.dropped_queue + self.dropped_air + self.dropped_blackhole
+        self.dropped_ingress
+            + self.dropped_queue
+            + self.dropped_air
+            + self.dropped_blackhole
+            + self.dropped_retry
     }
 
     /// Time-weighted mean queue occupancy in bytes over `span` from the start of the run.
@@ -45,10 +51,18 @@ impl LinkStats {
     }
 }
 
+/// What drains the queue. A shared medium drains it from outside: the link only offers its
+/// queue head ([`LinkRt::queue_head_len`], [`LinkRt::take_head`]) and takes back what the
+/// medium delivered ([`LinkRt::egress`]).
 enum Ser {
     Unlimited,
     Rate(u64),
     Trace(Arc<DeliveryTrace>),
+    /// A station of medium `medium` (index `station` there).
+    Medium {
+        medium: u32,
+        station: u32,
+    },
 }
 
 pub(crate) struct LinkRt {
@@ -80,7 +94,8 @@ pub(crate) struct LinkRt {
 }
 
 impl LinkRt {
-    pub fn new(id: u32, spec: &LinkSpec, seed: u64) -> Self {
+    /// `station`: the (medium, station) indices when the spec's serializer is a WLAN station.
+    pub fn new(id: u32, spec: &LinkSpec, seed: u64, station: Option<(u32, u32)>) -> Self {
         let models = |list: &[crate::loss::LossSpec], stage: &str| {
             list.iter()
                 .enumerate()
@@ -93,10 +108,12 @@ impl LinkRt {
         LinkRt {
             id,
             name: spec.name.clone(),
-            ser: match &spec.serializer {
-                Serializer::Unlimited => Ser::Unlimited,
-                Serializer::Rate(r) => Ser::Rate(*r),
-                Serializer::Trace(t) => Ser::Trace(t.clone()),
+            ser: match (&spec.serializer, station) {
+                (Serializer::Unlimited, _) => Ser::Unlimited,
+                (Serializer::Rate(r), _) => Ser::Rate(*r),
+                (Serializer::Trace(t), _) => Ser::Trace(t.clone()),
+                (Serializer::Wifi(_), Some((medium, station))) => Ser::Medium { medium, station },
+                (Serializer::Wifi(_), None) => unreachable!("the engine attaches WLAN stations"),
             },
             limit: spec.queue,
             ingress: models(&spec.ingress_loss, "ingress"),
@@ -122,12 +139,13 @@ impl LinkRt {
         }
     }
 
-    fn drop_packet(&mut self, now: u64, slot: u32, kind: EventKind, w: &mut World) {
+    pub(crate) fn drop_packet(&mut self, now: u64, slot: u32, kind: EventKind, w: &mut World) {
         let p = w.take(slot);
         match kind {
             EventKind::DropIngressLoss => self.stats.dropped_ingress += 1,
             EventKind::DropQueue => self.stats.dropped_queue += 1,
             EventKind::DropAirLoss => self.stats.dropped_air += 1,
+            EventKind::DropRetryLimit => self.stats.dropped_retry += 1,
             _ => self.stats.dropped_blackhole += 1,
         }
         w.log.record(now, kind, self.id, p.data.len(), p.hash);
@@ -180,6 +198,28 @@ impl LinkRt {
         slot
     }
 
+    /// The medium this link is a station of: (medium, station).
+    pub(crate) fn medium_station(&self) -> Option<(u32, u32)> {
+        match self.ser {
+            Ser::Medium { medium, station } => Some((medium, station)),
+            _ => None,
+        }
+    }
+
+    /// Length of the packet at the head of the queue (for a medium that drains it).
+    pub(crate) fn queue_head_len(&self) -> Option<u32> {
+        self.queue.front().map(|&(_, len)| len)
+    }
+
+    /// Take the head of the queue (for a medium that drains it).
+    pub(crate) fn take_head(&mut self, now: u64) -> u32 {
+        self.pop_head(now)
+    }
+
+    pub(crate) fn suspended(&self) -> bool {
+        self.suspended
+    }
+
     /// Adds the occupancy since the last change to the integral, before a change.
     fn account_queue(&mut self, now: u64) {
         let held = now.saturating_sub(self.queue_since);
@@ -216,6 +256,8 @@ impl LinkRt {
                     w.schedule(at, Ev::Opportunity(self.id));
                 }
             }
+            // The medium contends for the channel on the station's behalf.
+            Ser::Medium { .. } => {}
         }
     }
 
@@ -258,7 +300,7 @@ impl LinkRt {
     }
 
     /// After the serializer: blackhole, air loss, corruption, delay.
-    fn egress(&mut self, now: u64, slot: u32, w: &mut World) {
+    pub(crate) fn egress(&mut self, now: u64, slot: u32, w: &mut World) {
         if self.blackhole {
             return self.drop_packet(now, slot, EventKind::DropBlackhole, w);
         }
@@ -308,6 +350,8 @@ impl LinkRt {
         };
         w.log.record(now, EventKind::LinkChange, self.id, idx, 0);
         match change {
+            // A WLAN station keeps its PHY rate (`Simulator::add_link` refuses such changes).
+            LinkChange::Rate(_) if matches!(self.ser, Ser::Medium { .. }) => {}
             LinkChange::Rate(r) => {
                 self.ser = if r == 0 { Ser::Unlimited } else { Ser::Rate(r) };
                 self.head_paid = 0;

@@ -34,6 +34,10 @@ pub(crate) enum Ev {
     Timer(u32),
     /// Apply change `idx` of a link's schedule.
     Change { link: u32, idx: u32 },
+    /// A WLAN channel's planned access (stale unless `generation` is the channel's latest).
+    WifiAccess { channel: u32, generation: u32 },
+    /// The PPDUs on a WLAN channel end.
+    WifiTxEnd(u32),
 }
 
 #[derive(Default)]

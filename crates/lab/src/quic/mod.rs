@@ -26,7 +26,7 @@ use qfec_sim::{NodeId, RunOutcome, Simulator};
 
 use crate::campaign::{FlowSpec, MAX_FLOWS, RunSpec};
 use crate::config::ProtocolSettings;
-use crate::metrics::{FlowRecord, RunRecord, jain_index};
+use crate::metrics::{FlowRecord, RunRecord, StationRecord, WlanRecord, jain_index};
 use crate::presets::{client_addr, server_addr};
 use crate::trace::{Fanout, SeriesFactory};
 use crate::workload::Workload;
@@ -231,6 +231,9 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         let c = sim.add_node(client, QuicNode::client(client_ep, app));
         nodes.push((s, c));
     }
+    // WLAN links (`Serializer::Wifi`) become the two stations of one channel here: the
+    // access point's downlink and the client's uplink. Every flow's client sends through the
+    // one uplink, so with several flows the clients share one station queue.
     let down = sim.add_link(&spec.links.down);
     let up = sim.add_link(&spec.links.up);
     for i in 0..flows.len() {
@@ -272,6 +275,18 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     rec.down_queue_mean_bytes = q.mean_queue_bytes(span);
     rec.down_queue_max_bytes = q.max_queue_bytes;
     rec.down_dropped = q.dropped();
+    if let (Some(d), Some(u), Some(ch)) = (
+        sim.wifi_stats(down),
+        sim.wifi_stats(up),
+        sim.wifi_channel_stats(down),
+    ) {
+        let run_ns = (sim.now() - start).as_nanos().max(1) as f64;
+        rec.wlan = Some(WlanRecord {
+            down: StationRecord::from_stats(d),
+            up: StationRecord::from_stats(u),
+            busy_fraction: ch.busy_ns as f64 / run_ns,
+        });
+    }
     rec.sim_events = sim.stats().events;
     rec.sim_time_s = sim.now().as_nanos() as f64 / 1e9;
     rec.event_hash = sim.event_hash();
