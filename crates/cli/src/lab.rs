@@ -67,7 +67,7 @@ pub struct PlotArgs {
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
-    /// rquic (paper 000), quic-fec (paper 003) or quic-fec-rt (paper 002).
+    /// rquic (paper 000), bquic (paper 001), quic-fec (paper 003) or quic-fec-rt (paper 002).
     name: String,
     /// Few seeds and smaller files: checks that everything works, in seconds.
     #[arg(long)]
@@ -128,6 +128,9 @@ pub struct RunArgs {
     /// Disable pacing.
     #[arg(long)]
     no_pacing: bool,
+    /// CUBIC leaves its first slow start on RTT growth (HyStart++, RFC 9406).
+    #[arg(long)]
+    hystart: bool,
     /// What data senders ask of their peer's ACKs (draft-ietf-quic-ack-frequency): none,
     /// bquic (paper 001's decimation: 1 ACK per 10 packets or min(25 ms, min_rtt/4)) or
     /// adaptive (past slow start, an ACK per eighth of the window or quarter RTT); a list
@@ -415,6 +418,9 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
     }
     if args.no_pacing {
         base.protocol.pacing = Some(false);
+    }
+    if args.hystart {
+        base.protocol.hystart = Some(true);
     }
     if let Some(n) = args.ack_threshold {
         base.protocol.ack_eliciting_threshold = Some(n);

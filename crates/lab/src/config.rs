@@ -423,6 +423,9 @@ pub struct ProtocolSettings {
     pub max_ack_delay: Option<Dur>,
     pub initial_rtt: Option<Dur>,
     pub initial_window_packets: Option<u32>,
+    /// CUBIC leaves its first slow start on RTT growth (HyStart++, RFC 9406), as Chromium's
+    /// QUIC did in paper 001.
+    pub hystart: Option<bool>,
     pub max_datagram_size: Option<u32>,
     /// FEC the server and the client send; unset or "none": plain QUIC.
     #[serde(default, with = "fec_text")]

@@ -140,3 +140,20 @@ fn quic_fec_rt_quick_writes_a_report() {
         ],
     );
 }
+
+#[test]
+fn bquic_quick_writes_a_report() {
+    check(
+        Paper::Bquic,
+        &["table3.svg", "fig2.svg", "fig3.svg", "fig5.svg"],
+        &[
+            "## Table III",
+            "## Fig. 2",
+            "## Fig. 5",
+            "## Loss recovery with fewer ACKs",
+            "| bquic |",
+            "| af/no-pacing |",
+            "| amazon |",
+        ],
+    );
+}

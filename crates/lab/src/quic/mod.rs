@@ -17,7 +17,7 @@ use std::time::Duration;
 use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
 use qfec_proto::events::EventSinkFactory;
-use qfec_proto::recovery::cc::CongestionControl;
+use qfec_proto::recovery::cc::{CongestionControl, CubicConfig};
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
@@ -51,9 +51,22 @@ pub fn transport_config(
 ) -> Result<TransportConfig, String> {
     let mut t = TransportConfig::default();
     let cc = settings.congestion.unwrap_or(CongestionControl::Cubic);
-    t.congestion_controller = match settings.initial_window_packets {
-        None => cc.factory(),
-        Some(iw) => cc
+    t.congestion_controller = match (settings.initial_window_packets, settings.hystart) {
+        (iw, Some(true)) => {
+            if cc != CongestionControl::Cubic {
+                return Err(format!(
+                    "protocol.hystart: HyStart++ is part of congestion = \"cubic\", not \"{cc}\""
+                ));
+            }
+            let defaults = CubicConfig::default();
+            Arc::new(CubicConfig {
+                hystart: true,
+                initial_window_packets: iw.map_or(defaults.initial_window_packets, u64::from),
+                ..defaults
+            })
+        }
+        (None, _) => cc.factory(),
+        (Some(iw), _) => cc
             .factory_with_initial_window(u64::from(iw))
             .ok_or_else(|| {
                 format!(

@@ -7,6 +7,7 @@
 //! turns the records into tables and figures. Next to the paper's own variants every figure
 //! shows `adaptive`, BBR and BBR with `adaptive`.
 
+mod bquic;
 mod quic_fec;
 mod quic_fec_fairness;
 mod quic_fec_rt;
@@ -39,16 +40,19 @@ pub enum Paper {
     QuicFec,
     /// Paper 002: QUIC-FEC for real-time media over DATAGRAMs.
     QuicFecRt,
+    /// Paper 001: Bursty QUIC (fewer ACKs, no pacing) over 802.11n.
+    Bquic,
 }
 
 impl Paper {
-    pub const ALL: [Paper; 3] = [Paper::Rquic, Paper::QuicFec, Paper::QuicFecRt];
+    pub const ALL: [Paper; 4] = [Paper::Rquic, Paper::QuicFec, Paper::QuicFecRt, Paper::Bquic];
 
     pub fn name(self) -> &'static str {
         match self {
             Paper::Rquic => "rquic",
             Paper::QuicFec => "quic-fec",
             Paper::QuicFecRt => "quic-fec-rt",
+            Paper::Bquic => "bquic",
         }
     }
 }
@@ -56,7 +60,7 @@ impl Paper {
 /// A reproduction name that is not known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown reproduction {0:?}: use rquic (paper 000), quic-fec (paper 003) or quic-fec-rt (paper 002)"
+    "unknown reproduction {0:?}: use rquic (paper 000), bquic (paper 001), quic-fec (paper 003) or quic-fec-rt (paper 002)"
 )]
 pub struct UnknownPaper(pub String);
 
@@ -122,13 +126,21 @@ pub fn reproduce(
         Paper::Rquic => rquic::plan(opts),
         Paper::QuicFec => quic_fec::plan(opts),
         Paper::QuicFecRt => quic_fec_rt::plan(opts),
+        Paper::Bquic => bquic::plan(opts),
     };
     let started = Instant::now();
-    // The RTT and window traces (kilobytes per run) are not part of any figure here.
-    let run = |spec: &RunSpec| RunRecord {
-        rtt_trace: Vec::new(),
-        cwnd_trace: Vec::new(),
-        ..crate::quic::run(spec)
+    // The RTT and window samples (kilobytes per run) are not part of any figure; the binned
+    // time series are, where a paper asks for them.
+    let run = |spec: &RunSpec| {
+        let options = crate::quic::RunOptions {
+            trace: paper == Paper::Bquic && bquic::traced(spec),
+            ..crate::quic::RunOptions::default()
+        };
+        RunRecord {
+            rtt_trace: Vec::new(),
+            cwnd_trace: Vec::new(),
+            ..crate::quic::run_with(spec, &options)
+        }
     };
     let records = run_all(&specs, opts.threads, run, |done, total, _| {
         progress(done, total)
@@ -138,6 +150,7 @@ pub fn reproduce(
         Paper::Rquic => rquic::report(&records, opts),
         Paper::QuicFec => quic_fec::report(&records, opts),
         Paper::QuicFecRt => quic_fec_rt::report(&records, opts),
+        Paper::Bquic => bquic::report(&records, opts),
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();
