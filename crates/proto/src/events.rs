@@ -417,8 +417,13 @@ pub enum FrameInfo {
     Datagram {
         len: usize,
     },
+    /// The request's fields are `None` for a frame known only from what a lost packet carried.
     AckFrequency {
         seq: u64,
+        ack_eliciting_threshold: Option<u64>,
+        /// Microseconds.
+        request_max_ack_delay: Option<u64>,
+        reordering_threshold: Option<u64>,
     },
     ImmediateAck,
     /// A frame type an extension owns.
@@ -736,7 +741,17 @@ pub(crate) fn frame_info(f: &crate::frame::Frame<'_>, ack_delay_exponent: u64) -
         },
         Frame::HandshakeDone => FrameInfo::HandshakeDone,
         Frame::Datagram { data } => FrameInfo::Datagram { len: data.len() },
-        Frame::AckFrequency { seq, .. } => FrameInfo::AckFrequency { seq: *seq },
+        Frame::AckFrequency {
+            seq,
+            ack_eliciting_threshold,
+            request_max_ack_delay,
+            reordering_threshold,
+        } => FrameInfo::AckFrequency {
+            seq: *seq,
+            ack_eliciting_threshold: Some(*ack_eliciting_threshold),
+            request_max_ack_delay: Some(*request_max_ack_delay),
+            reordering_threshold: Some(*reordering_threshold),
+        },
         Frame::ImmediateAck => FrameInfo::ImmediateAck,
         Frame::Extension { ty, body } => FrameInfo::Extension {
             ty: *ty,
@@ -777,7 +792,12 @@ pub(crate) fn sent_frame_info(
         SentFrame::RetireConnectionId(seq) => FrameInfo::RetireConnectionId { seq },
         SentFrame::HandshakeDone => FrameInfo::HandshakeDone,
         SentFrame::Ping => FrameInfo::Ping,
-        SentFrame::AckFrequency(seq) => FrameInfo::AckFrequency { seq },
+        SentFrame::AckFrequency(seq) => FrameInfo::AckFrequency {
+            seq,
+            ack_eliciting_threshold: None,
+            request_max_ack_delay: None,
+            reordering_threshold: None,
+        },
         _ => return None,
     })
 }

@@ -332,8 +332,26 @@ pub(crate) fn frame(f: &FrameInfo) -> Value {
         }
         FrameInfo::HandshakeDone => json!({"frame_type": "handshake_done"}),
         FrameInfo::Datagram { len } => json!({"frame_type": "datagram", "raw": {"length": len}}),
-        FrameInfo::AckFrequency { seq } => {
-            json!({"frame_type": "ack_frequency", "sequence_number": seq})
+        FrameInfo::AckFrequency {
+            seq,
+            ack_eliciting_threshold,
+            request_max_ack_delay,
+            reordering_threshold,
+        } => {
+            // Field names of draft-ietf-quic-ack-frequency; the delay in microseconds.
+            let mut m = serde_json::Map::new();
+            m.insert("frame_type".into(), "ack_frequency".into());
+            m.insert("sequence_number".into(), (*seq).into());
+            for (k, v) in [
+                ("ack_eliciting_threshold", ack_eliciting_threshold),
+                ("request_max_ack_delay", request_max_ack_delay),
+                ("reordering_threshold", reordering_threshold),
+            ] {
+                if let Some(v) = v {
+                    m.insert(k.into(), (*v).into());
+                }
+            }
+            Value::Object(m)
         }
         FrameInfo::ImmediateAck => json!({"frame_type": "immediate_ack"}),
         FrameInfo::Extension { ty, len } => json!({

@@ -21,7 +21,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use qfec_fec::FecConfig;
 use qfec_proto::{
-    Endpoint, EndpointConfig, RecoveredLossMode, ServerConfig, TransportConfig,
+    AckFrequencyPolicy, Endpoint, EndpointConfig, RecoveredLossMode, ServerConfig, TransportConfig,
     recovery::cc::CongestionControl,
 };
 use qfec_qlog::{QlogFactory, QlogOptions};
@@ -41,6 +41,10 @@ pub struct TransportArgs {
     /// Disable pacing (send whole congestion windows in bursts).
     #[arg(long)]
     no_pacing: bool,
+    /// What to ask of the peer's ACKs when it supports ACK frequency: none, bquic (paper
+    /// 001's decimation) or adaptive (fewer ACKs past slow start, immediate ones when needed).
+    #[arg(long, default_value = "none")]
+    ack_frequency: AckFrequencyPolicy,
     /// Write TLS secrets to the file named by SSLKEYLOGFILE (for Wireshark); on whenever
     /// SSLKEYLOGFILE is set, as with other QUIC implementations.
     #[arg(long)]
@@ -94,6 +98,7 @@ impl TransportArgs {
         let mut t = TransportConfig {
             congestion_controller: self.cc.factory(),
             pacing: !self.no_pacing,
+            ack_frequency: self.ack_frequency,
             max_idle_timeout: Duration::from_secs(self.idle_timeout),
             receive_window: 16 << 20,
             stream_receive_window: 8 << 20,

@@ -285,4 +285,43 @@ mod tests {
         m.on_ack_frequency(4, params(1, 2));
         assert!(m.is_immediate());
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the request and the arrival order: an ACK owed either goes now or has a
+        /// deadline, more than `threshold` packets never wait, and in-order arrivals are
+        /// acknowledged exactly every threshold + 1 packets.
+        #[test]
+        fn an_owed_ack_is_never_forgotten(
+            threshold in 0u64..20,
+            reordering in 0u64..6,
+            order in proptest::collection::vec(0u64..200, 1..300),
+        ) {
+            let p = params(threshold, reordering);
+            let mut m = AckManager::new(p);
+            let mut received = RangeSet::new();
+            let mut largest: Option<u64> = None;
+            for &pn in &order {
+                if received.contains(pn) {
+                    continue;
+                }
+                let out_of_order = largest.map_or(pn != 0, |l| pn != l + 1);
+                received.insert_one(pn);
+                largest = largest.max(Some(pn));
+                m.on_packet(Instant::ZERO, pn, true, out_of_order, &received, 0);
+                prop_assert!(m.pending());
+                prop_assert!(m.is_immediate() || m.deadline().is_some());
+                prop_assert!(m.is_immediate() || m.eliciting_since_ack <= threshold);
+                if m.is_immediate() {
+                    m.on_ack_sent(received.max());
+                }
+            }
+            let in_order: Vec<u64> = (0..100).collect();
+            let acks = run(p, &in_order);
+            let every = threshold + 1;
+            let want: Vec<u64> = (0..100).filter(|pn| (pn + 1) % every == 0).collect();
+            prop_assert_eq!(acks, want);
+        }
+    }
 }
