@@ -577,29 +577,27 @@ fn variants(base: &ProtocolSettings, args: &RunArgs) -> Result<Vec<Variant>> {
                 for mode in &mode_opts {
                     let mut p = base.clone();
                     let mut name = Vec::new();
-                    if let Some((n, a)) = af {
-                        p.ack_frequency = Some(*a);
-                        if afs.len() > 1 {
+                    // A value names the variant only when its option lists several.
+                    let mut tag = |n: &String, listed: usize| {
+                        if listed > 1 {
                             name.push(n.clone());
                         }
+                    };
+                    if let Some((n, a)) = af {
+                        p.ack_frequency = Some(*a);
+                        tag(n, afs.len());
                     }
                     if let Some((n, c)) = cc {
                         p.congestion = Some(*c);
-                        if ccs.len() > 1 {
-                            name.push(n.clone());
-                        }
+                        tag(n, ccs.len());
                     }
                     if let Some((n, f)) = fec {
                         p.fec = *f;
-                        if fecs.len() > 1 {
-                            name.push(n.clone());
-                        }
+                        tag(n, fecs.len());
                     }
                     if let Some((n, m)) = mode {
                         p.fec_cc = Some(*m);
-                        if modes.len() > 1 {
-                            name.push(n.clone());
-                        }
+                        tag(n, modes.len());
                     }
                     if !has_fec {
                         p.fec_cc = None;

@@ -197,6 +197,19 @@ impl RunRecord {
         }
     }
 
+    /// Adds a flow's counters (bytes, packets, ACKs, FEC symbols) to the run's totals.
+    pub(crate) fn add_counters(&mut self, r: &RunRecord) {
+        self.bytes_on_wire += r.bytes_on_wire;
+        self.packets_sent += r.packets_sent;
+        self.retransmissions += r.retransmissions;
+        self.spurious_retransmissions += r.spurious_retransmissions;
+        self.packets_lost += r.packets_lost;
+        self.ack_frames_sent += r.ack_frames_sent;
+        self.fec_bytes += r.fec_bytes;
+        self.repair_symbols += r.repair_symbols;
+        self.recovered_symbols += r.recovered_symbols;
+    }
+
     /// The completion time of a run that finished without error.
     pub fn finished_time(&self) -> Option<f64> {
         self.completion_time_s

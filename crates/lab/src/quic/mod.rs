@@ -365,15 +365,7 @@ fn fill_flows(
         };
         rec.completed &= r.completed;
         rec.app_bytes += r.app_bytes;
-        rec.bytes_on_wire += r.bytes_on_wire;
-        rec.packets_sent += r.packets_sent;
-        rec.retransmissions += r.retransmissions;
-        rec.spurious_retransmissions += r.spurious_retransmissions;
-        rec.packets_lost += r.packets_lost;
-        rec.ack_frames_sent += r.ack_frames_sent;
-        rec.fec_bytes += r.fec_bytes;
-        rec.repair_symbols += r.repair_symbols;
-        rec.recovered_symbols += r.recovered_symbols;
+        rec.add_counters(&r);
         if let Some(e) = &r.error {
             rec.error
                 .get_or_insert_with(|| format!("flow {}: {e}", f.name));
