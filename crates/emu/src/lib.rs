@@ -1,0 +1,194 @@
+//! qfec-emu: a real-time link emulator between two network namespaces (Mahimahi's approach,
+//! with qfec-sim's link stages).
+//!
+//! [`Emulator::start`] creates two network namespaces, a TUN device in each (`qfec0`, with
+//! [`LEFT_ADDR`] on the left or server side and [`RIGHT_ADDR`] on the right or client side,
+//! both /24) and one thread that moves every IP packet between the devices through a
+//! [`qfec_sim::Simulator`] built from a [`LinkPair`]: `down` carries left -> right, `up`
+//! right -> left, through the very stages the simulator uses (loss models, drop-tail queue,
+//! rate or trace serializer or 802.11n medium, delay, jitter, schedules), in virtual time
+//! that follows the monotonic clock. Sizes are IP packet sizes. Programs run in the
+//! namespaces through [`NetNs::command`] or, for a thread, [`NetNs::enter_current_thread`].
+//!
+//! [`Emulator::stop`] returns [`EmuStats`]: the link counters and the timing error, how much
+//! later than its virtual due time each packet was written to its device.
+//!
+//! Needs root (namespaces, `/dev/net/tun`) and iproute2.
+
+mod engine;
+mod histogram;
+mod netns;
+mod tun;
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub use histogram::Histogram;
+pub use netns::NetNs;
+pub use qfec_lab::presets::LinkPair;
+pub use qfec_sim::LinkStats;
+
+/// The left (server side) device's address in its namespace.
+pub const LEFT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// The right (client side) device's address in its namespace.
+pub const RIGHT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// The name of the TUN device inside each namespace.
+pub const DEVICE: &str = "qfec0";
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum EmuError {
+    /// The machine lacks something the emulator needs (TUN, iproute2, privileges).
+    #[error("emulation unavailable: {0}")]
+    Unavailable(String),
+    /// Creating or configuring the namespaces or devices failed.
+    #[error("emulator setup: {0}")]
+    Setup(String),
+    #[error("{0}: {1}")]
+    Io(&'static str, #[source] io::Error),
+    #[error("the emulator thread panicked")]
+    Panicked,
+}
+
+/// What the emulator applies.
+#[derive(Debug, Clone)]
+pub struct EmuConfig {
+    /// `down`: left (server) -> right (client); `up`: the reverse.
+    pub links: LinkPair,
+    /// Seeds every random stage, as in the simulator.
+    pub seed: u64,
+    /// How long before each event the emulator stops sleeping and polls in a busy loop.
+    /// Zero saves a core but leaves the timing error to the kernel's wake-up latency
+    /// (a millisecond at p99 on a virtual machine); see [`DEFAULT_SPIN`].
+    pub spin: Duration,
+}
+
+/// A spin margin that keeps the timing error in tens of microseconds on a virtual machine
+/// whose timer wake-ups take up to a millisecond, at the cost of up to one busy core while
+/// packets are in flight.
+pub const DEFAULT_SPIN: Duration = Duration::from_millis(1);
+
+impl EmuConfig {
+    /// `links` with seed 1 and [`DEFAULT_SPIN`].
+    pub fn new(links: LinkPair) -> EmuConfig {
+        EmuConfig {
+            links,
+            seed: 1,
+            spin: DEFAULT_SPIN,
+        }
+    }
+}
+
+/// Counters of a finished emulation.
+#[derive(Debug, Clone)]
+pub struct EmuStats {
+    /// Left -> right.
+    pub down: LinkStats,
+    /// Right -> left.
+    pub up: LinkStats,
+    /// Packets read from the left and right devices.
+    pub read_left: u64,
+    pub read_right: u64,
+    /// Deliveries the kernel refused to take back.
+    pub write_errors: u64,
+    /// Per delivered packet: wall-clock write time minus the virtual time it was due.
+    pub lateness: Histogram,
+    /// How long the emulator ran.
+    pub elapsed: Duration,
+}
+
+/// A running emulator; dropping it stops the thread and deletes the namespaces.
+pub struct Emulator {
+    // Drop order matters: `Drop` joins the thread (closing the devices) before the
+    // namespaces go.
+    left: NetNs,
+    right: NetNs,
+    stop: OwnedFd,
+    thread: Option<JoinHandle<Result<EmuStats, EmuError>>>,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl Emulator {
+    /// Create the namespaces and devices and start moving packets.
+    pub fn start(config: EmuConfig) -> Result<Emulator, EmuError> {
+        if !std::path::Path::new("/dev/net/tun").exists() {
+            return Err(EmuError::Unavailable("/dev/net/tun does not exist".into()));
+        }
+        // Unique per process and per emulator, so parallel tests and runs never collide.
+        let (pid, n) = (std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let left = NetNs::create(&format!("qfec-{pid}-{n}-l"))?;
+        let right = NetNs::create(&format!("qfec-{pid}-{n}-r"))?;
+        let tl = tun::Tun::create(&format!("qf{pid}l{n}"))?;
+        let tr = tun::Tun::create(&format!("qf{pid}r{n}"))?;
+        for (tun, ns, addr) in [(&tl, &left, LEFT_ADDR), (&tr, &right, RIGHT_ADDR)] {
+            // The descriptor keeps working after the device changes namespace.
+            netns::ip(&["link", "set", "dev", tun.name(), "netns", ns.name()])?;
+            ns.ip(&["link", "set", "dev", tun.name(), "name", DEVICE])?;
+            // No IPv6 link-local address: nothing but the programs' own packets crosses
+            // the link (router solicitations would count as packets, and shift drop lists).
+            ns.ip(&["link", "set", "dev", DEVICE, "addrgenmode", "none"])?;
+            ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", DEVICE])?;
+            ns.ip(&["link", "set", "dev", DEVICE, "up"])?;
+        }
+        // SAFETY: eventfd takes no pointers; we own the result.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(EmuError::Io("eventfd", io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor we own.
+        let stop = unsafe { OwnedFd::from_raw_fd(raw) };
+        let stop_rx = stop
+            .try_clone()
+            .map_err(|e| EmuError::Io("duplicating the stop descriptor", e))?;
+        let thread = std::thread::Builder::new()
+            .name("qfec-emu".into())
+            .spawn(move || engine::Engine::new(&config, [tl, tr], stop_rx).run())
+            .map_err(|e| EmuError::Io("spawning the emulator thread", e))?;
+        Ok(Emulator {
+            left,
+            right,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The server side's namespace (its device has [`LEFT_ADDR`]).
+    pub fn left(&self) -> &NetNs {
+        &self.left
+    }
+
+    /// The client side's namespace (its device has [`RIGHT_ADDR`]).
+    pub fn right(&self) -> &NetNs {
+        &self.right
+    }
+
+    /// Stop moving packets and return the counters.
+    pub fn stop(mut self) -> Result<EmuStats, EmuError> {
+        self.join().unwrap_or(Err(EmuError::Panicked))
+    }
+
+    fn join(&mut self) -> Option<Result<EmuStats, EmuError>> {
+        let thread = self.thread.take()?;
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+        unsafe {
+            libc::write(
+                std::os::fd::AsRawFd::as_raw_fd(&self.stop),
+                (&one as *const u64).cast(),
+                8,
+            )
+        };
+        Some(thread.join().unwrap_or(Err(EmuError::Panicked)))
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.join();
+    }
+}

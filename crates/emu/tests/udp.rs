@@ -1,0 +1,264 @@
+//! UDP flows through the emulator between two namespaces it creates: delay, loss and rate
+//! as asked, and the same drop decisions as the simulator for the same seed.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use qfec_emu::{EmuConfig, EmuError, EmuStats, Emulator, LEFT_ADDR, LinkPair, RIGHT_ADDR};
+use qfec_sim::{LinkSpec, LossSpec, QueueLimit};
+
+const PORT: u16 = 9000;
+
+/// Start an emulator, or None (with the reason printed) when the machine cannot run one.
+fn emulator(down: LinkSpec) -> Option<Emulator> {
+    let up = LinkSpec::new("up", 0, down.delay);
+    let config = EmuConfig {
+        links: LinkPair { down, up },
+        seed: 7,
+        spin: std::env::var("QFEC_EMU_SPIN_US")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .map_or(qfec_emu::DEFAULT_SPIN, Duration::from_micros),
+    };
+    match Emulator::start(config) {
+        Ok(e) => Some(e),
+        Err(EmuError::Unavailable(why)) => {
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+        Err(e) => panic!("emulator: {e}"),
+    }
+}
+
+/// One received datagram: its sequence number, when it arrived, its one-way delay.
+struct Rx {
+    seq: u64,
+    at: Duration,
+    owd: Duration,
+}
+
+/// Send `count` datagrams of `payload` bytes from the left namespace to the right one,
+/// `burst` at a time every `interval`; each carries its sequence number and send time
+/// (both namespaces read the same monotonic clock). Returns what arrived, in order.
+fn flow(emu: &Emulator, count: u64, payload: usize, burst: u64, interval: Duration) -> Vec<Rx> {
+    let base = Instant::now();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let right = emu.right().name().to_string();
+    let receiver = std::thread::spawn(move || {
+        enter(&right);
+        let sock = UdpSocket::bind(SocketAddr::from((RIGHT_ADDR, PORT))).expect("bind right");
+        sock.set_read_timeout(Some(Duration::from_millis(400)))
+            .expect("timeout");
+        ready_tx.send(()).expect("ready");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        // Until 400 ms of silence after the first packet (or 5 s before any).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match sock.recv(&mut buf) {
+                Ok(n) if n >= 16 => {
+                    let at = base.elapsed();
+                    let seq = u64::from_be_bytes(buf[..8].try_into().expect("8"));
+                    let sent = Duration::from_nanos(u64::from_be_bytes(
+                        buf[8..16].try_into().expect("8"),
+                    ));
+                    got.push(Rx {
+                        seq,
+                        at,
+                        owd: at - sent,
+                    });
+                }
+                Ok(_) => {}
+                Err(_) if !got.is_empty() || Instant::now() > deadline => return got,
+                Err(_) => {}
+            }
+        }
+    });
+    ready_rx.recv().expect("receiver ready");
+    let left = emu.left().name().to_string();
+    let sender = std::thread::spawn(move || {
+        enter(&left);
+        let sock = UdpSocket::bind(SocketAddr::from((LEFT_ADDR, 0))).expect("bind left");
+        let mut pkt = vec![0u8; payload];
+        let start = Instant::now();
+        for seq in 0..count {
+            if seq % burst == 0 {
+                let at = start + interval * (seq / burst) as u32;
+                if let Some(d) = at.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(d);
+                }
+            }
+            pkt[..8].copy_from_slice(&seq.to_be_bytes());
+            let sent = base.elapsed().as_nanos() as u64;
+            pkt[8..16].copy_from_slice(&sent.to_be_bytes());
+            sock.send_to(&pkt, SocketAddr::from((RIGHT_ADDR, PORT)))
+                .expect("send");
+        }
+    });
+    sender.join().expect("sender");
+    receiver.join().expect("receiver")
+}
+
+/// Enter a namespace by name on this (test-owned) thread.
+fn enter(name: &str) {
+    let f = std::fs::File::open(format!("/run/netns/{name}")).expect("netns file");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    // SAFETY: setns on a namespace descriptor we hold; affects this thread only.
+    assert_eq!(unsafe { libc::setns(fd, libc::CLONE_NEWNET) }, 0, "setns");
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn report(what: &str, stats: &EmuStats) {
+    let l = &stats.lateness;
+    eprintln!(
+        "{what}: timing error p50 {:?} p99 {:?} max {:?} over {} packets; down {:?}",
+        l.percentile(0.5),
+        l.percentile(0.99),
+        l.max(),
+        l.count(),
+        stats.down
+    );
+}
+
+#[test]
+fn delay_and_bernoulli_loss_as_asked() {
+    let delay = Duration::from_millis(20);
+    let p = 0.05;
+    let link = LinkSpec::new("down", 0, delay).air_loss(LossSpec::Bernoulli { p });
+    let Some(emu) = emulator(link) else { return };
+    let n = 2000u64;
+    let got = flow(&emu, n, 200, 1, Duration::from_millis(1));
+    let stats = emu.stop().expect("stop");
+    report("bernoulli", &stats);
+
+    // Loss: within the 99 % normal approximation of the binomial interval.
+    let lost = n - got.len() as u64;
+    let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+    assert!(
+        (lost as f64 - mean).abs() <= 2.576 * sd,
+        "lost {lost} of {n}, expected {mean} +- {:.1}",
+        2.576 * sd
+    );
+    assert_eq!(stats.down.offered_packets, n, "only our packets cross");
+    assert_eq!(stats.down.dropped_air, lost);
+
+    // Delay: never early, p99 within 1 ms of the one-way delay.
+    let mut owd: Vec<Duration> = got.iter().map(|r| r.owd).collect();
+    owd.sort();
+    let (min, p50, p99) = (owd[0], percentile(&owd, 0.5), percentile(&owd, 0.99));
+    eprintln!("one-way delay: min {min:?} p50 {p50:?} p99 {p99:?}");
+    assert!(min >= delay, "early: {min:?}");
+    assert!(p50 <= delay + Duration::from_micros(500), "p50 {p50:?}");
+    assert!(p99 <= delay + Duration::from_millis(1), "p99 {p99:?}");
+    assert!(stats.lateness.percentile(0.99) < Duration::from_millis(1));
+}
+
+/// The simulator alone, with the same link and seed, fed the same packet sequence: which
+/// sequence numbers does it deliver?
+fn simulated_deliveries(down: &LinkSpec, n: u64, interval: Duration) -> Vec<u64> {
+    use qfec_sim::nodes::{CbrSender, Sink};
+    use qfec_sim::{Node, Simulator};
+    enum Both {
+        Tx(CbrSender),
+        Rx(Sink),
+    }
+    impl Node for Both {
+        fn handle_datagram(&mut self, now: qfec_sim::Instant, from: SocketAddr, d: &[u8]) {
+            if let Both::Rx(s) = self {
+                s.handle_datagram(now, from, d)
+            }
+        }
+        fn poll_transmit(&mut self, now: qfec_sim::Instant) -> Option<(SocketAddr, Vec<u8>)> {
+            match self {
+                Both::Tx(s) => s.poll_transmit(now),
+                Both::Rx(_) => None,
+            }
+        }
+        fn poll_timeout(&mut self) -> Option<qfec_sim::Instant> {
+            match self {
+                Both::Tx(s) => s.poll_timeout(),
+                Both::Rx(_) => None,
+            }
+        }
+        fn handle_timeout(&mut self, now: qfec_sim::Instant) {
+            if let Both::Tx(s) = self {
+                s.handle_timeout(now)
+            }
+        }
+    }
+    let (a, b) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+    let mut sim = Simulator::new(7);
+    sim.add_node(a, Both::Tx(CbrSender::new(b, 200, interval, n)));
+    let rx = sim.add_node(b, Both::Rx(Sink::default()));
+    let up = LinkSpec::new("up", 0, down.delay);
+    sim.connect(a, b, down, &up);
+    sim.run_until_done(qfec_sim::Instant::from_nanos(60_000_000_000));
+    match sim.node(rx) {
+        Both::Rx(s) => s.arrivals.iter().map(|a| a.seq).collect(),
+        Both::Tx(_) => unreachable!(),
+    }
+}
+
+#[test]
+fn gilbert_elliott_and_drop_list_drop_what_the_simulator_drops() {
+    // Bursts (mean 1 / r = 3.3 packets, 3.2 % of packets) on the air, and named packets at
+    // ingress: the emulator must drop exactly the packets the simulator drops.
+    let link = LinkSpec::new("down", 0, Duration::from_millis(5))
+        .ingress_loss(LossSpec::DropList {
+            indices: vec![0, 5, 6, 7, 300],
+        })
+        .air_loss(LossSpec::GilbertElliott {
+            p: 0.01,
+            r: 0.3,
+            h: 0.0,
+            k: 1.0,
+        });
+    let n = 1000;
+    let expected = simulated_deliveries(&link, n, Duration::from_millis(1));
+    let Some(emu) = emulator(link) else { return };
+    let got = flow(&emu, n, 200, 1, Duration::from_millis(1));
+    let stats = emu.stop().expect("stop");
+    report("gilbert-elliott", &stats);
+    let seqs: Vec<u64> = got.iter().map(|r| r.seq).collect();
+    for i in [0, 5, 6, 7, 300] {
+        assert!(!seqs.contains(&i), "packet {i} should be dropped");
+    }
+    assert_eq!(stats.down.dropped_ingress, 5);
+    assert!(stats.down.dropped_air > 0, "no burst in {n} packets");
+    assert_eq!(seqs, expected, "emulator and simulator disagree");
+}
+
+#[test]
+fn rate_limit_as_asked() {
+    // 10 Mb/s with a 100-packet queue, offered 12 Mb/s of 1428-byte IP packets: the
+    // serializer is busy throughout, so arrivals are spaced by exactly the rate.
+    let rate = 10_000_000u64;
+    let link = LinkSpec::new("down", rate, Duration::from_millis(5)).queue(QueueLimit::Packets(100));
+    let Some(emu) = emulator(link) else { return };
+    let (payload, ip) = (1400usize, 1428u64);
+    let interval = Duration::from_micros(9520); // 10 packets per 9.52 ms = 12 Mb/s
+    let got = flow(&emu, 1500, payload, 10, interval);
+    let stats = emu.stop().expect("stop");
+    report("rate", &stats);
+    // Skip the first packets: the queue starts empty and the bursts' gaps show until
+    // it has filled.
+    let steady: Vec<&Rx> = got.iter().skip(200).collect();
+    let (first, last) = (steady[0].at, steady[steady.len() - 1].at);
+    let bits = (steady.len() as u64 - 1) * ip * 8;
+    let measured = bits as f64 / (last - first).as_secs_f64();
+    eprintln!(
+        "rate: {:.3} Mb/s over {} packets, {} dropped at the queue",
+        measured / 1e6,
+        steady.len(),
+        stats.down.dropped_queue
+    );
+    assert!(stats.down.dropped_queue > 0, "the queue never filled");
+    assert!(
+        (measured / rate as f64 - 1.0).abs() < 0.02,
+        "measured {measured} b/s for {rate}"
+    );
+}
