@@ -106,8 +106,8 @@ impl Engine {
         loop {
             self.sim.run_until(vnow());
             self.flush(&vnow);
-            // Sleep until `spin` before the next event, then poll without sleeping: waking
-            // from a sleep can take a millisecond on a virtual machine, a busy loop does not.
+            // Sleep until `spin` before the next event, then poll without sleeping (see
+            // `EmuConfig::spin`).
             let timeout = self.sim.next_event_time().map(|t| {
                 let d = t.as_nanos().saturating_sub(vnow().as_nanos());
                 Duration::from_nanos(d.saturating_sub(self.spin.as_nanos() as u64))

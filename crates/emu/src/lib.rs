@@ -61,16 +61,16 @@ pub struct EmuConfig {
     pub links: LinkPair,
     /// Seeds every random stage, as in the simulator.
     pub seed: u64,
-    /// How long before each event the emulator stops sleeping and polls in a busy loop.
-    /// Zero saves a core but leaves the timing error to the kernel's wake-up latency
-    /// (a millisecond at p99 on a virtual machine); see [`DEFAULT_SPIN`].
+    /// How long before each event the emulator stops sleeping and polls in a busy loop
+    /// ([`DEFAULT_SPIN`]: none). On dedicated hardware a few tens of microseconds trim the
+    /// kernel's wake-up latency from the timing error; on a virtual machine whose host
+    /// throttles busy virtual CPUs it makes the error worse (measured: p90 from 1.5 ms to
+    /// 2.5-4.8 ms with 1 ms of spin), so it is off by default.
     pub spin: Duration,
 }
 
-/// A spin margin that keeps the timing error in tens of microseconds on a virtual machine
-/// whose timer wake-ups take up to a millisecond, at the cost of up to one busy core while
-/// packets are in flight.
-pub const DEFAULT_SPIN: Duration = Duration::from_millis(1);
+/// No busy polling (see [`EmuConfig::spin`]).
+pub const DEFAULT_SPIN: Duration = Duration::ZERO;
 
 impl EmuConfig {
     /// `links` with seed 1 and [`DEFAULT_SPIN`].
