@@ -1,5 +1,6 @@
 //! The `qfec` command-line program.
 
+mod emu;
 mod hq;
 mod lab;
 mod tls;
@@ -33,6 +34,10 @@ enum Command {
     /// Experiments in the deterministic virtual-time lab.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// Run a server and a client in two network namespaces joined by an emulated link (a
+    /// preset or a scenario's links, in real time), then report the link's counters and
+    /// timing error. Needs root.
+    Emu(Box<emu::EmuArgs>),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +54,7 @@ fn main() -> ExitCode {
         Command::Client(args) => hq::run_client(args),
         Command::Interop(args) => hq::run_interop(args),
         Command::Lab(cmd) => lab::run(cmd),
+        Command::Emu(args) => emu::run(*args),
     };
     match result {
         Ok(code) => code,

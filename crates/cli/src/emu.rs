@@ -1,0 +1,228 @@
+//! `qfec emu`: run a server and a client in two network namespaces joined by an emulated
+//! link (qfec-emu), then report what the link did.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitCode, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use qfec_emu::{EmuConfig, EmuStats, Emulator, LEFT_ADDR, LinkStats, RIGHT_ADDR};
+use qfec_lab::units::{parse_duration, parse_ratio};
+use qfec_lab::{Preset, Scenario};
+
+#[derive(Args, Debug)]
+pub struct EmuArgs {
+    /// Scenario file (TOML) whose links to emulate; its workload is not used.
+    scenario: Option<PathBuf>,
+    /// Link preset instead of a scenario file (wlan, 4g, 3g, satellite, da2gc, mss, interop,
+    /// wlan-n; see `qfec lab presets`).
+    #[arg(long)]
+    preset: Option<String>,
+    /// Random loss on each direction, "2%" or 0.02 (the preset's loss parameter; default
+    /// its mid-range; for wlan-n the MPDU error rate).
+    #[arg(long)]
+    loss: Option<String>,
+    /// Seed of the link's random stages (default: the scenario's first seed, or 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Shell command run in the server namespace (address 10.77.0.1, also in
+    /// $QFEC_EMU_SERVER) before the client starts; stopped once the client exits.
+    #[arg(long, value_name = "CMD")]
+    server: Option<String>,
+    /// How long the server gets to start listening before the client starts.
+    #[arg(long, default_value = "300ms", value_name = "DURATION")]
+    server_wait: String,
+    /// Busy-poll this long before each packet is due (trades a core for timing accuracy on
+    /// dedicated hardware; see qfec-emu's EmuConfig::spin), e.g. 50us.
+    #[arg(long, value_name = "DURATION")]
+    spin: Option<String>,
+    /// The client command and its arguments, run in the client namespace (address
+    /// 10.77.0.2); the server's address is in $QFEC_EMU_SERVER.
+    #[arg(last = true, required = true, value_name = "CLIENT")]
+    client: Vec<String>,
+}
+
+/// Build the links from the arguments, with messages that say how to fix them.
+fn config(args: &EmuArgs) -> Result<EmuConfig> {
+    let loss = args
+        .loss
+        .as_deref()
+        .map(parse_ratio)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
+    let (links, seed) = match (&args.scenario, &args.preset) {
+        (Some(_), Some(_)) => bail!("give a scenario file or --preset, not both"),
+        (None, None) => {
+            bail!("give a scenario file or --preset NAME (see `qfec lab presets`)")
+        }
+        (None, Some(name)) => {
+            let p = Preset::from_name(name).map_err(|e| anyhow::anyhow!("--preset: {e}"))?;
+            (p.links(loss), 1)
+        }
+        (Some(path), None) => {
+            let s = Scenario::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let links = match loss {
+                Some(_) if s.preset.is_none() => bail!(
+                    "--loss needs a preset in the scenario; set link.down.loss and \
+                     link.up.loss in {} instead",
+                    path.display()
+                ),
+                Some(p) => s.links.with_loss(p),
+                None => s.links,
+            };
+            (links, s.seeds.first().copied().unwrap_or(1))
+        }
+    };
+    let spin = match &args.spin {
+        Some(s) => parse_duration(s).map_err(|e| anyhow::anyhow!("--spin: {e}"))?,
+        None => qfec_emu::DEFAULT_SPIN,
+    };
+    Ok(EmuConfig {
+        links,
+        seed: args.seed.unwrap_or(seed),
+        spin,
+    })
+}
+
+/// A no-op handler: while the client runs, Ctrl-C ends the client (which gets the signal
+/// too) and this process stays to tear the namespaces down. A handler, unlike SIG_IGN, is
+/// reset in the children at exec.
+extern "C" fn on_interrupt(_: libc::c_int) {}
+
+pub fn run(args: EmuArgs) -> Result<ExitCode> {
+    let server_wait = parse_duration(&args.server_wait)
+        .map_err(|e| anyhow::anyhow!("--server-wait: {e}"))?;
+    let config = config(&args)?;
+    let (down, up) = (config.links.down.name.clone(), config.links.up.name.clone());
+    let emu = Emulator::start(config).context("qfec emu needs root, /dev/net/tun and iproute2")?;
+    eprintln!(
+        "qfec emu: server side {} in namespace {}, client side {} in namespace {} \
+         (device {} on each)",
+        LEFT_ADDR,
+        emu.left().name(),
+        RIGHT_ADDR,
+        emu.right().name(),
+        qfec_emu::DEVICE
+    );
+    // SAFETY: installs a handler that does nothing, async-signal-safe by construction.
+    unsafe {
+        libc::signal(
+            libc::SIGINT,
+            on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t,
+        )
+    };
+    let env = |c: &mut Command| {
+        c.env("QFEC_EMU_SERVER", LEFT_ADDR.to_string())
+            .env("QFEC_EMU_CLIENT", RIGHT_ADDR.to_string());
+    };
+    let mut server = match &args.server {
+        Some(cmd) => {
+            let mut c = emu.left().command("sh");
+            c.args(["-c", cmd]);
+            env(&mut c);
+            // Its own process group: stopping it reaches whatever the shell started.
+            c.process_group(0);
+            let child = c
+                .spawn()
+                .with_context(|| format!("cannot start the server {cmd:?}"))?;
+            Some(ServerProcess(child))
+        }
+        None => None,
+    };
+    if let Some(s) = server.as_mut() {
+        std::thread::sleep(server_wait);
+        if let Some(status) = s.0.try_wait().context("waiting for the server")? {
+            bail!(
+                "the server exited before the client started ({}); check --server",
+                describe(status)
+            );
+        }
+    }
+    let mut client = emu.right().command(&args.client[0]);
+    client.args(&args.client[1..]);
+    env(&mut client);
+    let started = Instant::now();
+    let status = client
+        .status()
+        .with_context(|| format!("cannot start the client {:?}", args.client[0]))?;
+    let took = started.elapsed();
+    drop(server);
+    let stats = emu.stop().context("the emulator failed")?;
+    eprintln!("qfec emu: client {} after {took:.2?}", describe(status));
+    eprint!("{}", report(&stats, &down, &up));
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::from(1),
+    })
+}
+
+fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with status {c}"),
+        (None, Some(s)) => format!("was killed by signal {s}"),
+        _ => "ended".to_string(),
+    }
+}
+
+/// The server's process group, stopped when dropped: SIGTERM, then SIGKILL after 2 s.
+struct ServerProcess(Child);
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let pgid = self.0.id() as libc::pid_t;
+        // SAFETY: signals our own child's process group.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// The link counters and the timing error, a few lines of text.
+fn report(s: &EmuStats, down: &str, up: &str) -> String {
+    let line = |name: &str, dir: &str, l: &LinkStats| {
+        format!(
+            "  {dir} ({name}): {} packets offered, {} delivered ({} B), dropped {} at ingress, \
+             {} at the queue, {} on the air, {} in blackholes, {} at the MAC retry limit; \
+             {} corrupted; queue max {} packets\n",
+            l.offered_packets,
+            l.delivered_packets,
+            l.delivered_bytes,
+            l.dropped_ingress,
+            l.dropped_queue,
+            l.dropped_air,
+            l.dropped_blackhole,
+            l.dropped_retry,
+            l.corrupted,
+            l.max_queue_packets
+        )
+    };
+    let t = &s.lateness;
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let mut out = format!("qfec emu: link after {:.2?}\n", s.elapsed);
+    out += &line(down, "server -> client", &s.down);
+    out += &line(up, "client -> server", &s.up);
+    out += &format!(
+        "  timing error (write time - due time) over {} packets: p50 {:.0} us, p90 {:.0} us, \
+         p99 {:.0} us, max {:.0} us\n",
+        t.count(),
+        us(t.percentile(0.5)),
+        us(t.percentile(0.9)),
+        us(t.percentile(0.99)),
+        us(t.max())
+    );
+    if s.write_errors > 0 {
+        out += &format!("  {} packets the kernel refused\n", s.write_errors);
+    }
+    out
+}
