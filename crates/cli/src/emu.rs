@@ -92,8 +92,8 @@ fn config(args: &EmuArgs) -> Result<EmuConfig> {
 extern "C" fn on_interrupt(_: libc::c_int) {}
 
 pub fn run(args: EmuArgs) -> Result<ExitCode> {
-    let server_wait = parse_duration(&args.server_wait)
-        .map_err(|e| anyhow::anyhow!("--server-wait: {e}"))?;
+    let server_wait =
+        parse_duration(&args.server_wait).map_err(|e| anyhow::anyhow!("--server-wait: {e}"))?;
     let config = config(&args)?;
     let (down, up) = (config.links.down.name.clone(), config.links.up.name.clone());
     let emu = Emulator::start(config).context("qfec emu needs root, /dev/net/tun and iproute2")?;

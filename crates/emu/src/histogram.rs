@@ -60,7 +60,9 @@ fn upper(i: usize) -> u64 {
     let msb = (j / SUB as usize) as u32 + 6;
     let sub = (j % SUB as usize) as u64;
     let shift = msb - SUB_BITS;
-    (((SUB + sub + 1) as u128) << shift).saturating_sub(1).min(u64::MAX as u128) as u64
+    (((SUB + sub + 1) as u128) << shift)
+        .saturating_sub(1)
+        .min(u64::MAX as u128) as u64
 }
 
 impl Histogram {

@@ -61,9 +61,8 @@ fn flow(emu: &Emulator, count: u64, payload: usize, burst: u64, interval: Durati
                 Ok(n) if n >= 16 => {
                     let at = base.elapsed();
                     let seq = u64::from_be_bytes(buf[..8].try_into().expect("8"));
-                    let sent = Duration::from_nanos(u64::from_be_bytes(
-                        buf[8..16].try_into().expect("8"),
-                    ));
+                    let sent =
+                        Duration::from_nanos(u64::from_be_bytes(buf[8..16].try_into().expect("8")));
                     got.push(Rx {
                         seq,
                         at,
@@ -166,7 +165,11 @@ fn delay_and_bernoulli_loss_as_asked() {
         .iter()
         .filter(|&&d| d <= delay + Duration::from_millis(2))
         .count();
-    assert!(close * 4 >= owd.len() * 3, "{close} of {} within 2 ms", owd.len());
+    assert!(
+        close * 4 >= owd.len() * 3,
+        "{close} of {} within 2 ms",
+        owd.len()
+    );
     assert!(stats.lateness.percentile(0.5) < Duration::from_millis(1));
     assert_eq!(stats.lateness.count(), got.len() as u64);
 }
@@ -253,7 +256,8 @@ fn rate_limit_as_asked() {
     // 10 Mb/s with a 100-packet queue, offered 12 Mb/s of 1428-byte IP packets: the
     // serializer is busy throughout, so arrivals are spaced by exactly the rate.
     let rate = 10_000_000u64;
-    let link = LinkSpec::new("down", rate, Duration::from_millis(5)).queue(QueueLimit::Packets(100));
+    let link =
+        LinkSpec::new("down", rate, Duration::from_millis(5)).queue(QueueLimit::Packets(100));
     let Some(emu) = emulator(link) else { return };
     let (payload, ip) = (1400usize, 1428u64);
     let interval = Duration::from_micros(9520); // 10 packets per 9.52 ms = 12 Mb/s
