@@ -121,7 +121,14 @@ impl Emulator {
         }
         // Unique per process and per emulator, so parallel tests and runs never collide.
         let (pid, n) = (std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        let left = NetNs::create(&format!("qfec-{pid}-{n}-l"))?;
+        // The first namespace tells whether we may make namespaces at all (root, or
+        // CAP_SYS_ADMIN and CAP_NET_ADMIN).
+        let left = NetNs::create(&format!("qfec-{pid}-{n}-l")).map_err(|e| match e {
+            EmuError::Setup(why) => {
+                EmuError::Unavailable(format!("cannot create a network namespace: {why}"))
+            }
+            e => e,
+        })?;
         let right = NetNs::create(&format!("qfec-{pid}-{n}-r"))?;
         let tl = tun::Tun::create(&format!("qf{pid}l{n}"))?;
         let tr = tun::Tun::create(&format!("qf{pid}r{n}"))?;

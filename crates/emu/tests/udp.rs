@@ -282,3 +282,31 @@ fn rate_limit_as_asked() {
         "measured {measured} b/s for {rate}"
     );
 }
+
+#[test]
+fn schedules_run_in_real_time() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A blackhole from 300 ms to 600 ms after the emulator starts: the packets sent then,
+    // one per millisecond, vanish in one run.
+    let at = |ms: u64| qfec_sim::Instant::from_nanos(ms * 1_000_000);
+    let link = LinkSpec::new("down", 0, Duration::from_millis(5))
+        .change(at(300), qfec_sim::LinkChange::Blackhole(true))
+        .change(at(600), qfec_sim::LinkChange::Blackhole(false));
+    let Some(emu) = emulator(link) else { return };
+    let n = 900;
+    let got = flow(&emu, n, 200, 1, Duration::from_millis(1));
+    let stats = emu.stop().expect("stop");
+    report("schedule", &stats);
+    let seqs: Vec<u64> = got.iter().map(|r| r.seq).collect();
+    let missing: Vec<u64> = (0..n).filter(|s| !seqs.contains(s)).collect();
+    let (first, last) = (missing[0], missing[missing.len() - 1]);
+    eprintln!("blackholed packets {first}..={last}");
+    assert_eq!(
+        missing.len() as u64,
+        last - first + 1,
+        "one contiguous outage"
+    );
+    assert_eq!(stats.down.dropped_blackhole, missing.len() as u64);
+    // 300 ms of packets; the sender's sleeps may stretch the spacing a little.
+    assert!((270..=305).contains(&missing.len()), "{}", missing.len());
+}
