@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use qfec_emu::{EmuConfig, EmuStats, Emulator, LEFT_ADDR, LinkStats, RIGHT_ADDR};
+use qfec_emu::{EmuConfig, EmuStats, Emulator, LEFT_ADDR, LinkStats, RIGHT_ADDR, WifiStats};
 use qfec_lab::units::{parse_duration, parse_ratio};
 use qfec_lab::{Preset, Scenario};
 
@@ -210,8 +210,23 @@ fn report(s: &EmuStats, down: &str, up: &str) -> String {
     let t = &s.lateness;
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let mut out = format!("qfec emu: link after {:.2?}\n", s.elapsed);
+    let wifi = |dir: &str, w: &Option<WifiStats>| match w {
+        Some(w) => format!(
+            "  {dir} 802.11n station: {} channel accesses ({} collided), {:.1} MPDUs per \
+             A-MPDU, {} MPDUs sent, {} retried, {} dropped at the retry limit\n",
+            w.txops,
+            w.collisions,
+            w.mean_ampdu(),
+            w.mpdus_sent,
+            w.mpdus_retried,
+            w.mpdus_dropped
+        ),
+        None => String::new(),
+    };
     out += &line(down, "server -> client", &s.down);
+    out += &wifi("server -> client", &s.down_wifi);
     out += &line(up, "client -> server", &s.up);
+    out += &wifi("client -> server", &s.up_wifi);
     out += &format!(
         "  timing error (write time - due time) over {} packets: p50 {:.0} us, p90 {:.0} us, \
          p99 {:.0} us, max {:.0} us\n",

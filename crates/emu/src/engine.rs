@@ -136,6 +136,8 @@ impl Engine {
         Ok(EmuStats {
             down: self.sim.link_stats(self.down).clone(),
             up: self.sim.link_stats(self.up).clone(),
+            down_wifi: self.sim.wifi_stats(self.down).cloned(),
+            up_wifi: self.sim.wifi_stats(self.up).cloned(),
             read_left: self.read[0],
             read_right: self.read[1],
             write_errors: self.write_errors,

@@ -31,6 +31,7 @@ pub use histogram::Histogram;
 pub use netns::NetNs;
 pub use qfec_lab::presets::LinkPair;
 pub use qfec_sim::LinkStats;
+pub use qfec_sim::wifi::WifiStats;
 
 /// The left (server side) device's address in its namespace.
 pub const LEFT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -90,6 +91,9 @@ pub struct EmuStats {
     pub down: LinkStats,
     /// Right -> left.
     pub up: LinkStats,
+    /// The 802.11n station counters of a direction that is one (MAC retries, A-MPDUs).
+    pub down_wifi: Option<WifiStats>,
+    pub up_wifi: Option<WifiStats>,
     /// Packets read from the left and right devices.
     pub read_left: u64,
     pub read_right: u64,
