@@ -14,7 +14,7 @@ use qfec_lab::{Preset, Scenario};
 
 #[derive(Args, Debug)]
 pub struct EmuArgs {
-    /// Scenario file (TOML) whose links to emulate; its workload is not used.
+    /// Scenario file (TOML) whose links to emulate; its workload, if any, is not used.
     scenario: Option<PathBuf>,
     /// Link preset instead of a scenario file (wlan, 4g, 3g, satellite, da2gc, mss, interop,
     /// wlan-n; see `qfec lab presets`).
@@ -62,7 +62,7 @@ fn config(args: &EmuArgs) -> Result<EmuConfig> {
             (p.links(loss), 1)
         }
         (Some(path), None) => {
-            let s = Scenario::load(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let s = load_links_only(path)?;
             let links = match loss {
                 Some(_) if s.preset.is_none() => bail!(
                     "--loss needs a preset in the scenario; set link.down.loss and \
@@ -84,6 +84,29 @@ fn config(args: &EmuArgs) -> Result<EmuConfig> {
         seed: args.seed.unwrap_or(seed),
         spin,
     })
+}
+
+/// Load a scenario for its links. A scenario file must name a workload, which the emulator
+/// does not use: a file without one gets a placeholder, appended after the last line so that
+/// errors keep their line numbers.
+fn load_links_only(path: &std::path::Path) -> Result<Scenario> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the scenario {}", path.display()))?;
+    let names_workload = text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("[workload") || l.starts_with("workload")
+    });
+    let text = if names_workload {
+        text
+    } else {
+        format!("{text}\n[workload]\nkind = \"bulk\"\nsize = \"1kB\"\n")
+    };
+    let dir = path
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    Scenario::from_toml(&text, &path.display().to_string(), &dir)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// A no-op handler: while the client runs, Ctrl-C ends the client (which gets the signal

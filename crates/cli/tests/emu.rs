@@ -83,8 +83,8 @@ fn bad_emu_input_gets_a_one_line_error() {
     );
     let dir = temp_dir("emu-scenario");
     let file = dir.join("s.toml");
-    let scenario = "[workload]\nkind = \"bulk\"\nsize = \"1kB\"\n\
-                    [link.down]\ndelay = \"10ms\"\n[link.up]\ndelay = \"10ms\"\n";
+    // No workload: the emulator needs none.
+    let scenario = "[link.down]\ndelay = \"10ms\"\n[link.up]\ndelay = \"10ms\"\n";
     std::fs::write(&file, scenario).unwrap();
     let f = file.to_str().unwrap();
     one_line_error(&["emu", f, "--preset", "wlan", "--", "true"], "not both");
@@ -92,4 +92,31 @@ fn bad_emu_input_gets_a_one_line_error() {
         &["emu", f, "--loss", "1%", "--", "true"],
         "--loss needs a preset in the scenario",
     );
+    std::fs::write(&file, "[link.down]\ndelay = \"soon\"\n").unwrap();
+    one_line_error(&["emu", f, "--", "true"], "link.down.delay");
+}
+
+#[test]
+fn a_scenario_without_workload_gives_the_links() {
+    if !emulation_available() {
+        return;
+    }
+    let dir = temp_dir("emu-scenario-ok");
+    let file = dir.join("s.toml");
+    std::fs::write(
+        &file,
+        "[link.down]\nrate = \"5Mbps\"\ndelay = \"10ms\"\n[link.up]\ndelay = \"10ms\"\n",
+    )
+    .unwrap();
+    let o = Command::new(QFEC)
+        .arg("emu")
+        .arg(&file)
+        .args(["--", "sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    // The client's exit status is qfec emu's.
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("client exited with status 3"), "{stderr}");
+    assert!(stderr.contains("server -> client (down)"), "{stderr}");
 }
