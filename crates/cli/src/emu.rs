@@ -83,6 +83,7 @@ fn config(args: &EmuArgs) -> Result<EmuConfig> {
         links,
         seed: args.seed.unwrap_or(seed),
         spin,
+        max_in_flight: qfec_emu::DEFAULT_MAX_IN_FLIGHT,
     })
 }
 
@@ -259,6 +260,15 @@ fn report(s: &EmuStats, down: &str, up: &str) -> String {
         us(t.percentile(0.99)),
         us(t.max())
     );
+    if s.dropped_overload != [0, 0] {
+        out += &format!(
+            "  {} server -> client and {} client -> server packets dropped before the link: \
+             more than {} in flight (the link model's queue is unlimited?)\n",
+            s.dropped_overload[0],
+            s.dropped_overload[1],
+            qfec_emu::DEFAULT_MAX_IN_FLIGHT
+        );
+    }
     if s.write_errors > 0 {
         out += &format!("  {} packets the kernel refused\n", s.write_errors);
     }

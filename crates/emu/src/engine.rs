@@ -62,6 +62,8 @@ pub(crate) struct Engine {
     up: LinkId,
     stop: OwnedFd,
     spin: Duration,
+    max_in_flight: u64,
+    overload: [u64; 2],
     lateness: Histogram,
     read: [u64; 2],
     write_errors: u64,
@@ -89,6 +91,8 @@ impl Engine {
             up,
             stop,
             spin: config.spin,
+            max_in_flight: config.max_in_flight,
+            overload: [0; 2],
             lateness: Histogram::default(),
             read: [0; 2],
             write_errors: 0,
@@ -125,6 +129,10 @@ impl Engine {
                     self.read[side] += 1;
                     // Earlier events first, then this packet enters at the time it was read.
                     self.sim.run_until(vnow());
+                    if self.in_flight(side) >= self.max_in_flight {
+                        self.overload[side] += 1;
+                        continue;
+                    }
                     let id = self.ports[side];
                     self.sim.node_mut(id).to_sim.push_back(buf[..n].to_vec());
                     self.sim.wake(id);
@@ -141,9 +149,18 @@ impl Engine {
             read_left: self.read[0],
             read_right: self.read[1],
             write_errors: self.write_errors,
+            dropped_overload: self.overload,
             lateness: self.lateness,
             elapsed,
         })
+    }
+
+    /// Packets offered to the direction leaving `side` and not yet delivered or dropped.
+    fn in_flight(&self, side: usize) -> u64 {
+        let s = self
+            .sim
+            .link_stats(if side == 0 { self.down } else { self.up });
+        s.offered_packets - s.delivered_packets - s.dropped()
     }
 
     /// Write every delivered packet to its side's device, recording how late it is.

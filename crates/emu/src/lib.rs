@@ -68,7 +68,15 @@ pub struct EmuConfig {
     /// throttles busy virtual CPUs it makes the error worse (measured: p90 from 1.5 ms to
     /// 2.5-4.8 ms with 1 ms of spin), so it is off by default.
     pub spin: Duration,
+    /// Packets a direction may hold (queued, on the wire, in the delay stage) before the
+    /// emulator drops what it reads for it, outside the model ([`EmuStats::dropped_overload`]).
+    /// A link model with an unlimited queue is fine in virtual time, but a real sender can
+    /// offer gigabits per second to it; this bounds the memory.
+    pub max_in_flight: u64,
 }
+
+/// 100,000 packets: at most about 150 MB per direction.
+pub const DEFAULT_MAX_IN_FLIGHT: u64 = 100_000;
 
 /// No busy polling (see [`EmuConfig::spin`]).
 pub const DEFAULT_SPIN: Duration = Duration::ZERO;
@@ -80,6 +88,7 @@ impl EmuConfig {
             links,
             seed: 1,
             spin: DEFAULT_SPIN,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }
@@ -99,6 +108,9 @@ pub struct EmuStats {
     pub read_right: u64,
     /// Deliveries the kernel refused to take back.
     pub write_errors: u64,
+    /// Packets read but not offered to the link because their direction held
+    /// [`EmuConfig::max_in_flight`] packets already (left -> right, right -> left).
+    pub dropped_overload: [u64; 2],
     /// Per delivered packet: wall-clock write time minus the virtual time it was due.
     pub lateness: Histogram,
     /// How long the emulator ran.

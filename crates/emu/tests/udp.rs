@@ -16,11 +16,16 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Start an emulator, or None (with the reason printed) when the machine cannot run one.
 fn emulator(down: LinkSpec) -> Option<Emulator> {
+    emulator_with(down, qfec_emu::DEFAULT_MAX_IN_FLIGHT)
+}
+
+fn emulator_with(down: LinkSpec, max_in_flight: u64) -> Option<Emulator> {
     let up = LinkSpec::new("up", 0, down.delay);
     let config = EmuConfig {
         links: LinkPair { down, up },
         seed: 7,
         spin: qfec_emu::DEFAULT_SPIN,
+        max_in_flight,
     };
     match Emulator::start(config) {
         Ok(e) => Some(e),
@@ -309,4 +314,32 @@ fn schedules_run_in_real_time() {
     assert_eq!(stats.down.dropped_blackhole, missing.len() as u64);
     // 300 ms of packets; the sender's sleeps may stretch the spacing a little.
     assert!((270..=305).contains(&missing.len()), "{}", missing.len());
+}
+
+#[test]
+fn an_unlimited_queue_is_bounded_by_max_in_flight() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 1 Mb/s with no queue limit, 400 packets at once: the link holds 50, the emulator
+    // drops the rest as it reads them, and every packet read is accounted for.
+    let link = LinkSpec::new("down", 1_000_000, Duration::from_millis(1));
+    let Some(emu) = emulator_with(link, 50) else {
+        return;
+    };
+    let got = flow(&emu, 400, 200, 400, Duration::from_millis(1));
+    let stats = emu.stop().expect("stop");
+    report("overload", &stats);
+    eprintln!(
+        "read {}, delivered {}, overload {:?}",
+        stats.read_left,
+        got.len(),
+        stats.dropped_overload
+    );
+    assert!(stats.dropped_overload[0] > 0, "never over 50 in flight");
+    assert!(got.len() >= 50, "{}", got.len());
+    assert_eq!(stats.down.dropped(), 0);
+    assert_eq!(
+        stats.read_left,
+        got.len() as u64 + stats.dropped_overload[0]
+    );
+    assert!(stats.down.max_queue_packets <= 50);
 }
