@@ -135,6 +135,7 @@ impl Emulator {
         if !std::path::Path::new("/dev/net/tun").exists() {
             return Err(EmuError::Unavailable("/dev/net/tun does not exist".into()));
         }
+        netns::remove_stale();
         // Unique per process and per emulator, so parallel tests and runs never collide.
         let (pid, n) = (std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
         // The first namespace tells whether we may make namespaces at all (root, or

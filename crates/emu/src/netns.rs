@@ -68,6 +68,35 @@ impl Drop for NetNs {
     }
 }
 
+/// Delete the namespaces an emulator process left behind when it was killed before its
+/// cleanup: those named `qfec-PID-N-l` or `-r` (as [`crate::Emulator::start`] names them)
+/// whose PID no longer runs. Errors are ignored: a leftover is untidy, not harmful.
+pub(crate) fn remove_stale() {
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if let Some(pid) = owner_pid(name)
+            && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = ip(&["netns", "delete", name]);
+        }
+    }
+}
+
+/// The PID in an emulator's namespace name, or None for any other name.
+fn owner_pid(name: &str) -> Option<u32> {
+    let mut parts = name.strip_prefix("qfec-")?.split('-');
+    let (pid, n, side) = (parts.next()?, parts.next()?, parts.next()?);
+    let ours = parts.next().is_none()
+        && matches!(side, "l" | "r")
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && !n.is_empty();
+    ours.then(|| pid.parse().ok()).flatten()
+}
+
 /// Run `ip ARGS`; its stderr becomes the error.
 pub(crate) fn ip(args: &[&str]) -> Result<(), EmuError> {
     let out = Command::new("ip")
@@ -89,5 +118,27 @@ pub(crate) fn ip(args: &[&str]) -> Result<(), EmuError> {
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owner_pid;
+
+    #[test]
+    fn only_emulator_names_have_an_owner() {
+        assert_eq!(owner_pid("qfec-1234-0-l"), Some(1234));
+        assert_eq!(owner_pid("qfec-99-17-r"), Some(99));
+        for other in [
+            "qfec-1234-0",
+            "qfec-1234-0-x",
+            "qfec-abc-0-l",
+            "qfec-1-2-l-extra",
+            "qfec-1--l",
+            "mine",
+            "lab-1-0-l",
+        ] {
+            assert_eq!(owner_pid(other), None, "{other}");
+        }
     }
 }
