@@ -343,3 +343,39 @@ fn an_unlimited_queue_is_bounded_by_max_in_flight() {
     );
     assert!(stats.down.max_queue_packets <= 50);
 }
+
+#[test]
+fn jitter_spreads_the_delay_and_reorders_only_when_allowed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (delay, max) = (Duration::from_millis(20), Duration::from_millis(5));
+    for reorder in [true, false] {
+        let link = LinkSpec::new("down", 0, delay).jitter(qfec_sim::Jitter::Uniform(max), reorder);
+        let Some(emu) = emulator(link) else { return };
+        let got = flow(&emu, 500, 200, 1, Duration::from_millis(1));
+        let stats = emu.stop().expect("stop");
+        report("jitter", &stats);
+        let late_in_order = got.windows(2).filter(|w| w[1].seq < w[0].seq).count();
+        let mut owd: Vec<Duration> = got.iter().map(|r| r.owd).collect();
+        owd.sort();
+        let (p10, p50, p90) = (
+            percentile(&owd, 0.1),
+            percentile(&owd, 0.5),
+            percentile(&owd, 0.9),
+        );
+        eprintln!(
+            "reorder {reorder}: min {:?} p10 {p10:?} p50 {p50:?} p90 {p90:?}, {late_in_order} out of order",
+            owd[0]
+        );
+        assert_eq!(got.len(), 500);
+        assert!(owd[0] >= delay - max, "early: {:?}", owd[0]);
+        assert!(p90 - p10 >= Duration::from_millis(3), "no spread");
+        if reorder {
+            // Uniform in [15, 25] ms: median 20 ms, plus the machine's own delay.
+            assert!(p50 >= Duration::from_millis(19), "{p50:?}");
+            assert!(p50 <= Duration::from_micros(21_500), "{p50:?}");
+            assert!(late_in_order > 50, "only {late_in_order} reordered");
+        } else {
+            assert_eq!(late_in_order, 0, "reordered without allow_reorder");
+        }
+    }
+}
