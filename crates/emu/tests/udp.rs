@@ -255,20 +255,17 @@ fn gilbert_elliott_and_drop_list_drop_what_the_simulator_drops() {
     assert_eq!(seqs, expected, "emulator and simulator disagree");
 }
 
-#[test]
-fn rate_limit_as_asked() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // 10 Mb/s with a 100-packet queue, offered 12 Mb/s of 1428-byte IP packets: the
-    // serializer is busy throughout, so arrivals are spaced by exactly the rate.
-    let rate = 10_000_000u64;
-    let link =
-        LinkSpec::new("down", rate, Duration::from_millis(5)).queue(QueueLimit::Packets(100));
-    let Some(emu) = emulator(link) else { return };
+/// Offer 1428-byte IP packets, ten every `interval`, to `link` (whose queue must fill),
+/// and measure the rate of the arrivals once it has: the serializer is then busy throughout,
+/// so arrivals are spaced by the link's rate. None when the machine cannot emulate.
+fn saturated_rate(what: &str, link: LinkSpec, interval: Duration) -> Option<f64> {
+    let Some(emu) = emulator(link) else {
+        return None;
+    };
     let (payload, ip) = (1400usize, 1428u64);
-    let interval = Duration::from_micros(9520); // 10 packets per 9.52 ms = 12 Mb/s
     let got = flow(&emu, 1500, payload, 10, interval);
     let stats = emu.stop().expect("stop");
-    report("rate", &stats);
+    report(what, &stats);
     // Skip the first packets: the queue starts empty and the bursts' gaps show until
     // it has filled.
     let steady: Vec<&Rx> = got.iter().skip(200).collect();
@@ -276,14 +273,46 @@ fn rate_limit_as_asked() {
     let bits = (steady.len() as u64 - 1) * ip * 8;
     let measured = bits as f64 / (last - first).as_secs_f64();
     eprintln!(
-        "rate: {:.3} Mb/s over {} packets, {} dropped at the queue",
+        "{what}: {:.3} Mb/s over {} packets, {} dropped at the queue",
         measured / 1e6,
         steady.len(),
         stats.down.dropped_queue
     );
     assert!(stats.down.dropped_queue > 0, "the queue never filled");
+    Some(measured)
+}
+
+#[test]
+fn rate_limit_as_asked() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 10 Mb/s with a 100-packet queue, offered 12 Mb/s (10 packets per 9.52 ms).
+    let rate = 10_000_000f64;
+    let link = LinkSpec::new("down", rate as u64, Duration::from_millis(5))
+        .queue(QueueLimit::Packets(100));
+    let Some(measured) = saturated_rate("rate", link, Duration::from_micros(9520)) else {
+        return;
+    };
     assert!(
-        (measured / rate as f64 - 1.0).abs() < 0.02,
+        (measured / rate - 1.0).abs() < 0.02,
+        "measured {measured} b/s for {rate}"
+    );
+}
+
+#[test]
+fn a_delivery_trace_paces_in_real_time() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // A mahimahi trace with one 1500-byte opportunity per millisecond (12 Mb/s), offered
+    // 15 Mb/s (10 packets per 7.6 ms): the opportunities run in real time.
+    let trace = qfec_sim::DeliveryTrace::from_ms((1..=100).collect()).expect("trace");
+    let rate = trace.mean_rate_bps();
+    let link = LinkSpec::new("down", 0, Duration::from_millis(5))
+        .trace(std::sync::Arc::new(trace))
+        .queue(QueueLimit::Packets(100));
+    let Some(measured) = saturated_rate("trace", link, Duration::from_micros(7600)) else {
+        return;
+    };
+    assert!(
+        (measured / rate - 1.0).abs() < 0.02,
         "measured {measured} b/s for {rate}"
     );
 }
