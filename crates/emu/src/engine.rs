@@ -160,7 +160,9 @@ impl Engine {
         let s = self
             .sim
             .link_stats(if side == 0 { self.down } else { self.up });
-        s.offered_packets - s.delivered_packets - s.dropped()
+        s.offered_packets
+            .saturating_sub(s.delivered_packets)
+            .saturating_sub(s.dropped())
     }
 
     /// Write every delivered packet to its side's device, recording how late it is.

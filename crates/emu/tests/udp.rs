@@ -50,67 +50,64 @@ struct Rx {
 fn flow(emu: &Emulator, count: u64, payload: usize, burst: u64, interval: Duration) -> Vec<Rx> {
     let base = Instant::now();
     let (ready_tx, ready_rx) = mpsc::channel();
-    let right = emu.right().name().to_string();
-    let receiver = std::thread::spawn(move || {
-        enter(&right);
-        let sock = UdpSocket::bind(SocketAddr::from((RIGHT_ADDR, PORT))).expect("bind right");
-        sock.set_read_timeout(Some(Duration::from_millis(400)))
-            .expect("timeout");
-        ready_tx.send(()).expect("ready");
-        let mut got = Vec::new();
-        let mut buf = [0u8; 2048];
-        // Until 400 ms of silence after the first packet (or 5 s before any).
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            match sock.recv(&mut buf) {
-                Ok(n) if n >= 16 => {
-                    let at = base.elapsed();
-                    let seq = u64::from_be_bytes(buf[..8].try_into().expect("8"));
-                    let sent =
-                        Duration::from_nanos(u64::from_be_bytes(buf[8..16].try_into().expect("8")));
-                    got.push(Rx {
-                        seq,
-                        at,
-                        owd: at - sent,
-                    });
-                }
-                Ok(_) => {}
-                Err(_) if !got.is_empty() || Instant::now() > deadline => return got,
-                Err(_) => {}
-            }
-        }
-    });
-    ready_rx.recv().expect("receiver ready");
-    let left = emu.left().name().to_string();
-    let sender = std::thread::spawn(move || {
-        enter(&left);
-        let sock = UdpSocket::bind(SocketAddr::from((LEFT_ADDR, 0))).expect("bind left");
-        let mut pkt = vec![0u8; payload];
-        let start = Instant::now();
-        for seq in 0..count {
-            if seq % burst == 0 {
-                let at = start + interval * (seq / burst) as u32;
-                if let Some(d) = at.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(d);
+    std::thread::scope(|scope| {
+        let receiver = scope.spawn(move || {
+            emu.right()
+                .enter_current_thread()
+                .expect("enter the right namespace");
+            let sock = UdpSocket::bind(SocketAddr::from((RIGHT_ADDR, PORT))).expect("bind right");
+            sock.set_read_timeout(Some(Duration::from_millis(400)))
+                .expect("timeout");
+            ready_tx.send(()).expect("ready");
+            let mut got = Vec::new();
+            let mut buf = [0u8; 2048];
+            // Until 400 ms of silence after the first packet (or 5 s before any).
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                match sock.recv(&mut buf) {
+                    Ok(n) if n >= 16 => {
+                        let at = base.elapsed();
+                        let seq = u64::from_be_bytes(buf[..8].try_into().expect("8"));
+                        let sent = Duration::from_nanos(u64::from_be_bytes(
+                            buf[8..16].try_into().expect("8"),
+                        ));
+                        got.push(Rx {
+                            seq,
+                            at,
+                            owd: at - sent,
+                        });
+                    }
+                    Ok(_) => {}
+                    Err(_) if !got.is_empty() || Instant::now() > deadline => return got,
+                    Err(_) => {}
                 }
             }
-            pkt[..8].copy_from_slice(&seq.to_be_bytes());
-            let sent = base.elapsed().as_nanos() as u64;
-            pkt[8..16].copy_from_slice(&sent.to_be_bytes());
-            sock.send_to(&pkt, SocketAddr::from((RIGHT_ADDR, PORT)))
-                .expect("send");
-        }
-    });
-    sender.join().expect("sender");
-    receiver.join().expect("receiver")
-}
-
-/// Enter a namespace by name on this (test-owned) thread.
-fn enter(name: &str) {
-    let f = std::fs::File::open(format!("/run/netns/{name}")).expect("netns file");
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
-    // SAFETY: setns on a namespace descriptor we hold; affects this thread only.
-    assert_eq!(unsafe { libc::setns(fd, libc::CLONE_NEWNET) }, 0, "setns");
+        });
+        ready_rx.recv().expect("receiver ready");
+        let sender = scope.spawn(move || {
+            emu.left()
+                .enter_current_thread()
+                .expect("enter the left namespace");
+            let sock = UdpSocket::bind(SocketAddr::from((LEFT_ADDR, 0))).expect("bind left");
+            let mut pkt = vec![0u8; payload];
+            let start = Instant::now();
+            for seq in 0..count {
+                if seq % burst == 0 {
+                    let at = start + interval * (seq / burst) as u32;
+                    if let Some(d) = at.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(d);
+                    }
+                }
+                pkt[..8].copy_from_slice(&seq.to_be_bytes());
+                let sent = base.elapsed().as_nanos() as u64;
+                pkt[8..16].copy_from_slice(&sent.to_be_bytes());
+                sock.send_to(&pkt, SocketAddr::from((RIGHT_ADDR, PORT)))
+                    .expect("send");
+            }
+        });
+        sender.join().expect("sender");
+        receiver.join().expect("receiver")
+    })
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> Duration {
