@@ -256,9 +256,7 @@ fn gilbert_elliott_and_drop_list_drop_what_the_simulator_drops() {
 /// and measure the rate of the arrivals once it has: the serializer is then busy throughout,
 /// so arrivals are spaced by the link's rate. None when the machine cannot emulate.
 fn saturated_rate(what: &str, link: LinkSpec, interval: Duration) -> Option<f64> {
-    let Some(emu) = emulator(link) else {
-        return None;
-    };
+    let emu = emulator(link)?;
     let (payload, ip) = (1400usize, 1428u64);
     let got = flow(&emu, 1500, payload, 10, interval);
     let stats = emu.stop().expect("stop");
