@@ -11,6 +11,7 @@ use clap::Args;
 use qfec_emu::{EmuConfig, EmuStats, Emulator, LEFT_ADDR, LinkStats, RIGHT_ADDR, WifiStats};
 use qfec_lab::units::{parse_duration, parse_ratio};
 use qfec_lab::{Preset, Scenario};
+use qfec_sim::{Jitter, LinkSpec, LossSpec, QueueLimit, Serializer};
 
 #[derive(Args, Debug)]
 pub struct EmuArgs {
@@ -120,6 +121,11 @@ pub fn run(args: EmuArgs) -> Result<ExitCode> {
         parse_duration(&args.server_wait).map_err(|e| anyhow::anyhow!("--server-wait: {e}"))?;
     let config = config(&args)?;
     let (down, up) = (config.links.down.name.clone(), config.links.up.name.clone());
+    let links = format!(
+        "qfec emu: server -> client {}; client -> server {}",
+        describe_link(&config.links.down),
+        describe_link(&config.links.up)
+    );
     let emu = Emulator::start(config).context("qfec emu needs root, /dev/net/tun and iproute2")?;
     eprintln!(
         "qfec emu: server side {} in namespace {}, client side {} in namespace {} \
@@ -130,6 +136,7 @@ pub fn run(args: EmuArgs) -> Result<ExitCode> {
         emu.right().name(),
         qfec_emu::DEVICE
     );
+    eprintln!("{links}");
     // SAFETY: installs a handler that does nothing, async-signal-safe by construction.
     unsafe {
         libc::signal(
@@ -181,6 +188,53 @@ pub fn run(args: EmuArgs) -> Result<ExitCode> {
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
         None => ExitCode::from(1),
     })
+}
+
+/// A link direction in a few words: what drains the queue, the queue, delay, losses.
+fn describe_link(l: &LinkSpec) -> String {
+    let ser = match &l.serializer {
+        Serializer::Unlimited => "no rate limit".to_string(),
+        Serializer::Rate(r) => format!("{} Mb/s", *r as f64 / 1e6),
+        Serializer::Trace(t) => format!(
+            "a delivery trace (mean {:.2} Mb/s)",
+            t.mean_rate_bps() / 1e6
+        ),
+        Serializer::Wifi(st) => match st.mpdu_error {
+            LossSpec::Bernoulli { p } => format!(
+                "802.11n station on channel {:?} ({:.2} % MPDU errors)",
+                st.channel.name,
+                p * 100.0
+            ),
+            _ => format!("802.11n station on channel {:?}", st.channel.name),
+        },
+    };
+    let queue = match l.queue {
+        QueueLimit::Unlimited => "unlimited queue".to_string(),
+        QueueLimit::Packets(n) => format!("{n}-packet queue"),
+        QueueLimit::Bytes(b) => format!("{b}-byte queue"),
+    };
+    let mut out = format!("{ser}, {queue}, {:?} delay", l.delay);
+    if !matches!(l.jitter, Jitter::None) {
+        out += &format!(", jitter {:?}", l.jitter);
+    }
+    for loss in l.ingress_loss.iter().chain(&l.air_loss) {
+        if let LossSpec::Bernoulli { p } = loss {
+            out += &format!(", {:.2} % random loss", p * 100.0);
+        }
+    }
+    let other = l
+        .ingress_loss
+        .iter()
+        .chain(&l.air_loss)
+        .filter(|x| !matches!(x, LossSpec::Bernoulli { .. }))
+        .count();
+    if other > 0 {
+        out += &format!(", {other} other loss model(s)");
+    }
+    if !l.changes.is_empty() {
+        out += &format!(", {} scheduled change(s)", l.changes.len());
+    }
+    out
 }
 
 fn describe(status: ExitStatus) -> String {

@@ -65,7 +65,7 @@ fn quic_download_through_the_emulator_arrives_intact() {
     // The download crossed the link: at least the file's bytes went server -> client.
     let down = stderr
         .lines()
-        .find(|l| l.contains("server -> client"))
+        .find(|l| l.contains("server -> client (down)"))
         .expect("down counters");
     let delivered: u64 = down
         .split(" delivered (")

@@ -49,8 +49,10 @@ pub enum EmuError {
     /// Creating or configuring the namespaces or devices failed.
     #[error("emulator setup: {0}")]
     Setup(String),
+    /// What the emulator was doing, and the error (shown in the message, so not also a
+    /// `source`, which would print it twice in a chain).
     #[error("{0}: {1}")]
-    Io(&'static str, #[source] io::Error),
+    Io(&'static str, io::Error),
     #[error("the emulator thread panicked")]
     Panicked,
 }
