@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
 use qfec_io::{Application, Driver};
-use qfec_proto::events::{ConnectionInfo, Event, EventSink, EventSinkFactory};
+use qfec_proto::events::DiscardEvents;
 use qfec_proto::{
     ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, EndpointConfig,
     Event as AppEvent, Instant, ReadError, ServerConfig, ServerCryptoConfig, StreamId,
@@ -155,28 +155,10 @@ impl Application for Receiver {
     }
 }
 
-/// An event sink that looks at every event and keeps nothing: the cost of tracing itself.
-#[derive(Debug)]
-struct NoopEvents;
-
-struct NoopSink;
-
-impl EventSink for NoopSink {
-    fn event(&mut self, _now: Instant, event: &Event<'_>) {
-        std::hint::black_box(event);
-    }
-}
-
-impl EventSinkFactory for NoopEvents {
-    fn connection_sink(&self, _info: &ConnectionInfo) -> Option<Box<dyn EventSink>> {
-        Some(Box::new(NoopSink))
-    }
-}
-
 fn qfec_run(bytes: u64, fec: Option<&str>, events: bool) -> Duration {
     let traced = |mut t: TransportConfig| {
         if events {
-            t.events = Some(Arc::new(NoopEvents));
+            t.events = Some(Arc::new(DiscardEvents));
         }
         Arc::new(t)
     };

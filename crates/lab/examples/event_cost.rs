@@ -10,26 +10,7 @@ use std::time::Instant as StdInstant;
 
 use qfec_lab::quic::{RunOptions, run_with};
 use qfec_lab::{Preset, Scenario, Sweep, Variant, Workload, run_all};
-use qfec_proto::Instant;
-use qfec_proto::events::{ConnectionInfo, Event, EventSink, EventSinkFactory};
-
-/// Looks at every event and keeps nothing.
-#[derive(Debug)]
-struct NoopEvents;
-
-struct NoopSink;
-
-impl EventSink for NoopSink {
-    fn event(&mut self, _now: Instant, event: &Event<'_>) {
-        std::hint::black_box(event);
-    }
-}
-
-impl EventSinkFactory for NoopEvents {
-    fn connection_sink(&self, _info: &ConnectionInfo) -> Option<Box<dyn EventSink>> {
-        Some(Box::new(NoopSink))
-    }
-}
+use qfec_proto::events::DiscardEvents;
 
 fn main() {
     let mut args = std::env::args()
@@ -68,7 +49,7 @@ fn main() {
     let specs = sweep.runs().unwrap();
     let plain = RunOptions::default();
     let noop = RunOptions {
-        events: Some(Arc::new(NoopEvents)),
+        events: Some(Arc::new(DiscardEvents)),
         ..RunOptions::default()
     };
     println!(

@@ -240,8 +240,9 @@ fn bulk_table(records: &[RunRecord], p: &Plan, vs: &[Variant], md: &mut String) 
             .collect::<Vec<_>>(),
     );
     for v in vs {
-        let runs: Vec<&RunRecord> = bulk_runs(records, v.name).collect();
-        let tp: Vec<f64> = runs.iter().filter_map(|r| throughput_mbps(r)).collect();
+        let tp: Vec<f64> = bulk_runs(records, v.name)
+            .filter_map(throughput_mbps)
+            .collect();
         let ci = mean_ci(&tp);
         let gain = match (ci, base) {
             (Some((m, _)), Some(b)) if v.name != BASELINE => {
@@ -249,13 +250,14 @@ fn bulk_table(records: &[RunRecord], p: &Plan, vs: &[Variant], md: &mut String) 
             }
             _ => "–".into(),
         };
-        let per_run = |f: &dyn Fn(&RunRecord) -> Option<f64>| {
-            mean(&runs.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
-        };
-        let acks = per_run(&|r| Some(r.ack_frames_sent as f64));
-        let ampdu = per_run(&|r| r.wlan.as_ref().map(|w| w.down.mean_ampdu));
-        let accesses = per_run(&|r| r.wlan.as_ref().map(|w| w.up.txops as f64));
-        let airtime = per_run(&|r| {
+        let acks = bulk_mean(records, v.name, |r| Some(r.ack_frames_sent as f64));
+        let ampdu = bulk_mean(records, v.name, |r| {
+            r.wlan.as_ref().map(|w| w.down.mean_ampdu)
+        });
+        let accesses = bulk_mean(records, v.name, |r| {
+            r.wlan.as_ref().map(|w| w.up.txops as f64)
+        });
+        let airtime = bulk_mean(records, v.name, |r| {
             let w = r.wlan.as_ref()?;
             let total = w.down.airtime_s + w.up.airtime_s;
             (total > 0.0).then(|| w.up.airtime_s / total)

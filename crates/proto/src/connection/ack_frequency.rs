@@ -144,6 +144,11 @@ impl AckFrequencySender {
         }
     }
 
+    /// Whether this sender ever asks anything of the peer (policy other than `none`).
+    pub fn is_active(&self) -> bool {
+        self.policy != AckFrequencyPolicy::None
+    }
+
     /// The request the policy wants in force now; `None` keeps the peer's defaults.
     fn decide(&self, i: &PolicyInputs) -> Option<AckParams> {
         let floor = i.peer_min_ack_delay;

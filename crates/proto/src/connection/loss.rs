@@ -43,6 +43,9 @@ impl Connection {
 
     /// Lets the ACK frequency policy look at the path after an ACK.
     fn update_ack_frequency(&mut self, now: Instant) {
+        if !self.ack_frequency.is_active() {
+            return;
+        }
         let Some(peer_min_ack_delay) = self.peer_min_ack_delay() else {
             return;
         };

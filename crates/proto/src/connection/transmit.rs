@@ -588,7 +588,9 @@ impl Connection {
             self.remote_cids.pending_retire.pop_first();
         }
         // ACK frequency requests go only to a peer that accepts them, never in 0-RTT (draft §3).
-        let ack_frequency = !self.sending_zero_rtt() && self.peer_min_ack_delay().is_some();
+        let ack_frequency = self.ack_frequency.is_active()
+            && !self.sending_zero_rtt()
+            && self.peer_min_ack_delay().is_some();
         if ack_frequency {
             self.write_ack_frequency_frames(buf, end, frames);
         }
