@@ -171,6 +171,11 @@ pub struct RunArgs {
     /// --y inflight|goodput-ts|redundancy`.
     #[arg(long)]
     trace: bool,
+    /// Run every run through the real-time link emulator (`qfec emu`) with the endpoints on
+    /// real UDP sockets in two network namespaces, instead of in the simulator: the same
+    /// links, seeds, workloads and table. Runs go one at a time in real time; needs root.
+    #[arg(long, conflicts_with_all = ["pcap", "event_log", "qlog", "trace"])]
+    emu: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -304,6 +309,23 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     })
 }
 
+/// Runs `specs` one after the other through the emulator (each in real time, so never in
+/// parallel: they would share the machine's cores and skew each other's timing).
+fn emu_runs(
+    specs: &[qfec_lab::campaign::RunSpec],
+    mut progress: impl FnMut(usize, usize, &RunRecord),
+) -> Result<Vec<RunRecord>> {
+    let mut records = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let t0 = Instant::now();
+        let mut rec = qfec_emu::run_spec(spec)?;
+        rec.wall_time_s = t0.elapsed().as_secs_f64();
+        progress(records.len() + 1, specs.len(), &rec);
+        records.push(rec);
+    }
+    Ok(records)
+}
+
 fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     let sweep = build_sweep(&args)?;
     let specs = sweep.runs().map_err(anyhow::Error::msg)?;
@@ -329,16 +351,16 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     let progress = !args.quiet && std::io::stderr().is_terminal() && specs.len() > 1;
     let started = Instant::now();
     let total = specs.len();
-    let mut records = run_all(
-        &specs,
-        args.threads,
-        |s| quic::run_with(s, &options),
-        |done, total, _| {
-            if progress {
-                draw_progress(done, total, started.elapsed());
-            }
-        },
-    );
+    let draw = |done, total, _: &_| {
+        if progress {
+            draw_progress(done, total, started.elapsed());
+        }
+    };
+    let mut records = if args.emu {
+        emu_runs(&specs, draw)?
+    } else {
+        run_all(&specs, args.threads, |s| quic::run_with(s, &options), draw)
+    };
     if progress {
         eprintln!();
     }
@@ -349,12 +371,19 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if !flows.is_empty() {
         print!("\nper flow (medians over seeds; shared = while every flow was active):\n{flows}");
     }
-    let simulated: f64 = records.iter().map(|r| r.sim_time_s).sum();
-    println!(
-        "{total} runs in {:.2} s wall ({:.0} simulated seconds per wall second)",
-        wall.as_secs_f64(),
-        simulated / wall.as_secs_f64().max(1e-9)
-    );
+    if args.emu {
+        println!(
+            "{total} runs through the emulator in {:.2} s",
+            wall.as_secs_f64()
+        );
+    } else {
+        let simulated: f64 = records.iter().map(|r| r.sim_time_s).sum();
+        println!(
+            "{total} runs in {:.2} s wall ({:.0} simulated seconds per wall second)",
+            wall.as_secs_f64(),
+            simulated / wall.as_secs_f64().max(1e-9)
+        );
+    }
     report_failures(&records);
     if let Some(path) = &args.out {
         write_records(path, &records)?;

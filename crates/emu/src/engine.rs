@@ -146,6 +146,10 @@ impl Engine {
             up: self.sim.link_stats(self.up).clone(),
             down_wifi: self.sim.wifi_stats(self.down).cloned(),
             up_wifi: self.sim.wifi_stats(self.up).cloned(),
+            channel_busy: self
+                .sim
+                .wifi_channel_stats(self.down)
+                .map(|c| Duration::from_nanos(c.busy_ns)),
             read_left: self.read[0],
             read_right: self.read[1],
             write_errors: self.write_errors,

@@ -17,6 +17,7 @@
 
 mod engine;
 mod histogram;
+mod lab_run;
 mod netns;
 mod tun;
 
@@ -28,6 +29,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use histogram::Histogram;
+pub use lab_run::{BASE_PORT, run_spec};
 pub use netns::NetNs;
 pub use qfec_lab::presets::LinkPair;
 pub use qfec_sim::LinkStats;
@@ -105,6 +107,8 @@ pub struct EmuStats {
     /// The 802.11n station counters of a direction that is one (MAC retries, A-MPDUs).
     pub down_wifi: Option<WifiStats>,
     pub up_wifi: Option<WifiStats>,
+    /// How long the 802.11n channel was busy, when the links are one.
+    pub channel_busy: Option<Duration>,
     /// Packets read from the left and right devices.
     pub read_left: u64,
     pub read_right: u64,

@@ -61,6 +61,21 @@ impl NetNs {
     }
 }
 
+impl NetNs {
+    /// Runs `f` on a new thread inside this namespace and returns its result. Sockets `f`
+    /// creates stay in this namespace wherever they are used afterwards.
+    pub fn within<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, EmuError> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                self.enter_current_thread()?;
+                Ok(f())
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+}
+
 impl Drop for NetNs {
     fn drop(&mut self) {
         // Nothing to report to: a namespace left behind shows in `ip netns list`.

@@ -1,8 +1,8 @@
 //! qfec-io: drives a sans-IO [`qfec_proto::Endpoint`] over a real UDP socket with tokio.
 //!
-//! The driver owns the socket and the endpoint; the application is a state machine called
-//! after every batch of input ([`Application::poll`]) where it reads events and moves stream
-//! data. One task, no locks: the protocol core is cheap to call and the hot path stays short.
+//! The driver owns the socket and the endpoint; the application is the core's sans-IO
+//! [`Application`], called after every batch of input, the same one the lab's simulator
+//! drives. One task, no locks: the protocol core is cheap to call and the hot path stays short.
 
 mod clock;
 mod udp;
@@ -12,8 +12,8 @@ pub use udp::UdpIo;
 
 use std::io;
 use std::net::SocketAddr;
-use std::ops::ControlFlow;
 
+pub use qfec_proto::Application;
 use qfec_proto::{Endpoint, EndpointSecrets, Instant};
 
 /// Endpoint secrets from the operating system's random source: what every endpoint on a
@@ -25,17 +25,6 @@ pub fn os_secrets() -> io::Result<EndpointSecrets> {
         .fill(&mut bytes)
         .map_err(|_| io::Error::other("the operating system's random source failed"))?;
     Ok(EndpointSecrets::from_bytes(bytes))
-}
-
-/// The application side of a driver loop.
-pub trait Application {
-    /// Called whenever input was processed or a timer fired. Return `Break` to stop the loop.
-    fn poll(&mut self, now: Instant, endpoint: &mut Endpoint) -> ControlFlow<()>;
-
-    /// The next time the application wants `poll` even without network input.
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
 }
 
 /// Largest batch of datagrams handed to the kernel at once (GSO segments).
@@ -64,7 +53,16 @@ pub struct Driver {
 
 impl Driver {
     pub fn bind(addr: SocketAddr, endpoint: Endpoint) -> io::Result<Self> {
-        let io = UdpIo::bind(addr)?;
+        Self::with_io(UdpIo::bind(addr)?, endpoint)
+    }
+
+    /// Drives `endpoint` over a socket bound elsewhere: sockets keep the network namespace
+    /// they were made in, so one thread can drive endpoints of several namespaces.
+    pub fn from_std(socket: std::net::UdpSocket, endpoint: Endpoint) -> io::Result<Self> {
+        Self::with_io(UdpIo::from_std(socket)?, endpoint)
+    }
+
+    fn with_io(io: UdpIo, endpoint: Endpoint) -> io::Result<Self> {
         Ok(Driver {
             io,
             endpoint,
@@ -99,6 +97,12 @@ impl Driver {
 
     pub fn clock(&self) -> Clock {
         self.clock
+    }
+
+    /// Runs on `clock` instead of the driver's own, so that the times of several drivers
+    /// (flows measured together) share one origin. Call before [`run`](Self::run).
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
     }
 
     /// Runs until the application breaks out.

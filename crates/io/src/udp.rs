@@ -21,7 +21,11 @@ pub struct UdpIo {
 
 impl UdpIo {
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
-        let std_sock = std::net::UdpSocket::bind(addr)?;
+        Self::from_std(std::net::UdpSocket::bind(addr)?)
+    }
+
+    /// Takes over a bound socket (one made in another network namespace, for instance).
+    pub fn from_std(std_sock: std::net::UdpSocket) -> io::Result<Self> {
         std_sock.set_nonblocking(true)?;
         #[cfg(not(target_os = "linux"))]
         let gso = false;

@@ -17,12 +17,14 @@ pub mod types;
 pub use time::Instant;
 pub use types::{ConnectionId, Dir, Side, StreamId, TransportError, error_code};
 
+mod application;
 pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod endpoint;
 pub mod events;
 
+pub use application::Application;
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
     AckFrequencyPolicy, Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event,

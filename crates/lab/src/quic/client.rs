@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use std::net::SocketAddr;
 
+use std::ops::ControlFlow;
+
 use qfec_proto::{
-    ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId,
+    Application, ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId,
 };
 
 use super::Content;
@@ -155,20 +157,7 @@ impl ClientApp {
         self.done_at.is_some() || self.error.is_some()
     }
 
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.conn.is_none() {
-            return Some(self.start);
-        }
-        match &self.work {
-            Work::Realtime(p) if !self.is_done() => p.end_time(),
-            _ => None,
-        }
-    }
-
-    pub fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
-        if self.is_done() {
-            return;
-        }
+    fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
         if self.conn.is_none() {
             if now < self.start {
                 return;
@@ -268,6 +257,29 @@ impl ClientApp {
                     rec.goodput_bps = Some(self.app_bytes as f64 * 8.0 / secs.max(1e-9));
                 }
             }
+        }
+    }
+}
+
+impl Application for ClientApp {
+    fn poll_timeout(&self) -> Option<Instant> {
+        if self.conn.is_none() {
+            return Some(self.start);
+        }
+        match &self.work {
+            Work::Realtime(p) if !self.is_done() => p.end_time(),
+            _ => None,
+        }
+    }
+
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        if !self.is_done() {
+            self.drive(now, ep);
+        }
+        if self.is_done() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
     }
 }

@@ -22,7 +22,7 @@ use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
 };
 use qfec_qlog::{QlogFactory, QlogOptions};
-use qfec_sim::{NodeId, RunOutcome, Simulator};
+use qfec_sim::{RunOutcome, Simulator};
 
 use crate::campaign::{FlowSpec, MAX_FLOWS, RunSpec};
 use crate::config::ProtocolSettings;
@@ -265,7 +265,19 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         sim.node(client).fill_record(&mut rec);
         sim.node(server).fill_record(&mut rec);
     } else {
-        fill_flows(&sim, &flows, &nodes, &mut rec);
+        let results = nodes
+            .iter()
+            .map(|&(server, client)| {
+                let mut r = RunRecord::default();
+                sim.node(client).fill_record(&mut r);
+                sim.node(server).fill_record(&mut r);
+                FlowResult {
+                    record: r,
+                    client: sim.node(client).client_app().expect("a client node"),
+                }
+            })
+            .collect();
+        fill_flows(&flows, results, sim.now(), &mut rec);
     }
     if let Some(s) = &series {
         let first = sim.node(nodes[0].1).client_app().expect("a client node");
@@ -322,23 +334,32 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     rec
 }
 
-/// A run with several flows: each flow's record, their sums in `rec`, and their shares of
-/// the links while all were active.
-fn fill_flows(
-    sim: &Simulator<QuicNode>,
+/// What one flow of a run measured: its record (client and server sides) and its client.
+pub struct FlowResult<'a> {
+    pub record: RunRecord,
+    pub client: &'a ClientApp,
+}
+
+/// A run with several flows that ended at `end`: each flow's record, their sums in `rec`,
+/// and their shares of the links while all were active. The clients' times share one
+/// origin (the simulator's, or the emulator runner's clock).
+pub fn fill_flows(
     flows: &[FlowSpec],
-    nodes: &[(NodeId, NodeId)],
+    results: Vec<FlowResult<'_>>,
+    end: Instant,
     rec: &mut RunRecord,
 ) {
-    let end = sim.now();
     let mut records = Vec::with_capacity(flows.len());
     // The interval all flows were active: from the last start to the first finish.
     let (mut from, mut to) = (Instant::ZERO, end);
-    for (f, &(server, client)) in flows.iter().zip(nodes) {
-        let mut r = RunRecord::default();
-        sim.node(client).fill_record(&mut r);
-        sim.node(server).fill_record(&mut r);
-        let app = sim.node(client).client_app().expect("a client node");
+    for (
+        f,
+        FlowResult {
+            record: r,
+            client: app,
+        },
+    ) in flows.iter().zip(results)
+    {
         from = from.max(app.start());
         to = to.min(app.done_at().unwrap_or(end));
         records.push((f, r, app.delivered()));

@@ -1,46 +1,55 @@
-//! A qfec-proto endpoint plus its application, as a simulator node.
+//! A qfec-proto endpoint plus its [`Application`], as a simulator node: the same
+//! applications the socket driver (`qfec-io`) runs.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 
-use qfec_proto::{Endpoint, Instant};
+use qfec_proto::{Application, Endpoint, Instant};
 use qfec_sim::Node;
 
 use super::{ClientApp, ServerApp};
 use crate::metrics::RunRecord;
 
+/// The lab's two applications.
 pub enum App {
     Client(ClientApp),
     Server(ServerApp),
 }
 
-pub struct QuicNode {
+impl Application for App {
+    fn poll(&mut self, now: Instant, endpoint: &mut Endpoint) -> ControlFlow<()> {
+        match self {
+            App::Client(a) => a.poll(now, endpoint),
+            App::Server(a) => a.poll(now, endpoint),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            App::Client(a) => a.poll_timeout(),
+            App::Server(a) => a.poll_timeout(),
+        }
+    }
+}
+
+/// An endpoint and the application on it. The run waits for nodes whose application must
+/// finish (clients) until it breaks out; it never waits for serving nodes.
+pub struct QuicNode<A = App> {
     pub endpoint: Endpoint,
-    pub app: App,
+    pub app: A,
+    /// Whether the run waits for this node's application to finish.
+    waited_for: bool,
+    finished: bool,
     buf: Vec<u8>,
 }
 
-impl QuicNode {
+impl QuicNode<App> {
     pub fn client(endpoint: Endpoint, app: ClientApp) -> Self {
-        QuicNode {
-            endpoint,
-            app: App::Client(app),
-            buf: Vec::with_capacity(2048),
-        }
+        Self::finishing(endpoint, App::Client(app))
     }
 
     pub fn server(endpoint: Endpoint, app: ServerApp) -> Self {
-        QuicNode {
-            endpoint,
-            app: App::Server(app),
-            buf: Vec::with_capacity(2048),
-        }
-    }
-
-    fn drive(&mut self, now: Instant) {
-        match &mut self.app {
-            App::Client(a) => a.drive(now, &mut self.endpoint),
-            App::Server(a) => a.drive(now, &mut self.endpoint),
-        }
+        Self::serving(endpoint, App::Server(app))
     }
 
     /// The client application, if this node is a client.
@@ -49,12 +58,6 @@ impl QuicNode {
             App::Client(a) => Some(a),
             App::Server(_) => None,
         }
-    }
-
-    /// The state of this node's first connection, for error reports.
-    pub fn diagnostics(&self) -> Option<String> {
-        let h = *self.endpoint.handles().first()?;
-        Some(self.endpoint.connection(h)?.diagnostics())
     }
 
     /// Adds what this side measured to the run's record.
@@ -66,10 +69,45 @@ impl QuicNode {
     }
 }
 
-impl Node for QuicNode {
+impl<A: Application> QuicNode<A> {
+    /// A node the run waits for: done once its application breaks out.
+    pub fn finishing(endpoint: Endpoint, app: A) -> Self {
+        Self::build(endpoint, app, true)
+    }
+
+    /// A node the run does not wait for (a server).
+    pub fn serving(endpoint: Endpoint, app: A) -> Self {
+        Self::build(endpoint, app, false)
+    }
+
+    fn build(endpoint: Endpoint, app: A, waited_for: bool) -> Self {
+        QuicNode {
+            endpoint,
+            app,
+            waited_for,
+            finished: false,
+            buf: Vec::with_capacity(2048),
+        }
+    }
+
+    fn poll_app(&mut self, now: Instant) {
+        // A finished application is still polled: its connection closes and acknowledges.
+        if self.app.poll(now, &mut self.endpoint).is_break() {
+            self.finished = true;
+        }
+    }
+
+    /// The state of this node's first connection, for error reports.
+    pub fn diagnostics(&self) -> Option<String> {
+        let h = *self.endpoint.handles().first()?;
+        Some(self.endpoint.connection(h)?.diagnostics())
+    }
+}
+
+impl<A: Application> Node for QuicNode<A> {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         self.endpoint.handle(now, from, data);
-        self.drive(now);
+        self.poll_app(now);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
@@ -79,11 +117,7 @@ impl Node for QuicNode {
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
-        let app = match &self.app {
-            App::Client(a) => a.poll_timeout(),
-            App::Server(a) => a.poll_timeout(),
-        };
-        [self.endpoint.poll_timeout(), app]
+        [self.endpoint.poll_timeout(), self.app.poll_timeout()]
             .into_iter()
             .flatten()
             .min()
@@ -93,13 +127,10 @@ impl Node for QuicNode {
         if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
             self.endpoint.handle_timeout(now);
         }
-        self.drive(now);
+        self.poll_app(now);
     }
 
     fn is_done(&self) -> bool {
-        match &self.app {
-            App::Client(a) => a.is_done(),
-            App::Server(_) => true,
-        }
+        self.finished || !self.waited_for
     }
 }

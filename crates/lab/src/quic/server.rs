@@ -4,7 +4,11 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use qfec_proto::{ConnectionHandle, Dir, Endpoint, Event, Instant, StreamId, WriteError};
+use std::ops::ControlFlow;
+
+use qfec_proto::{
+    Application, ConnectionHandle, Dir, Endpoint, Event, Instant, StreamId, WriteError,
+};
 
 use super::Content;
 use crate::metrics::RunRecord;
@@ -91,11 +95,7 @@ impl ServerApp {
         }
     }
 
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.source.as_ref().and_then(|s| s.next_at)
-    }
-
-    pub fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
+    fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
         while let Some(h) = ep.accept() {
             self.conn = Some(h);
         }
@@ -203,6 +203,18 @@ impl ServerApp {
 
 /// Stream delivery: each message on a new unidirectional stream, in order; a message waits
 /// while the peer allows no more streams.
+/// A server serves until its driver stops it: it never breaks out.
+impl Application for ServerApp {
+    fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+        self.drive(now, ep);
+        ControlFlow::Continue(())
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.source.as_ref().and_then(|s| s.next_at)
+    }
+}
+
 fn write_messages(c: &mut qfec_proto::Connection, src: &mut Source) {
     while !src.backlog.is_empty() {
         let Some(id) = c.open_stream(Dir::Uni) else {
