@@ -318,7 +318,7 @@ fn emu_runs(
     let mut records = Vec::with_capacity(specs.len());
     for spec in specs {
         let t0 = Instant::now();
-        let mut rec = qfec_emu::run_spec(spec)?;
+        let mut rec = qfec_emu::run_spec(spec)?.record;
         rec.wall_time_s = t0.elapsed().as_secs_f64();
         progress(records.len() + 1, specs.len(), &rec);
         records.push(rec);

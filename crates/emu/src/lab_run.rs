@@ -32,10 +32,19 @@ pub const BASE_PORT: u16 = 4433;
 /// How often a server whose clients may all have finished looks again.
 const SERVER_CHECK: Duration = Duration::from_millis(20);
 
+/// A run through the emulator.
+#[derive(Debug)]
+pub struct EmuRun {
+    /// What the simulator's runner would record; failures have `error` set.
+    pub record: RunRecord,
+    /// The emulated links' counters and timing error, when the emulator stopped cleanly.
+    pub link: Option<EmuStats>,
+}
+
 /// Runs `spec` through a new emulator; failures become a record with `error` set, as in the
 /// simulator's runner. `EmuError::Unavailable` (no root, no TUN) is returned instead, since
 /// no run can succeed then.
-pub fn run_spec(spec: &RunSpec) -> Result<RunRecord, EmuError> {
+pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
     let mut rec = spec.record();
     let flows = spec.flow_list();
     if flows.len() > MAX_FLOWS {
@@ -43,13 +52,19 @@ pub fn run_spec(spec: &RunSpec) -> Result<RunRecord, EmuError> {
             "{} flows: at most {MAX_FLOWS} share a link",
             flows.len()
         ));
-        return Ok(rec);
+        return Ok(EmuRun {
+            record: rec,
+            link: None,
+        });
     }
     let transports = match flow_transports(spec, &flows) {
         Ok(t) => t,
         Err(e) => {
             rec.error = Some(e);
-            return Ok(rec);
+            return Ok(EmuRun {
+                record: rec,
+                link: None,
+            });
         }
     };
     let mut config = EmuConfig::new(spec.links.clone());
@@ -66,24 +81,30 @@ pub fn run_spec(spec: &RunSpec) -> Result<RunRecord, EmuError> {
         Err(e @ EmuError::Unavailable(_)) => return Err(e),
         Err(e) => {
             rec.error = Some(e.to_string());
-            return Ok(rec);
+            return Ok(EmuRun {
+                record: rec,
+                link: stats.ok(),
+            });
         }
     };
     fill_record(spec, &flows, results, end, &mut rec);
-    match stats {
-        Ok(s) => add_link_stats(&s, &mut rec),
+    match &stats {
+        Ok(s) => add_link_stats(s, &mut rec),
         Err(e) => {
             rec.error.get_or_insert_with(|| e.to_string());
         }
     }
-    Ok(rec)
+    Ok(EmuRun {
+        record: rec,
+        link: stats.ok(),
+    })
 }
 
+/// A flow's server and client transport settings.
+type Transports = (Arc<TransportConfig>, Arc<TransportConfig>);
+
 /// Server and client transport settings per flow, as the simulator's runner makes them.
-fn flow_transports(
-    spec: &RunSpec,
-    flows: &[FlowSpec],
-) -> Result<Vec<(Arc<TransportConfig>, Arc<TransportConfig>)>, String> {
+fn flow_transports(spec: &RunSpec, flows: &[FlowSpec]) -> Result<Vec<Transports>, String> {
     flows
         .iter()
         .map(|f| {
@@ -135,7 +156,7 @@ struct FlowEnd {
 fn drive_flows(
     spec: &RunSpec,
     flows: &[FlowSpec],
-    transports: Vec<(Arc<TransportConfig>, Arc<TransportConfig>)>,
+    transports: Vec<Transports>,
     servers: Vec<UdpSocket>,
     clients: Vec<UdpSocket>,
 ) -> std::io::Result<(Vec<FlowEnd>, Instant)> {

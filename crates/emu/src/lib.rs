@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use histogram::Histogram;
-pub use lab_run::{BASE_PORT, run_spec};
+pub use lab_run::{BASE_PORT, EmuRun, run_spec};
 pub use netns::NetNs;
 pub use qfec_lab::presets::LinkPair;
 pub use qfec_sim::LinkStats;

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 use qfec_emu::{EmuConfig, EmuError, EmuStats, Emulator, LEFT_ADDR, LinkPair, RIGHT_ADDR};
 use qfec_sim::{LinkSpec, LossSpec, QueueLimit};
 
+mod common;
+use common::simulated_deliveries;
+
 const PORT: u16 = 9000;
 
 /// One emulator at a time: on a two-core machine three emulators and their senders and
@@ -176,52 +179,6 @@ fn delay_and_bernoulli_loss_as_asked() {
     assert_eq!(stats.lateness.count(), got.len() as u64);
 }
 
-/// The simulator alone, with the same link and seed, fed the same packet sequence: which
-/// sequence numbers does it deliver?
-fn simulated_deliveries(down: &LinkSpec, n: u64, interval: Duration) -> Vec<u64> {
-    use qfec_sim::nodes::{CbrSender, Sink};
-    use qfec_sim::{Node, Simulator};
-    enum Both {
-        Tx(CbrSender),
-        Rx(Sink),
-    }
-    impl Node for Both {
-        fn handle_datagram(&mut self, now: qfec_sim::Instant, from: SocketAddr, d: &[u8]) {
-            if let Both::Rx(s) = self {
-                s.handle_datagram(now, from, d)
-            }
-        }
-        fn poll_transmit(&mut self, now: qfec_sim::Instant) -> Option<(SocketAddr, Vec<u8>)> {
-            match self {
-                Both::Tx(s) => s.poll_transmit(now),
-                Both::Rx(_) => None,
-            }
-        }
-        fn poll_timeout(&mut self) -> Option<qfec_sim::Instant> {
-            match self {
-                Both::Tx(s) => s.poll_timeout(),
-                Both::Rx(_) => None,
-            }
-        }
-        fn handle_timeout(&mut self, now: qfec_sim::Instant) {
-            if let Both::Tx(s) = self {
-                s.handle_timeout(now)
-            }
-        }
-    }
-    let (a, b) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
-    let mut sim = Simulator::new(7);
-    sim.add_node(a, Both::Tx(CbrSender::new(b, 200, interval, n)));
-    let rx = sim.add_node(b, Both::Rx(Sink::default()));
-    let up = LinkSpec::new("up", 0, down.delay);
-    sim.connect(a, b, down, &up);
-    sim.run_until_done(qfec_sim::Instant::from_nanos(60_000_000_000));
-    match sim.node(rx) {
-        Both::Rx(s) => s.arrivals.iter().map(|a| a.seq).collect(),
-        Both::Tx(_) => unreachable!(),
-    }
-}
-
 #[test]
 fn gilbert_elliott_and_drop_list_drop_what_the_simulator_drops() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -238,7 +195,7 @@ fn gilbert_elliott_and_drop_list_drop_what_the_simulator_drops() {
             k: 1.0,
         });
     let n = 1000;
-    let expected = simulated_deliveries(&link, n, Duration::from_millis(1));
+    let expected = simulated_deliveries(&link, 7, n, Duration::from_millis(1));
     let Some(emu) = emulator(link) else { return };
     let got = flow(&emu, n, 200, 1, Duration::from_millis(1));
     let stats = emu.stop().expect("stop");

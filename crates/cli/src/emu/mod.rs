@@ -1,5 +1,8 @@
 //! `qfec emu`: run a server and a client in two network namespaces joined by an emulated
-//! link (qfec-emu), then report what the link did.
+//! link (qfec-emu), then report what the link did; `qfec emu agree` compares the emulator
+//! with the simulator.
+
+mod agree;
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -7,14 +10,17 @@ use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{Args, Subcommand};
 use qfec_emu::{EmuConfig, EmuStats, Emulator, LEFT_ADDR, LinkStats, RIGHT_ADDR, WifiStats};
 use qfec_lab::units::{parse_duration, parse_ratio};
 use qfec_lab::{Preset, Scenario};
 use qfec_sim::{Jitter, LinkSpec, LossSpec, QueueLimit, Serializer};
 
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct EmuArgs {
+    #[command(subcommand)]
+    command: Option<EmuCommand>,
     /// Scenario file (TOML) whose links to emulate; its workload, if any, is not used.
     scenario: Option<PathBuf>,
     /// Link preset instead of a scenario file (wlan, 4g, 3g, satellite, da2gc, mss, interop,
@@ -43,6 +49,13 @@ pub struct EmuArgs {
     /// 10.77.0.2); the server's address is in $QFEC_EMU_SERVER.
     #[arg(last = true, required = true, value_name = "CLIENT")]
     client: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum EmuCommand {
+    /// Run the same downloads in the simulator and through the emulator on real sockets
+    /// (interop, and wlan at 0 and 2 % loss) and compare their median completion times.
+    Agree(agree::AgreeArgs),
 }
 
 /// Build the links from the arguments, with messages that say how to fix them.
@@ -116,7 +129,12 @@ fn load_links_only(path: &std::path::Path) -> Result<Scenario> {
 /// reset in the children at exec.
 extern "C" fn on_interrupt(_: libc::c_int) {}
 
-pub fn run(args: EmuArgs) -> Result<ExitCode> {
+pub fn run(mut args: EmuArgs) -> Result<ExitCode> {
+    if let Some(command) = args.command.take() {
+        return match command {
+            EmuCommand::Agree(a) => agree::run(a),
+        };
+    }
     let server_wait =
         parse_duration(&args.server_wait).map_err(|e| anyhow::anyhow!("--server-wait: {e}"))?;
     let config = config(&args)?;

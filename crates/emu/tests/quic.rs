@@ -1,0 +1,163 @@
+//! QUIC downloads of the lab's bulk workload through the emulator on real sockets, over each
+//! loss model: the bytes arrive intact (the client checks every byte), the emulator drops
+//! exactly what the model drops for the packets offered, at the rate the model asks for, and
+//! packets arrive no earlier than the link's delay.
+
+use std::time::Duration;
+
+use qfec_emu::{EmuError, EmuRun, LinkPair, run_spec};
+use qfec_lab::campaign::RunSpec;
+use qfec_lab::{ProtocolSettings, Workload};
+use qfec_sim::{LinkSpec, LossSpec, QueueLimit};
+
+mod common;
+use common::simulated_deliveries;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const DELAY: Duration = Duration::from_millis(10);
+const SEED: u64 = 5;
+const BYTES: u64 = 1_000_000;
+
+/// A 1 MB download over 20 Mb/s with 10 ms each way and `loss` on the downlink's air.
+fn download(loss: LossSpec) -> Option<EmuRun> {
+    let link = |name: &str| LinkSpec::new(name, 20_000_000, DELAY).queue(QueueLimit::Packets(1000));
+    let spec = RunSpec {
+        index: 0,
+        scenario: "emu-test".into(),
+        preset: None,
+        variant: "default".into(),
+        loss: 0.0,
+        seed: SEED,
+        links: LinkPair {
+            down: link("down").air_loss(loss),
+            up: link("up"),
+        },
+        workload: Workload::Bulk { bytes: BYTES },
+        protocol: ProtocolSettings::default(),
+        duration_limit: Duration::from_secs(60),
+        flows: Vec::new(),
+    };
+    match run_spec(&spec) {
+        Ok(r) => Some(r),
+        Err(EmuError::Unavailable(why)) => {
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+        Err(e) => panic!("emulator: {e}"),
+    }
+}
+
+/// Checks one download and returns (packets offered to the downlink, dropped on its air).
+fn check(what: &str, loss: LossSpec) -> Option<(u64, u64)> {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let run = download(loss.clone())?;
+    let rec = &run.record;
+    let link = run.link.as_ref().expect("the emulator stopped cleanly");
+    eprintln!(
+        "{what}: {:?} s, {} offered, {} dropped, {} retransmitted, lateness p50 {:?} p99 {:?}",
+        rec.completion_time_s,
+        link.down.offered_packets,
+        link.down.dropped_air,
+        rec.retransmissions,
+        link.lateness.percentile(0.5),
+        link.lateness.percentile(0.99),
+    );
+    assert_eq!(rec.error, None, "{what}");
+    assert!(rec.completed, "{what}");
+    assert_eq!(rec.app_bytes, BYTES, "{what}");
+    assert_eq!(
+        link.down.dropped_queue, 0,
+        "{what}: the queue never overflows"
+    );
+    // The model's decisions for the same number of packets, in the simulator.
+    let n = link.down.offered_packets;
+    let plain = LinkSpec::new("down", 0, DELAY).air_loss(loss);
+    let delivered = simulated_deliveries(&plain, SEED, n, Duration::from_micros(100)).len();
+    assert_eq!(
+        link.down.dropped_air,
+        n - delivered as u64,
+        "{what}: the emulator dropped other packets than the model"
+    );
+    // Delay: the handshake takes at least a round trip; packets leave when due.
+    let handshake = rec.handshake_s.expect("handshake time");
+    assert!(
+        handshake >= 2.0 * DELAY.as_secs_f64(),
+        "{what}: {handshake} s"
+    );
+    assert!(
+        link.lateness.percentile(0.5) < Duration::from_millis(1),
+        "{what}"
+    );
+    Some((n, link.down.dropped_air))
+}
+
+/// `dropped` of `n` within the 99 % interval of a loss indicator with stationary rate `pi`
+/// whose lag-1 correlation is `lambda` (0 for independent losses): the variance of the count
+/// is n pi (1 - pi) (1 + lambda) / (1 - lambda).
+fn assert_rate(what: &str, n: u64, dropped: u64, pi: f64, lambda: f64) {
+    let n = n as f64;
+    let sd = (n * pi * (1.0 - pi) * (1.0 + lambda) / (1.0 - lambda)).sqrt();
+    let mean = n * pi;
+    assert!(
+        (dropped as f64 - mean).abs() <= 2.576 * sd,
+        "{what}: dropped {dropped} of {n}, expected {mean:.1} +- {:.1}",
+        2.576 * sd
+    );
+}
+
+#[test]
+fn bernoulli_loss() {
+    let p = 0.03;
+    if let Some((n, d)) = check("bernoulli", LossSpec::Bernoulli { p }) {
+        assert_rate("bernoulli", n, d, p, 0.0);
+    }
+}
+
+#[test]
+fn gilbert_elliott_loss() {
+    // Loss only in the bad state: the indicator is the state, a two-state chain whose
+    // second eigenvalue is 1 - p - r.
+    let (p, r) = (0.01, 0.3);
+    let ge = LossSpec::GilbertElliott {
+        p,
+        r,
+        h: 0.0,
+        k: 1.0,
+    };
+    if let Some((n, d)) = check("gilbert-elliott", ge) {
+        assert_rate("gilbert-elliott", n, d, p / (p + r), 1.0 - p - r);
+    }
+}
+
+#[test]
+fn four_state_loss() {
+    let spec = LossSpec::FourState {
+        p13: 0.02,
+        p31: 0.4,
+        p32: 0.1,
+        p23: 0.3,
+        p14: 0.002,
+    };
+    check("four-state", spec);
+}
+
+#[test]
+fn drop_list_loss() {
+    // The server's first packet (its Initial), a burst and a straggler.
+    let indices = vec![0, 40, 41, 42, 43, 300];
+    if let Some((_, d)) = check("drop list", LossSpec::DropList { indices }) {
+        assert_eq!(d, 6);
+    }
+}
+
+#[test]
+fn burst_capped_loss() {
+    check(
+        "burst-capped",
+        LossSpec::BurstCapped {
+            p: 0.05,
+            max_burst: 2,
+        },
+    );
+}
