@@ -3,6 +3,7 @@
 mod emu;
 mod hq;
 mod lab;
+mod tcp;
 mod tls;
 
 use std::net::SocketAddr;

@@ -77,6 +77,63 @@ fn quic_download_through_the_emulator_arrives_intact() {
     assert!(stderr.contains("timing error"), "{stderr}");
 }
 
+/// The same download over kernel TCP (HTTP/2 over TLS 1.3) through the same lossy link.
+#[test]
+fn tcp_download_through_the_emulator_arrives_intact() {
+    if !emulation_available() {
+        return;
+    }
+    let root = temp_dir("emu-tcp-root");
+    let out = temp_dir("emu-tcp-out");
+    let data = file_bytes(1_000_000, 4);
+    std::fs::write(root.join("f.bin"), &data).unwrap();
+    let server = format!(
+        "exec {QFEC} server --tcp --listen $QFEC_EMU_SERVER:4433 --root {}",
+        root.display()
+    );
+    let o = Command::new(QFEC)
+        .args([
+            "emu", "--preset", "interop", "--loss", "1%", "--server", &server,
+        ])
+        .args([
+            "--",
+            QFEC,
+            "client",
+            "--tcp",
+            "--insecure",
+            "--timeout",
+            "30",
+            "-o",
+        ])
+        .arg(&out)
+        .arg("https://10.77.0.1:4433/f.bin")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    eprintln!("{stdout}{stderr}");
+    assert!(o.status.success(), "{stdout} {stderr}");
+    assert_eq!(
+        Sha256::digest(std::fs::read(out.join("f.bin")).unwrap()),
+        Sha256::digest(&data)
+    );
+    assert!(stdout.contains("1 of 1 files"), "{stdout}");
+    assert!(stdout.contains("tcp: congestion control "), "{stdout}");
+    let down = stderr
+        .lines()
+        .find(|l| l.contains("server -> client (down)"))
+        .expect("down counters");
+    let delivered: u64 = down
+        .split(" delivered (")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .expect("delivered bytes");
+    assert!(delivered > 1_000_000, "{down}");
+}
+
 #[test]
 fn bad_emu_input_gets_a_one_line_error() {
     one_line_error(

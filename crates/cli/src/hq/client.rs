@@ -22,8 +22,28 @@ use qfec_proto::{
 use super::{ALPN_HQ, CODE_NOT_FOUND, TransportArgs, new_endpoint, runtime};
 use crate::tls;
 
+/// The client options that only QUIC has (for `--tcp` to refuse).
+const QUIC_ONLY: [&str; 9] = [
+    "seed",
+    "cc",
+    "no_pacing",
+    "ack_frequency",
+    "qlog",
+    "idle_timeout",
+    "fec",
+    "fec_cc",
+    "no_fec_decode",
+];
+
 #[derive(Args, Debug)]
 pub struct ClientArgs {
+    /// Fetch over HTTP/2 on TLS 1.3 on kernel TCP instead of QUIC: one connection, a stream
+    /// per URL (from qfec server --tcp).
+    #[arg(long, conflicts_with_all = QUIC_ONLY)]
+    tcp: bool,
+    /// With --tcp: the kernel's TCP congestion control (default: the kernel's default).
+    #[arg(long, value_name = "CC", requires = "tcp")]
+    tcp_cc: Option<crate::tcp::TcpCc>,
     /// URLs to fetch, all from one server: https://HOST:PORT/PATH
     #[arg(required = true)]
     urls: Vec<String>,
@@ -100,6 +120,28 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         .iter()
         .map(|u| parse_url(u))
         .collect::<Result<_>>()?;
+    if args.tcp {
+        let trust = if args.insecure {
+            crate::tcp::Trust::Insecure
+        } else if let Some(ca) = &args.ca {
+            crate::tcp::Trust::Certificates(tls::load_certs(ca)?)
+        } else {
+            bail!(
+                "cannot verify the server certificate: pass --ca FILE (its certificate) or \
+                 --insecure"
+            );
+        };
+        let options = crate::tcp::TcpFetchOptions {
+            trust,
+            keylog: args.transport.keylog(),
+            timeout: Duration::from_secs(args.timeout),
+            server_name: args.server_name,
+            bind: args.bind,
+            cc: args.tcp_cc,
+            output: args.output,
+        };
+        return crate::tcp::run_client(urls, &options);
+    }
     let mut crypto = if args.insecure {
         ClientCryptoConfig::insecure(&[ALPN_HQ])
     } else if let Some(ca) = &args.ca {
@@ -144,12 +186,8 @@ pub struct FetchOptions {
     pub key_update: bool,
 }
 
-/// Fetches `urls` (one server) over one new connection configured by `client`.
-pub async fn fetch(
-    urls: Vec<Url>,
-    mut client: ClientConfig,
-    opts: &FetchOptions,
-) -> Result<Outcome> {
+/// The first URL and the address of the one server all `urls` name.
+pub(crate) fn one_server(urls: &[Url]) -> Result<(Url, SocketAddr)> {
     let first = urls.first().context("no URL to fetch")?.clone();
     if urls
         .iter()
@@ -162,6 +200,16 @@ pub async fn fetch(
         .with_context(|| format!("cannot resolve {}", first.host))?
         .next()
         .with_context(|| format!("no address for {}", first.host))?;
+    Ok((first, remote))
+}
+
+/// Fetches `urls` (one server) over one new connection configured by `client`.
+pub async fn fetch(
+    urls: Vec<Url>,
+    mut client: ClientConfig,
+    opts: &FetchOptions,
+) -> Result<Outcome> {
+    let (first, remote) = one_server(&urls)?;
     if let Some(dir) = &opts.output {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -230,25 +278,30 @@ impl Describe {
                 self.timeout
             );
         }
-        let hint = if text.contains("NotValidForName") || text.contains("not valid for name") {
-            format!(
-                " (the certificate does not hold the name {:?}: use a URL with a name it \
-                 holds, or --server-name NAME)",
-                self.server_name
-            )
-        } else if ["UnknownIssuer", "BadSignature", "CaUsedAsEndEntity"]
-            .iter()
-            .any(|k| text.contains(k))
-        {
-            " (the certificate is neither the one given with --ca nor signed by it: pass the \
-             server's own certificate, e.g. written by qfec server --cert-out FILE)"
-                .to_string()
-        } else if text.contains("Expired") || text.contains("NotValidYet") {
-            " (the certificate is outside its validity dates)".to_string()
-        } else {
-            String::new()
-        };
+        let hint = certificate_hint(&text, &self.server_name);
         format!("connection to {remote} failed: {text}{hint}")
+    }
+}
+
+/// What to do about a TLS error `text` that concerns the server's certificate, as a
+/// parenthesis to append; empty for other errors.
+pub(crate) fn certificate_hint(text: &str, server_name: &str) -> String {
+    if text.contains("NotValidForName") || text.contains("not valid for name") {
+        format!(
+            " (the certificate does not hold the name {server_name:?}: use a URL with a name \
+             it holds, or --server-name NAME)"
+        )
+    } else if ["UnknownIssuer", "BadSignature", "CaUsedAsEndEntity"]
+        .iter()
+        .any(|k| text.contains(k))
+    {
+        " (the certificate is neither the one given with --ca nor signed by it: pass the \
+         server's own certificate, e.g. written by qfec server --cert-out FILE)"
+            .to_string()
+    } else if text.contains("Expired") || text.contains("NotValidYet") {
+        " (the certificate is outside its validity dates)".to_string()
+    } else {
+        String::new()
     }
 }
 
@@ -263,8 +316,16 @@ struct Download {
     done: Option<Result<Instant, String>>,
 }
 
+/// The name a download is saved under: the URL path's last segment, or index.html.
+pub(crate) fn output_name(path: &str) -> &str {
+    path.rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or("index.html")
+}
+
 /// Hashes a download's bytes and writes them to `file`; returns the SHA-256 in hex.
-fn spawn_sink(
+pub(crate) fn spawn_sink(
     mut file: Option<File>,
 ) -> (
     std::sync::mpsc::Sender<bytes::Bytes>,
@@ -316,15 +377,9 @@ impl HqClient {
         let downloads = urls
             .into_iter()
             .map(|url| {
-                let file = out.as_ref().and_then(|d| {
-                    let name = url
-                        .path
-                        .rsplit('/')
-                        .next()
-                        .filter(|n| !n.is_empty())
-                        .unwrap_or("index.html");
-                    File::create(d.join(name)).ok()
-                });
+                let file = out
+                    .as_ref()
+                    .and_then(|d| File::create(d.join(output_name(&url.path))).ok());
                 let (tx, digest) = spawn_sink(file);
                 Download {
                     url,
@@ -374,20 +429,17 @@ impl HqClient {
             }
             match &d.done {
                 Some(Ok(t)) => {
-                    let secs = (*t - self.start).as_secs_f64();
-                    lines.push(format!(
-                        "{}  {} bytes  {:.3} s  {:.1} Mb/s  sha256 {}",
-                        d.url.path,
+                    lines.push(file_line(
+                        &d.url.path,
                         d.bytes,
-                        secs,
-                        d.bytes as f64 * 8.0 / secs.max(1e-9) / 1e6,
-                        digest.and_then(|r| r.ok()).unwrap_or_default()
+                        (*t - self.start).as_secs_f64(),
+                        &digest.and_then(|r| r.ok()).unwrap_or_default(),
                     ));
                     total += d.bytes;
                 }
                 Some(Err(e)) => {
                     failed += 1;
-                    lines.push(format!("{}  failed: {e}", d.url.path));
+                    lines.push(failed_line(&d.url.path, e));
                 }
                 None => {
                     failed += 1;
@@ -400,15 +452,13 @@ impl HqClient {
             .connected_at
             .map(|t| (t - self.start).as_secs_f64() * 1000.0)
             .unwrap_or(0.0);
-        lines.push(format!(
-            "total {} bytes in {:.3} s ({:.1} Mb/s goodput), handshake {:.1} ms{}, {} of {} files",
+        lines.push(total_line(
             total,
             secs,
-            total as f64 * 8.0 / secs.max(1e-9) / 1e6,
             hs,
             if self.resumed { " (resumed)" } else { "" },
             self.downloads.len() - failed,
-            self.downloads.len()
+            self.downloads.len(),
         ));
         if let Some(f) = self
             .fec
@@ -473,6 +523,39 @@ impl Outcome {
             ExitCode::from(1)
         }
     }
+}
+
+/// A downloaded file's line of a client's report (`secs` since the connection started).
+pub(crate) fn file_line(path: &str, bytes: u64, secs: f64, sha256: &str) -> String {
+    format!(
+        "{path}  {bytes} bytes  {secs:.3} s  {:.1} Mb/s  sha256 {sha256}",
+        mbps(bytes, secs)
+    )
+}
+
+/// A failed file's line of a client's report.
+pub(crate) fn failed_line(path: &str, error: &str) -> String {
+    format!("{path}  failed: {error}")
+}
+
+/// The closing line of a client's report; `note` follows the handshake time.
+pub(crate) fn total_line(
+    bytes: u64,
+    secs: f64,
+    handshake_ms: f64,
+    note: &str,
+    complete: usize,
+    files: usize,
+) -> String {
+    format!(
+        "total {bytes} bytes in {secs:.3} s ({:.1} Mb/s goodput), handshake {handshake_ms:.1} \
+         ms{note}, {complete} of {files} files",
+        mbps(bytes, secs)
+    )
+}
+
+fn mbps(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 * 8.0 / secs.max(1e-9) / 1e6
 }
 
 fn hex(b: &[u8]) -> String {

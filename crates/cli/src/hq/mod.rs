@@ -10,7 +10,13 @@ pub use client::{ClientArgs, run_client};
 pub use interop::{InteropArgs, run as run_interop};
 pub use server::{ServerArgs, run_server};
 
-use client::{FetchOptions, fetch, parse_url};
+pub(crate) use client::{
+    Url, certificate_hint, failed_line, file_line, one_server, output_name, parse_url, spawn_sink,
+    total_line,
+};
+pub(crate) use server::resolve_path;
+
+use client::{FetchOptions, fetch};
 use server::serve;
 
 use std::path::PathBuf;

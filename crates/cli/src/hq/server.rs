@@ -16,6 +16,7 @@ use qfec_proto::{
     ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, ServerConfig, ServerCryptoConfig,
     StreamId, WriteError,
 };
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::{ALPN_HQ, CODE_NOT_FOUND, TransportArgs, new_endpoint, runtime};
 use crate::tls;
@@ -23,8 +24,32 @@ use crate::tls;
 /// Largest file chunk read at once.
 const CHUNK: usize = 256 * 1024;
 
+/// The server options that only QUIC has (for `--tcp` to refuse).
+const QUIC_ONLY: [&str; 13] = [
+    "retry",
+    "retry_above_half_open",
+    "max_half_open",
+    "early_data",
+    "seed",
+    "cc",
+    "no_pacing",
+    "ack_frequency",
+    "qlog",
+    "idle_timeout",
+    "fec",
+    "fec_cc",
+    "no_fec_decode",
+];
+
 #[derive(Args, Debug)]
 pub struct ServerArgs {
+    /// Serve the same files over HTTP/2 on TLS 1.3 on kernel TCP instead of QUIC (ALPN h2,
+    /// on the TCP port of --listen).
+    #[arg(long, conflicts_with_all = QUIC_ONLY)]
+    tcp: bool,
+    /// With --tcp: the kernel's TCP congestion control (default: the kernel's default).
+    #[arg(long, value_name = "CC", requires = "tcp")]
+    tcp_cc: Option<crate::tcp::TcpCc>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:4433", value_parser = crate::parse_socket_addr)]
     listen: SocketAddr,
@@ -63,7 +88,35 @@ pub struct ServerArgs {
 }
 
 pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
-    let (chain, key) = match (&args.cert, &args.key) {
+    let (chain, key) = certificate(&args)?;
+    if args.tcp {
+        let mut crypto = ServerCryptoConfig::new(chain, key, &[crate::tcp::ALPN_H2])
+            .map_err(anyhow::Error::msg)?;
+        if args.transport.keylog() {
+            crypto = crypto.with_keylog();
+        }
+        return crate::tcp::run_server(args.listen, &args.root, args.tcp_cc, crypto.rustls());
+    }
+    let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
+    if args.transport.keylog() {
+        crypto = crypto.with_keylog();
+    }
+    if args.early_data {
+        crypto = crypto.with_early_data();
+    }
+    let mut server = ServerConfig::new(crypto);
+    server.transport = Arc::new(args.transport.transport()?);
+    server.retry = args.retry;
+    server.retry_above_half_open = args.retry_above_half_open;
+    server.max_half_open = args.max_half_open;
+    serve(args.listen, &args.root, server, args.seed)
+}
+
+/// The certificate chain and key of --cert and --key, or a fresh self-signed pair.
+fn certificate(
+    args: &ServerArgs,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    Ok(match (&args.cert, &args.key) {
         (Some(c), Some(k)) => (tls::load_certs(c)?, tls::load_key(k)?),
         _ => {
             let (chain, key, pem) = tls::self_signed(&["localhost", "127.0.0.1", "::1"])?;
@@ -82,20 +135,7 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
             );
             (chain, key)
         }
-    };
-    let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
-    if args.transport.keylog() {
-        crypto = crypto.with_keylog();
-    }
-    if args.early_data {
-        crypto = crypto.with_early_data();
-    }
-    let mut server = ServerConfig::new(crypto);
-    server.transport = Arc::new(args.transport.transport()?);
-    server.retry = args.retry;
-    server.retry_above_half_open = args.retry_above_half_open;
-    server.max_half_open = args.max_half_open;
-    serve(args.listen, &args.root, server, args.seed)
+    })
 }
 
 /// Serves the files under `root` on `listen` until killed.

@@ -5,12 +5,34 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub const QFEC: &str = env!("CARGO_BIN_EXE_qfec");
 
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// The server's standard error lines so far.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Waits up to 5 s for a line of the server's standard error that contains `text`.
+    pub fn wait_for_log(&self, text: &str) -> String {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(l) = self.log.lock().unwrap().iter().find(|l| l.contains(text)) {
+                return l.clone();
+            }
+            assert!(
+                Instant::now() < until,
+                "the server never logged {text:?}: {:?}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Server {
@@ -21,24 +43,42 @@ impl Drop for Server {
 }
 
 pub fn start_server(root: &Path, extra: &[&str]) -> Server {
+    start_server_env(root, extra, &[])
+}
+
+/// `start_server` with environment variables set for the server.
+pub fn start_server_env(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(QFEC)
         .args(["server", "--listen", "127.0.0.1:0", "--root"])
         .arg(root)
         .args(extra)
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start qfec server");
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
+    let mut early = Vec::new();
     let addr = loop {
         let line = lines.next().expect("server exited").unwrap();
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
+        let addr = line
+            .split("listening on ")
+            .nth(1)
+            .map(|rest| rest.split_whitespace().next().unwrap().to_string());
+        early.push(line);
+        if let Some(addr) = addr {
+            break addr;
         }
     };
     // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    Server { child, addr }
+    let log = Arc::new(Mutex::new(early));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    Server { child, addr, log }
 }
 
 pub fn temp_dir(name: &str) -> std::path::PathBuf {

@@ -110,6 +110,11 @@ impl ClientCryptoConfig {
     pub fn from_rustls(cfg: Arc<rustls::ClientConfig>) -> Self {
         ClientCryptoConfig { inner: cfg }
     }
+
+    /// The rustls configuration, for TLS over TCP with the same trust and ALPN.
+    pub fn rustls(&self) -> Arc<rustls::ClientConfig> {
+        self.inner.clone()
+    }
 }
 
 /// TLS settings of a server: certificate chain, key and ALPN protocols.
@@ -178,6 +183,11 @@ impl ServerCryptoConfig {
 
     pub fn from_rustls(cfg: Arc<rustls::ServerConfig>) -> Self {
         ServerCryptoConfig { inner: cfg }
+    }
+
+    /// The rustls configuration, for TLS over TCP with the same certificate and ALPN.
+    pub fn rustls(&self) -> Arc<rustls::ServerConfig> {
+        self.inner.clone()
     }
 }
 

@@ -1,0 +1,378 @@
+//! The HTTP/2 client: fetches URLs from one server over one TCP connection, a stream per URL,
+//! all at once, and reports each file's bytes, times and SHA-256 with the socket's counters.
+
+use std::fs::File;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use hyper::body::{Body, Bytes, Frame, SizeHint};
+use hyper::client::conn::http2::SendRequest;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use qfec_proto::ClientCryptoConfig;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpSocket;
+use tokio::task::JoinSet;
+use tokio::time::timeout_at;
+use tokio_rustls::TlsConnector;
+
+use super::sock::{TcpCc, TcpInfo, set_congestion, tcp_info};
+use super::{ALPN_H2, CONNECTION_WINDOW, STREAM_WINDOW};
+use crate::hq::{
+    Url, certificate_hint, failed_line, file_line, one_server, output_name, spawn_sink, total_line,
+};
+
+/// Which server certificates the client accepts.
+#[derive(Clone, Debug)]
+pub(crate) enum Trust {
+    /// Any (labs and tests only).
+    Insecure,
+    /// These certificates, pinned byte for byte, or one they sign (as `--ca`).
+    Certificates(Vec<CertificateDer<'static>>),
+}
+
+/// How `fetch` connects and where it puts what it gets.
+#[derive(Clone, Debug)]
+pub(crate) struct TcpFetchOptions {
+    pub trust: Trust,
+    /// Write TLS secrets to the file SSLKEYLOGFILE names.
+    pub keylog: bool,
+    /// Bound on the whole fetch, connection included.
+    pub timeout: Duration,
+    /// Name the certificate must hold; the URL's host when unset.
+    pub server_name: Option<String>,
+    /// Local address to bind before connecting.
+    pub bind: Option<SocketAddr>,
+    /// Congestion control of the socket; the kernel's default when unset.
+    pub cc: Option<TcpCc>,
+    /// Directory the files are saved in (named after the URL's last segment).
+    pub output: Option<PathBuf>,
+}
+
+/// What `fetch` got.
+#[derive(Clone, Debug)]
+pub(crate) struct Outcome {
+    /// One per URL, in the order given.
+    pub files: Vec<FileOutcome>,
+    /// From the start of the TCP connect to the end of the TLS handshake.
+    pub handshake: Duration,
+    /// From the start of the TCP connect to the last byte of the last file.
+    pub elapsed: Duration,
+    /// The client socket's counters once every file ended (before the connection closed).
+    pub tcp: TcpInfo,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct FileOutcome {
+    /// The URL's path.
+    pub path: String,
+    /// The file, or why it failed (e.g. "not found (HTTP 404)").
+    pub result: Result<FileStats, String>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct FileStats {
+    pub bytes: u64,
+    /// From the start of the TCP connect to the file's last byte.
+    pub since_connect: Duration,
+    /// From sending the request to the file's last byte.
+    pub since_request: Duration,
+    /// SHA-256 of the bytes, in lowercase hex.
+    pub sha256: String,
+}
+
+impl Outcome {
+    /// Files that failed.
+    pub(crate) fn failed(&self) -> usize {
+        self.files.iter().filter(|f| f.result.is_err()).count()
+    }
+
+    /// The report `qfec client --tcp` prints, in the form of the QUIC client's.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .files
+            .iter()
+            .map(|f| match &f.result {
+                Ok(s) => format!(
+                    "{}  ({:.3} s from its request)",
+                    file_line(&f.path, s.bytes, s.since_connect.as_secs_f64(), &s.sha256),
+                    s.since_request.as_secs_f64()
+                ),
+                Err(e) => failed_line(&f.path, e),
+            })
+            .collect();
+        let total = self
+            .files
+            .iter()
+            .filter_map(|f| f.result.as_ref().ok())
+            .map(|s| s.bytes)
+            .sum();
+        lines.push(total_line(
+            total,
+            self.elapsed.as_secs_f64(),
+            self.handshake.as_secs_f64() * 1e3,
+            " (TCP and TLS)",
+            self.files.len() - self.failed(),
+            self.files.len(),
+        ));
+        let t = &self.tcp;
+        lines.push(format!(
+            "tcp: congestion control {}, smoothed RTT {:.3} ms, {} segments retransmitted by \
+             the client, {} bytes received",
+            t.congestion,
+            t.srtt.as_secs_f64() * 1e3,
+            t.total_retrans,
+            t.bytes_received
+        ));
+        lines
+    }
+}
+
+/// Fetches `urls` (one server) over one new TCP connection, all requests at once on their own
+/// HTTP/2 streams. A connection failure or the timeout is an error; a file the server does
+/// not have is a failed `FileOutcome`.
+pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outcome> {
+    let (first, remote) = one_server(&urls)?;
+    let server_name = opts
+        .server_name
+        .clone()
+        .unwrap_or_else(|| first.host.clone());
+    let name = ServerName::try_from(server_name.clone()).map_err(|_| {
+        anyhow!("invalid server name {server_name:?}: expected a DNS name or IP address")
+    })?;
+    let mut crypto = match &opts.trust {
+        Trust::Insecure => ClientCryptoConfig::insecure(&[ALPN_H2]),
+        Trust::Certificates(certs) => {
+            ClientCryptoConfig::trusting(certs, &[ALPN_H2]).map_err(anyhow::Error::msg)?
+        }
+    };
+    if opts.keylog {
+        crypto = crypto.with_keylog();
+    }
+    let connector = TlsConnector::from(crypto.rustls());
+    // Output files are opened before the clock starts: creating them is not the transfer.
+    if let Some(dir) = &opts.output {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let mut sinks = Vec::with_capacity(urls.len());
+    let mut saved = Vec::with_capacity(urls.len());
+    for url in &urls {
+        let file = match &opts.output {
+            Some(dir) => {
+                let path = dir.join(output_name(&url.path));
+                let file = File::create(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?;
+                saved.push(Some(path));
+                Some(file)
+            }
+            None => {
+                saved.push(None);
+                None
+            }
+        };
+        sinks.push(spawn_sink(file));
+    }
+
+    let start = Instant::now();
+    let deadline = tokio::time::Instant::from_std(start + opts.timeout);
+    let secs = opts.timeout.as_secs_f64();
+    let socket = if remote.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .context("cannot make a TCP socket")?;
+    if let Some(cc) = opts.cc {
+        set_congestion(socket.as_fd(), cc.name())?;
+    }
+    if let Some(bind) = opts.bind {
+        socket
+            .bind(bind)
+            .with_context(|| format!("cannot bind {bind}"))?;
+    }
+    let tcp = match timeout_at(deadline, socket.connect(remote)).await {
+        Err(_) => bail!(
+            "no answer from {remote} to the TCP handshake in {secs} s: is a server running there, \
+             and does a firewall let TCP through?"
+        ),
+        Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => bail!(
+            "{remote} refused the connection: no TCP server listens there; check the URL's port \
+             and that the server runs with --tcp"
+        ),
+        Ok(r) => r.with_context(|| format!("cannot connect to {remote}"))?,
+    };
+    tcp.set_nodelay(true).context("cannot set TCP_NODELAY")?;
+    // A second descriptor of the socket: its counters stay readable whatever HTTP/2 does
+    // with the first.
+    let probe = tcp
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot duplicate the socket's descriptor")?;
+    let tls = match timeout_at(deadline, connector.connect(name, tcp)).await {
+        Err(_) => bail!(
+            "no TLS answer from {remote} in {secs} s: is it qfec server --tcp (HTTP/2 over TLS)?"
+        ),
+        Ok(Err(e)) => {
+            let text = e.to_string();
+            let hint = certificate_hint(&text, &server_name);
+            bail!("TLS handshake with {remote} failed: {text}{hint}")
+        }
+        Ok(Ok(s)) => s,
+    };
+    if tls.get_ref().1.alpn_protocol() != Some(ALPN_H2) {
+        bail!("{remote} did not agree to HTTP/2 (ALPN h2): is it qfec server --tcp?");
+    }
+    let handshake = start.elapsed();
+    let mut h2 = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
+    h2.timer(TokioTimer::new())
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW);
+    let (send, connection) = h2
+        .handshake::<_, NoBody>(TokioIo::new(tls))
+        .await
+        .with_context(|| format!("HTTP/2 handshake with {remote} failed"))?;
+    let connection = tokio::spawn(connection);
+
+    let authority = if first.host.contains(':') {
+        format!("[{}]:{}", first.host, first.port)
+    } else {
+        format!("{}:{}", first.host, first.port)
+    };
+    let mut downloads = JoinSet::new();
+    for (i, (url, (sink, digest))) in urls.iter().zip(sinks).enumerate() {
+        let uri = format!("https://{authority}{}", url.path);
+        let send = send.clone();
+        downloads.spawn(async move {
+            let result = download(send, &uri, start, sink).await;
+            (i, result, digest)
+        });
+    }
+    drop(send);
+    let mut results: Vec<Option<Result<FileStats, String>>> = vec![None; urls.len()];
+    let mut digests = Vec::new();
+    let all = async {
+        while let Some(joined) = downloads.join_next().await {
+            let (i, result, digest) = joined.context("a download task failed")?;
+            results[i] = Some(result);
+            digests.push((i, digest));
+        }
+        anyhow::Ok(())
+    };
+    let finished = timeout_at(deadline, all).await;
+    match finished {
+        Err(_) => {
+            let done = results.iter().filter(|r| r.is_some()).count();
+            bail!(
+                "timed out after {secs} s (--timeout) with {done} of {} files complete",
+                urls.len()
+            )
+        }
+        Ok(r) => r?,
+    }
+    let elapsed = start.elapsed();
+    let tcp = tcp_info(probe.as_fd()).context("cannot read TCP_INFO")?;
+    // Every request handle is gone: the connection says GOAWAY and closes.
+    let _ = tokio::time::timeout(Duration::from_secs(1), connection).await;
+    // The hashing threads end with their downloads.
+    for (i, digest) in digests {
+        let hashed = digest
+            .join()
+            .unwrap_or_else(|_| Err("hashing thread failed".into()));
+        if let Some(Ok(stats)) = &mut results[i] {
+            match hashed {
+                Ok(sha) => stats.sha256 = sha,
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+    }
+    let files = urls
+        .into_iter()
+        .zip(results)
+        .zip(saved)
+        .map(|((url, result), saved)| {
+            let result = result.unwrap_or_else(|| Err("incomplete".into()));
+            // A failed download leaves no file that could pass for the real one.
+            if let (Err(_), Some(path)) = (&result, saved) {
+                let _ = std::fs::remove_file(path);
+            }
+            FileOutcome {
+                path: url.path,
+                result,
+            }
+        })
+        .collect();
+    Ok(Outcome {
+        files,
+        handshake,
+        elapsed,
+        tcp,
+    })
+}
+
+/// GETs `uri` and hands its bytes to `sink`; the SHA-256 is filled in later.
+async fn download(
+    mut send: SendRequest<NoBody>,
+    uri: &str,
+    start: Instant,
+    sink: std::sync::mpsc::Sender<Bytes>,
+) -> Result<FileStats, String> {
+    let request = Request::get(uri)
+        .body(NoBody)
+        .map_err(|e| format!("bad request URI {uri:?}: {e}"))?;
+    send.ready().await.map_err(|e| format!("HTTP/2: {e}"))?;
+    let requested = Instant::now();
+    let response = send
+        .send_request(request)
+        .await
+        .map_err(|e| format!("HTTP/2: {e}"))?;
+    match response.status() {
+        StatusCode::OK => {}
+        StatusCode::NOT_FOUND => return Err("not found (HTTP 404)".into()),
+        s => return Err(format!("HTTP {s}")),
+    }
+    let mut body = response.into_body();
+    let mut bytes = 0;
+    while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| format!("HTTP/2: {e}"))?;
+        if let Ok(data) = frame.into_data() {
+            bytes += data.len() as u64;
+            let _ = sink.send(data);
+        }
+    }
+    let end = Instant::now();
+    Ok(FileStats {
+        bytes,
+        since_connect: end - start,
+        since_request: end - requested,
+        sha256: String::new(),
+    })
+}
+
+/// The empty body of a GET.
+struct NoBody;
+
+impl Body for NoBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        true
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(0)
+    }
+}

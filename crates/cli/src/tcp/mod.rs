@@ -1,0 +1,77 @@
+//! `qfec server --tcp` and `qfec client --tcp`: the hq server's files over HTTP/2 on TLS 1.3
+//! (rustls with ring, ALPN h2) on kernel TCP, so that QUIC and TCP can be compared on the same
+//! files and paths. `serve` and `fetch` also run in-process, each on a current-thread tokio
+//! runtime (`crate::hq::runtime`).
+
+mod client;
+mod server;
+mod sock;
+
+pub(crate) use client::{TcpFetchOptions, Trust, fetch};
+pub(crate) use server::{listen, serve};
+pub(crate) use sock::TcpCc;
+// Named only by in-process callers (the CLI reaches them through `Outcome`'s fields).
+#[allow(unused_imports)]
+pub(crate) use client::{FileOutcome, FileStats, Outcome};
+#[allow(unused_imports)]
+pub(crate) use sock::TcpInfo;
+
+use sock::congestion;
+
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use crate::hq::{Url, runtime};
+
+/// The only ALPN protocol either side offers.
+pub(crate) const ALPN_H2: &[u8] = b"h2";
+
+// HTTP/2 flow-control windows of both sides. HTTP/2's default of 64 KiB would let a stream
+// move at most 64 KiB per round trip (5 Mb/s at 100 ms), so on a long-delay or fast path the
+// window, not TCP's congestion control or the link, would set the pace and the comparison
+// with QUIC would measure a setting. These exceed the bandwidth-delay products of the lab's
+// paths (1 Gb/s x 100 ms is 12.5 MB); QUIC's own windows are of the same order.
+/// Initial window of each stream.
+const STREAM_WINDOW: u32 = 16 << 20;
+/// Initial window of the connection.
+const CONNECTION_WINDOW: u32 = 32 << 20;
+
+/// `qfec server --tcp`: listens on `addr` and serves `root` until killed.
+pub(crate) fn run_server(
+    addr: SocketAddr,
+    root: &Path,
+    cc: Option<TcpCc>,
+    tls: Arc<rustls::ServerConfig>,
+) -> Result<ExitCode> {
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("cannot resolve the root directory {}", root.display()))?;
+    let listener = listen(addr, cc)?;
+    let cc = congestion(listener.as_fd()).context("cannot read TCP_CONGESTION")?;
+    eprintln!(
+        "qfec server: listening on {} (TCP, HTTP/2 over TLS 1.3, congestion control {cc}) \
+         serving {}",
+        listener.local_addr()?,
+        root.display()
+    );
+    runtime()?.block_on(serve(listener, &root, tls))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `qfec client --tcp`: fetches, prints the report, and exits 1 if a file failed.
+pub(crate) fn run_client(urls: Vec<Url>, options: &TcpFetchOptions) -> Result<ExitCode> {
+    let outcome = runtime()?.block_on(fetch(urls, options))?;
+    for l in outcome.lines() {
+        println!("{l}");
+    }
+    Ok(if outcome.failed() == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
