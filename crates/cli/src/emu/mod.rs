@@ -1,8 +1,9 @@
 //! `qfec emu`: run a server and a client in two network namespaces joined by an emulated
 //! link (qfec-emu), then report what the link did; `qfec emu agree` compares the emulator
-//! with the simulator.
+//! with the simulator; `qfec emu reproduce kharat` runs paper 004's evaluation.
 
 mod agree;
+mod kharat;
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -56,6 +57,17 @@ enum EmuCommand {
     /// Run the same downloads in the simulator and through the emulator on real sockets
     /// (interop, and wlan at 0 and 2 % loss) and compare their median completion times.
     Agree(agree::AgreeArgs),
+    /// A paper's evaluation through the emulator with real endpoints, written as a report
+    /// directory (runs.csv, report.md, SVG figures).
+    #[command(subcommand)]
+    Reproduce(EmuPaper),
+}
+
+#[derive(Subcommand, Debug)]
+enum EmuPaper {
+    /// Paper 004 (Kharat et al.): QUIC vs kernel TCP (HTTP/2) over WiFi-like links, alone and
+    /// competing (2 QUIC + 2 TCP): throughput, speedup, Jain's fairness index; with FEC too.
+    Kharat(kharat::KharatArgs),
 }
 
 /// Build the links from the arguments, with messages that say how to fix them.
@@ -133,6 +145,7 @@ pub fn run(mut args: EmuArgs) -> Result<ExitCode> {
     if let Some(command) = args.command.take() {
         return match command {
             EmuCommand::Agree(a) => agree::run(a),
+            EmuCommand::Reproduce(EmuPaper::Kharat(a)) => kharat::run(a),
         };
     }
     let server_wait =

@@ -415,6 +415,7 @@ impl HqClient {
             bail!("{e}");
         }
         let mut lines = Vec::new();
+        let mut files = Vec::with_capacity(self.downloads.len());
         let end = self.finished.unwrap_or(self.start);
         let mut total = 0;
         let mut failed = 0;
@@ -427,6 +428,13 @@ impl HqClient {
             if let (Some(Ok(_)), Some(Err(e))) = (&d.done, &digest) {
                 d.done = Some(Err(e.clone()));
             }
+            files.push(FileResult {
+                result: match &d.done {
+                    Some(Ok(t)) => Ok((d.bytes, (*t - self.start).as_secs_f64())),
+                    Some(Err(e)) => Err(e.clone()),
+                    None => Err("incomplete".into()),
+                },
+            });
             match &d.done {
                 Some(Ok(t)) => {
                     lines.push(file_line(
@@ -486,6 +494,7 @@ impl HqClient {
         }
         Ok(Outcome {
             lines,
+            files,
             failed,
             resumed: self.resumed,
             early_data: self.early_data,
@@ -494,11 +503,20 @@ impl HqClient {
     }
 }
 
+/// One URL's download (in the order of the URLs): bytes and seconds from the connection's
+/// start to the last byte, or why it failed.
+#[derive(Debug, Clone)]
+pub struct FileResult {
+    pub result: Result<(u64, f64), String>,
+}
+
 /// The result of a `fetch`.
 #[derive(Debug)]
 pub struct Outcome {
     /// Human-readable report: a line per file, a total, FEC counters.
     pub lines: Vec<String>,
+    /// One per URL, in the order given.
+    pub files: Vec<FileResult>,
     /// Files that failed or did not complete.
     pub failed: usize,
     /// The TLS session was resumed from an earlier connection.

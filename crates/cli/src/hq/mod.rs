@@ -16,7 +16,7 @@ pub(crate) use client::{
 };
 pub(crate) use server::resolve_path;
 
-use client::{FetchOptions, fetch};
+pub(crate) use client::{FetchOptions, fetch};
 use server::serve;
 
 use std::path::PathBuf;
@@ -76,6 +76,18 @@ pub struct TransportArgs {
     no_fec_decode: bool,
 }
 
+/// The options' defaults, as `qfec server` and `qfec client` without options use them.
+impl Default for TransportArgs {
+    fn default() -> Self {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            transport: TransportArgs,
+        }
+        <Defaults as clap::Parser>::parse_from(["qfec"]).transport
+    }
+}
+
 /// A `--fec` value: `None` for "none".
 #[derive(Clone, Copy, Debug)]
 struct FecArg(Option<qfec_fec::Redundancy>);
@@ -100,7 +112,7 @@ impl TransportArgs {
             .filter(|d| !d.as_os_str().is_empty())
     }
 
-    fn transport(&self) -> Result<TransportConfig> {
+    pub(crate) fn transport(&self) -> Result<TransportConfig> {
         let mut t = TransportConfig {
             congestion_controller: self.cc.factory(),
             pacing: !self.no_pacing,

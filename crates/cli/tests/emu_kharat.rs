@@ -1,0 +1,57 @@
+//! `qfec emu reproduce kharat --quick`: paper 004's setups run through the emulator with
+//! qfec's QUIC and the kernel's TCP, and the report directory is complete.
+
+use std::process::Command;
+
+mod common;
+
+use common::{QFEC, temp_dir};
+
+#[test]
+fn kharat_quick_writes_a_report() {
+    let out = temp_dir("kharat");
+    let o = Command::new(QFEC)
+        .args(["emu", "reproduce", "kharat", "--quick", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    if stderr.contains("emulation unavailable") {
+        eprintln!("SKIPPED: {}", stderr.trim());
+        return;
+    }
+    assert!(o.status.success(), "{stdout}{stderr}");
+    let runs = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    let rows: Vec<&str> = runs.lines().skip(1).collect();
+    // Per size: three flows alone and two setups of four.
+    assert_eq!(rows.len(), 3 * (3 + 2 * 4), "{runs}");
+    for r in &rows {
+        let cells: Vec<&str> = r.split(',').collect();
+        assert_eq!(cells.len(), 10, "{r}");
+        assert!(cells[9].is_empty(), "a flow failed: {r}");
+        let mbps: f64 = cells[8].parse().unwrap();
+        assert!(mbps > 0.0, "{r}");
+    }
+    for proto in ["QUIC", "QUIC+FEC", "TCP"] {
+        assert!(
+            rows.iter().any(|r| r.split(',').nth(5) == Some(proto)),
+            "no {proto} flow"
+        );
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for want in ["Table II", "speedup (paper)", "Jain", "| 4 | TCP (ours) |"] {
+        assert!(md.contains(want), "report.md lacks {want:?}");
+    }
+    for svg in ["table2.svg", "fig3.svg", "fig4.svg"] {
+        let s = std::fs::read_to_string(out.join(svg)).unwrap();
+        assert!(
+            s.contains("<svg") && s.trim_end().ends_with("</svg>"),
+            "{svg}"
+        );
+    }
+    assert!(!out.join("files").exists(), "the served files are removed");
+    let _ = std::fs::remove_dir_all(&out);
+}
