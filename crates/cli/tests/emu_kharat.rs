@@ -1,5 +1,6 @@
 //! `qfec emu reproduce kharat --quick`: paper 004's setups run through the emulator with
-//! qfec's QUIC and the kernel's TCP, and the report directory is complete.
+//! qfec's QUIC and the kernel's TCP, and the report directory is complete; `--report-only`
+//! rebuilds the same report from runs.csv.
 
 use std::process::Command;
 
@@ -53,5 +54,17 @@ fn kharat_quick_writes_a_report() {
         );
     }
     assert!(!out.join("files").exists(), "the served files are removed");
+
+    // The report rebuilt from runs.csv has the same tables.
+    let o = Command::new(QFEC)
+        .args(["emu", "reproduce", "kharat", "--report-only", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let again = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(again.contains("report rebuilt from runs.csv"), "{again}");
+    let body = |s: &str| s.lines().skip(3).collect::<Vec<_>>().join("\n");
+    assert_eq!(body(&md), body(&again));
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -41,9 +41,9 @@ pub struct EmuRun {
     pub link: Option<EmuStats>,
 }
 
-/// Runs `spec` through a new emulator; failures become a record with `error` set, as in the
-/// simulator's runner. `EmuError::Unavailable` (no root, no TUN) is returned instead, since
-/// no run can succeed then.
+/// Runs `spec` through a new emulator; failures of the run become a record with `error`
+/// set, as in the simulator's runner. An emulator that cannot start (`EmuError::Unavailable`:
+/// no root, no TUN; or a failed setup) is an error instead, since no run can succeed then.
 pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
     let mut rec = spec.record();
     let flows = spec.flow_list();

@@ -43,6 +43,9 @@ pub struct KharatArgs {
     /// Random loss on both directions, a list such as "0,1%" (the paper's network: 0 %).
     #[arg(long, default_value = "0")]
     loss: String,
+    /// Run nothing: rebuild report.md and the figures from the runs.csv in --out.
+    #[arg(long, conflicts_with_all = ["quick", "reps", "loss"])]
+    report_only: bool,
 }
 
 /// The paper's Table I: while fetching each file, the bandwidth and RTT it measured.
@@ -146,6 +149,9 @@ impl FlowRun {
 }
 
 pub fn run(args: KharatArgs) -> Result<ExitCode> {
+    if args.report_only {
+        return report_from_csv(&args.out);
+    }
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 5 });
     if reps == 0 {
         bail!("--reps: give at least 1");
@@ -176,7 +182,14 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
     // The files are inputs, not results.
     let _ = std::fs::remove_dir_all(&root);
     write_runs(&args.out.join("runs.csv"), &runs)?;
-    let md = report(&runs, &losses, reps, scale, started.elapsed(), &args.out)?;
+    let md = report(
+        &runs,
+        &losses,
+        reps,
+        scale,
+        Some(started.elapsed()),
+        &args.out,
+    )?;
     std::fs::write(args.out.join("report.md"), &md)
         .with_context(|| format!("cannot write {}", args.out.join("report.md").display()))?;
     print!("{md}");
@@ -432,6 +445,76 @@ fn write_runs(path: &Path, runs: &[FlowRun]) -> Result<()> {
     std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// Reads back what `write_runs` wrote and writes the report again.
+fn report_from_csv(out: &Path) -> Result<ExitCode> {
+    let path = out.join("runs.csv");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read {} (run the reproduction first)",
+            path.display()
+        )
+    })?;
+    let bad = |n: usize| anyhow::anyhow!("{}: line {n} is not a row of runs.csv", path.display());
+    let mut runs = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let c: Vec<&str> = line.split(',').collect();
+        if c.len() != 10 {
+            return Err(bad(i + 1));
+        }
+        let size = POINTS
+            .iter()
+            .find(|p| p.label == c[0])
+            .ok_or_else(|| bad(i + 1))?;
+        let setup = SETUPS
+            .iter()
+            .find(|s| s.0 == c[2])
+            .ok_or_else(|| bad(i + 1))?
+            .0;
+        let proto = [Proto::Quic, Proto::QuicFec, Proto::Tcp]
+            .into_iter()
+            .find(|p| p.label() == c[5])
+            .ok_or_else(|| bad(i + 1))?;
+        let result = if c[9].is_empty() {
+            Ok((
+                c[6].parse().map_err(|_| bad(i + 1))?,
+                c[7].parse().map_err(|_| bad(i + 1))?,
+            ))
+        } else {
+            Err(c[9].to_string())
+        };
+        runs.push(FlowRun {
+            size: size.label,
+            loss: c[1].parse().map_err(|_| bad(i + 1))?,
+            setup,
+            rep: c[3].parse().map_err(|_| bad(i + 1))?,
+            flow: c[4].parse().map_err(|_| bad(i + 1))?,
+            proto,
+            result,
+        });
+    }
+    let mut losses: Vec<f64> = Vec::new();
+    for r in &runs {
+        if !losses.contains(&r.loss) {
+            losses.push(r.loss);
+        }
+    }
+    let reps = runs.iter().map(|r| r.rep).max().unwrap_or(0);
+    // A quick run's files are a tenth of the paper's.
+    let scale = runs
+        .iter()
+        .find_map(|r| {
+            let bytes = r.result.as_ref().ok()?.0;
+            let p = POINTS.iter().find(|p| p.label == r.size)?;
+            Some(p.bytes / bytes.max(1))
+        })
+        .unwrap_or(1);
+    let md = report(&runs, &losses, reps, scale, None, out)?;
+    std::fs::write(out.join("report.md"), &md)
+        .with_context(|| format!("cannot write {}", out.join("report.md").display()))?;
+    print!("{md}");
+    Ok(ExitCode::SUCCESS)
+}
+
 fn mean(xs: &[f64]) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
@@ -473,7 +556,7 @@ fn report(
     losses: &[f64],
     reps: u32,
     scale: u64,
-    took: Duration,
+    took: Option<Duration>,
     out: &Path,
 ) -> Result<String> {
     let mut md = String::from(
@@ -481,8 +564,8 @@ fn report(
     );
     let _ = writeln!(
         md,
-        "Command: `qfec emu reproduce kharat{}{}`. {} flows in {:.0} s of real time, {reps} \
-         repetition(s) per setup.\n",
+        "Command: `qfec emu reproduce kharat{}{}`. {} flows{}, {reps} repetition(s) per \
+         setup.\n",
         if scale > 1 { " --quick" } else { "" },
         if losses == [0.0] {
             String::new()
@@ -497,7 +580,10 @@ fn report(
             )
         },
         runs.len(),
-        took.as_secs_f64()
+        took.map_or(" (report rebuilt from runs.csv)".to_string(), |t| format!(
+            " in {:.0} s of real time",
+            t.as_secs_f64()
+        ))
     );
     md.push_str(
         "Real endpoints through `qfec emu`: qfec's QUIC (HTTP/0.9, CUBIC, pacing) and the \
@@ -668,41 +754,69 @@ fn report(
         y_range: Some((0.25, 1.02)),
         legend: Corner::LowerRight,
     };
-    let mut tput = Vec::new();
-    for (setup, proto) in [
+    // One panel per loss rate plus the paper's; a series keeps its colour across panels.
+    let curves = [
         ("QUIC alone", Proto::Quic),
         ("TCP alone", Proto::Tcp),
         ("QUIC+FEC alone", Proto::QuicFec),
         ("2 QUIC + 2 TCP", Proto::Quic),
         ("2 QUIC + 2 TCP", Proto::Tcp),
-    ] {
-        for &loss in losses {
-            let points = POINTS
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| {
-                    Some((
-                        i as f64 + 1.0,
-                        throughput(runs, p.label, loss, setup, proto)?,
-                    ))
-                })
-                .collect();
-            tput.push(Series {
-                label: format!("{} in {setup}, {:.0} % loss", proto.label(), loss * 100.0),
-                points,
-            });
+    ];
+    let label = |setup: &str, proto: Proto| format!("{} in {setup}", proto.label());
+    let paper = |setup: &str, proto: Proto| {
+        let points = POINTS
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let v = match (setup, proto) {
+                    ("QUIC alone", Proto::Quic) => p.paper_single.0,
+                    ("TCP alone", Proto::Tcp) => p.paper_single.1,
+                    ("2 QUIC + 2 TCP", Proto::Quic) => p.paper_four.0,
+                    ("2 QUIC + 2 TCP", Proto::Tcp) => p.paper_four.1,
+                    _ => return None,
+                };
+                Some((i as f64 + 1.0, v))
+            })
+            .collect();
+        Series {
+            label: label(setup, proto),
+            points,
         }
+    };
+    let mut panels = vec![Panel {
+        title: "paper (Table II)".into(),
+        series: curves.iter().map(|&(s, p)| paper(s, p)).collect(),
+        ..Panel::default()
+    }];
+    for &loss in losses {
+        let series = curves
+            .iter()
+            .map(|&(setup, proto)| Series {
+                label: label(setup, proto),
+                points: POINTS
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| {
+                        Some((
+                            i as f64 + 1.0,
+                            throughput(runs, p.label, loss, setup, proto)?,
+                        ))
+                    })
+                    .collect(),
+            })
+            .collect();
+        panels.push(Panel {
+            title: format!("ours, {:.0} % loss", loss * 100.0),
+            series,
+            ..Panel::default()
+        });
     }
     let table2 = Figure {
         title: "Throughput per flow (paper 004 Table II)".into(),
         x_label: "file: 1 = 100 kB, 2 = 1 MB, 3 = 10 MB".into(),
         y_label: "Mb/s".into(),
-        panels: vec![Panel {
-            title: String::new(),
-            series: tput,
-            ..Panel::default()
-        }],
-        columns: 1,
+        columns: panels.len().min(3),
+        panels,
         x_range: Some((0.8, 3.2)),
         y_range: None,
         legend: Corner::UpperRight,

@@ -3,6 +3,7 @@
 //! with the simulator; `qfec emu reproduce kharat` runs paper 004's evaluation.
 
 mod agree;
+mod bench;
 mod kharat;
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -57,6 +58,9 @@ enum EmuCommand {
     /// Run the same downloads in the simulator and through the emulator on real sockets
     /// (interop, and wlan at 0 and 2 % loss) and compare their median completion times.
     Agree(agree::AgreeArgs),
+    /// The emulator's own limits on this machine: the rate it sustains and the timing error
+    /// it adds, for constant-rate UDP through a delay-only link.
+    Bench(bench::BenchArgs),
     /// A paper's evaluation through the emulator with real endpoints, written as a report
     /// directory (runs.csv, report.md, SVG figures).
     #[command(subcommand)]
@@ -145,6 +149,7 @@ pub fn run(mut args: EmuArgs) -> Result<ExitCode> {
     if let Some(command) = args.command.take() {
         return match command {
             EmuCommand::Agree(a) => agree::run(a),
+            EmuCommand::Bench(a) => bench::run(a),
             EmuCommand::Reproduce(EmuPaper::Kharat(a)) => kharat::run(a),
         };
     }

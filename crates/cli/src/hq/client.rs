@@ -367,7 +367,7 @@ pub struct HqClient {
 }
 
 impl HqClient {
-    fn new(
+    pub(super) fn new(
         conn: ConnectionHandle,
         urls: Vec<Url>,
         out: Option<PathBuf>,
@@ -410,7 +410,7 @@ impl HqClient {
     }
 
     /// What happened: an error if the connection failed, else a line per file.
-    fn outcome(&mut self) -> Result<Outcome> {
+    pub(super) fn outcome(&mut self) -> Result<Outcome> {
         if let Some(e) = &self.error {
             bail!("{e}");
         }

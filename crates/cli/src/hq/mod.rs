@@ -188,3 +188,108 @@ pub(crate) fn new_endpoint(
         None => Endpoint::with_secrets(config, server, qfec_io::os_secrets()?),
     })
 }
+
+/// The hq applications are the core's sans-IO `Application`s: the simulator's node drives the
+/// very code the socket driver does.
+#[cfg(test)]
+mod in_the_simulator {
+    use std::ops::ControlFlow;
+    use std::time::Duration;
+
+    use qfec_lab::quic::QuicNode;
+    use qfec_proto::crypto::deterministic;
+    use qfec_proto::{Application, ClientConfig, Instant};
+    use qfec_sim::{LinkSpec, LossSpec, RunOutcome, Simulator};
+    use sha2::{Digest, Sha256};
+
+    use super::client::HqClient;
+    use super::server::HqServer;
+    use super::*;
+
+    enum Hq {
+        Server(HqServer),
+        Client(HqClient),
+    }
+
+    impl Application for Hq {
+        fn poll(&mut self, now: Instant, ep: &mut Endpoint) -> ControlFlow<()> {
+            match self {
+                Hq::Server(s) => s.poll(now, ep),
+                Hq::Client(c) => c.poll(now, ep),
+            }
+        }
+
+        fn poll_timeout(&self) -> Option<Instant> {
+            match self {
+                Hq::Server(s) => s.poll_timeout(),
+                Hq::Client(c) => c.poll_timeout(),
+            }
+        }
+    }
+
+    #[test]
+    fn an_hq_download_over_a_lossy_simulated_link_arrives_intact() {
+        let root = std::env::temp_dir().join(format!("qfec-hq-sim-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(root.join("f.bin"), &data).unwrap();
+
+        deterministic::seed_thread(3);
+        let (s_addr, c_addr) = (
+            "10.0.0.1:443".parse().unwrap(),
+            "10.0.0.2:5000".parse().unwrap(),
+        );
+        let mut server_cfg = ServerConfig::new(deterministic::server_config(&[ALPN_HQ]));
+        server_cfg.transport = Arc::new(TransportConfig::default());
+        let server = Endpoint::new(
+            Arc::new(EndpointConfig::default()),
+            Some(Arc::new(server_cfg)),
+            1,
+        );
+        let mut client = Endpoint::new(Arc::new(EndpointConfig::default()), None, 2);
+        let h = client
+            .connect(
+                Instant::ZERO,
+                ClientConfig::new(deterministic::client_config(&[ALPN_HQ])),
+                s_addr,
+                "localhost",
+            )
+            .unwrap();
+        let url = parse_url("https://10.0.0.1:443/f.bin").unwrap();
+        let app = HqClient::new(
+            h,
+            vec![url],
+            None,
+            Instant::ZERO + Duration::from_secs(60),
+            Instant::ZERO,
+        );
+        let mut sim: Simulator<QuicNode<Hq>> = Simulator::new(9);
+        sim.add_node(
+            s_addr,
+            QuicNode::serving(
+                server,
+                Hq::Server(HqServer::new(root.canonicalize().unwrap())),
+            ),
+        );
+        let c = sim.add_node(c_addr, QuicNode::finishing(client, Hq::Client(app)));
+        let link = |name: &str| {
+            LinkSpec::new(name, 20_000_000, Duration::from_millis(10))
+                .air_loss(LossSpec::Bernoulli { p: 0.03 })
+        };
+        sim.connect(s_addr, c_addr, &link("down"), &link("up"));
+        let outcome = sim.run_until_done(Instant::ZERO + Duration::from_secs(60));
+        assert!(matches!(outcome, RunOutcome::AllDone), "{outcome:?}");
+        let Hq::Client(app) = &mut sim.node_mut(c).app else {
+            unreachable!()
+        };
+        let o = app.outcome().unwrap();
+        assert_eq!(o.failed, 0, "{:?}", o.lines);
+        assert_eq!(o.files[0].result.as_ref().unwrap().0, data.len() as u64);
+        let sha: String = Sha256::digest(&data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(o.lines[0].contains(&sha), "{:?}", o.lines);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

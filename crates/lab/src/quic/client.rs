@@ -1,11 +1,9 @@
 //! The downloading side: issues the workload's requests (level by level for pages) and
 //! measures completion; or receives a real-time stream of DATAGRAMs and plays it out.
 
-use std::time::Duration;
-
 use std::net::SocketAddr;
-
 use std::ops::ControlFlow;
+use std::time::Duration;
 
 use qfec_proto::{
     Application, ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId,
