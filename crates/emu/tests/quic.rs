@@ -1,7 +1,7 @@
 //! QUIC downloads of the lab's bulk workload through the emulator on real sockets, over each
 //! loss model: the bytes arrive intact (the client checks every byte), the emulator drops
 //! exactly what the model drops for the packets offered, at the rate the model asks for, and
-//! packets arrive no earlier than the link's delay.
+//! packets arrive no earlier than the link's delay; two flows share one namespace pair.
 
 use std::time::Duration;
 
@@ -160,4 +160,55 @@ fn burst_capped_loss() {
             max_burst: 2,
         },
     );
+}
+
+#[test]
+fn two_flows_share_one_namespace_pair() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let link = |name: &str| LinkSpec::new(name, 20_000_000, DELAY).queue(QueueLimit::Packets(100));
+    let flow = |name: &str| qfec_lab::FlowSpec {
+        name: name.into(),
+        workload: Workload::Bulk { bytes: BYTES },
+        protocol: ProtocolSettings::default(),
+        start: Duration::ZERO,
+    };
+    let spec = RunSpec {
+        index: 0,
+        scenario: "emu-test".into(),
+        preset: None,
+        variant: "default".into(),
+        loss: 0.0,
+        seed: SEED,
+        links: LinkPair {
+            down: link("down"),
+            up: link("up"),
+        },
+        workload: Workload::Bulk { bytes: BYTES },
+        protocol: ProtocolSettings::default(),
+        duration_limit: Duration::from_secs(60),
+        flows: vec![flow("a"), flow("b")],
+    };
+    let run = match run_spec(&spec) {
+        Ok(r) => r,
+        Err(EmuError::Unavailable(why)) => return eprintln!("SKIPPED: {why}"),
+        Err(e) => panic!("emulator: {e}"),
+    };
+    let rec = &run.record;
+    assert_eq!(rec.error, None);
+    assert!(rec.completed);
+    assert_eq!(rec.flows.len(), 2);
+    for f in &rec.flows {
+        assert!(f.completed, "{}", f.name);
+        assert_eq!(f.app_bytes, BYTES, "{}", f.name);
+    }
+    assert_eq!(rec.app_bytes, 2 * BYTES);
+    // Both crossed the one link: it carried both downloads.
+    let link = run.link.expect("link counters");
+    assert!(link.down.delivered_bytes > 2 * BYTES);
+    let fairness = rec.fairness.expect("shares while both ran");
+    eprintln!(
+        "two flows: {:?} s, Jain {fairness:.3}",
+        rec.completion_time_s
+    );
+    assert!(fairness > 0.7, "{fairness}");
 }
