@@ -351,9 +351,11 @@ fn jitter_spreads_the_delay_and_reorders_only_when_allowed() {
         assert!(owd[0] >= delay - max, "early: {:?}", owd[0]);
         assert!(p90 - p10 >= Duration::from_millis(3), "no spread");
         if reorder {
-            // Uniform in [15, 25] ms: median 20 ms, plus the machine's own delay.
+            // Uniform in [15, 25] ms: median 20 ms, plus the machine's own delay (1.6 ms
+            // seen with a build running beside the test). Jitter added only upwards would
+            // give 25 ms.
             assert!(p50 >= Duration::from_millis(19), "{p50:?}");
-            assert!(p50 <= Duration::from_micros(21_500), "{p50:?}");
+            assert!(p50 <= Duration::from_micros(22_500), "{p50:?}");
             assert!(late_in_order > 50, "only {late_in_order} reordered");
         } else {
             assert_eq!(late_in_order, 0, "reordered without allow_reorder");
