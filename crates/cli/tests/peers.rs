@@ -1,0 +1,308 @@
+//! qfec against other QUIC stacks through `qfec emu --preset interop --loss 1%`, both ways:
+//! `qfec client` downloads from the peer's server and the peer's client from `qfec server`,
+//! two files at once, intact by SHA-256. quinn (`quinn-peer`, crates/peers) always runs;
+//! quic-go and aioquic (peers/) only when QFEC_PEERS_GO or QFEC_PEERS_AIOQUIC says where
+//! they were installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+mod common;
+
+use common::{QFEC, file_bytes, start_server, succeeded, temp_dir};
+
+/// Whether this machine can emulate (root, /dev/net/tun, iproute2); as in emu.rs.
+fn emulation_available() -> bool {
+    let o = Command::new(QFEC)
+        .args(["emu", "--preset", "interop", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if o.status.success() {
+        return true;
+    }
+    assert!(
+        stderr.contains("emulation unavailable"),
+        "qfec emu failed: {stderr}"
+    );
+    eprintln!("SKIPPED: {}", stderr.trim());
+    false
+}
+
+/// A peer program: the command that starts it (its `server` and `client` subcommands
+/// follow), and how long its server takes to listen.
+struct Peer {
+    name: &'static str,
+    program: Vec<PathBuf>,
+    server_wait: &'static str,
+}
+
+impl Peer {
+    /// `quinn-peer`, built by cargo into the directory of the `qfec` binary.
+    fn quinn() -> Peer {
+        let bin = Path::new(QFEC).with_file_name("quinn-peer");
+        assert!(
+            bin.is_file(),
+            "{} is missing: build it with `cargo build -p qfec-peers` in the same profile \
+             (`cargo test --workspace` builds it)",
+            bin.display()
+        );
+        Peer {
+            name: "quinn",
+            program: vec![bin],
+            server_wait: "500ms",
+        }
+    }
+
+    /// The quic-go peer that peers/quic-go/build.sh built, if QFEC_PEERS_GO names it.
+    fn quic_go() -> Option<Peer> {
+        let Some(bin) = std::env::var_os("QFEC_PEERS_GO") else {
+            eprintln!(
+                "SKIPPED: set QFEC_PEERS_GO to the quic-go peer built by \
+                 `peers/quic-go/build.sh DIR` (DIR/quic-go-peer) to run this test"
+            );
+            return None;
+        };
+        let bin = PathBuf::from(bin);
+        assert!(
+            bin.is_file(),
+            "QFEC_PEERS_GO={}: no such file",
+            bin.display()
+        );
+        Some(Peer {
+            name: "quic-go",
+            program: vec![bin],
+            server_wait: "500ms",
+        })
+    }
+
+    /// The aioquic peer in the venv that peers/aioquic/setup.sh made, if QFEC_PEERS_AIOQUIC
+    /// names it.
+    fn aioquic() -> Option<Peer> {
+        let Some(venv) = std::env::var_os("QFEC_PEERS_AIOQUIC") else {
+            eprintln!(
+                "SKIPPED: set QFEC_PEERS_AIOQUIC to the venv made by `peers/aioquic/setup.sh \
+                 DIR` (DIR) to run this test"
+            );
+            return None;
+        };
+        let python = Path::new(&venv).join("bin/python");
+        assert!(
+            python.is_file(),
+            "QFEC_PEERS_AIOQUIC={}: no bin/python there; make the venv with \
+             peers/aioquic/setup.sh",
+            python.display()
+        );
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../peers/aioquic/peer.py");
+        Some(Peer {
+            name: "aioquic",
+            program: vec![python, script],
+            // Python and its imports start slowly; the client must not find the port closed.
+            server_wait: "3s",
+        })
+    }
+
+    fn shell_words(&self) -> String {
+        self.program
+            .iter()
+            .map(|p| format!("'{}'", p.display()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Two files, 1 MB and 200 kB, in a new root directory.
+fn site(name: &str) -> (PathBuf, Vec<(&'static str, Vec<u8>)>) {
+    let root = temp_dir(name);
+    let files = vec![
+        ("f.bin", file_bytes(1_000_000, 11)),
+        ("g.bin", file_bytes(200_000, 12)),
+    ];
+    for (n, data) in &files {
+        std::fs::write(root.join(n), data).unwrap();
+    }
+    (root, files)
+}
+
+fn urls(files: &[(&str, Vec<u8>)]) -> Vec<String> {
+    files
+        .iter()
+        .map(|(n, _)| format!("https://10.77.0.1:4433/{n}"))
+        .collect()
+}
+
+/// Runs `server` (a shell command) and `client` through the emulated interop link with 1 %
+/// loss each way; returns the client's standard output after checking that it succeeded.
+fn through_emulator(server: &str, server_wait: &str, client: &[String]) -> String {
+    let o = Command::new(QFEC)
+        .args(["emu", "--preset", "interop", "--loss", "1%", "--seed", "7"])
+        .args(["--server-wait", server_wait, "--server", server, "--"])
+        .args(client)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    eprintln!("{stdout}{stderr}");
+    assert!(o.status.success(), "{client:?} failed: {stdout} {stderr}");
+    stdout.into_owned()
+}
+
+/// `qfec client` downloads both files from the peer's server.
+fn qfec_client_from(peer: &Peer) {
+    let (root, files) = site(&format!("peers-{}-server-root", peer.name));
+    let out = temp_dir(&format!("peers-{}-server-out", peer.name));
+    let server = format!(
+        "exec {} server --listen $QFEC_EMU_SERVER:4433 --root '{}'",
+        peer.shell_words(),
+        root.display()
+    );
+    let mut client: Vec<String> = [QFEC, "client", "--insecure", "--timeout", "60", "-o"]
+        .map(String::from)
+        .to_vec();
+    client.push(out.display().to_string());
+    client.extend(urls(&files));
+    let stdout = through_emulator(&server, peer.server_wait, &client);
+    assert!(stdout.contains("2 of 2 files"), "{stdout}");
+    for (n, data) in &files {
+        let got = std::fs::read(out.join(n)).unwrap();
+        assert_eq!(got.len(), data.len(), "{n} from {}", peer.name);
+        assert_eq!(Sha256::digest(&got), Sha256::digest(data), "{n}");
+    }
+}
+
+/// The peer's client downloads both files from `qfec server`; its report names each file
+/// with its size and SHA-256, as qfec client's does.
+fn peer_client_from_qfec(peer: &Peer) {
+    let (root, files) = site(&format!("peers-{}-client-root", peer.name));
+    let server = format!(
+        "exec {QFEC} server --listen $QFEC_EMU_SERVER:4433 --root '{}'",
+        root.display()
+    );
+    let mut client: Vec<String> = peer
+        .program
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    client.extend(["client".to_string(), "--insecure".to_string()]);
+    client.extend(urls(&files));
+    let stdout = through_emulator(&server, "500ms", &client);
+    for (n, data) in &files {
+        let expect = format!("/{n}  {} bytes  ", data.len());
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&expect))
+            .unwrap_or_else(|| panic!("no line {expect:?} from {}: {stdout}", peer.name));
+        let sha: String = Sha256::digest(data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(line.ends_with(&format!("sha256 {sha}")), "{n}: {line}");
+    }
+    assert!(stdout.contains("2 of 2 files"), "{stdout}");
+}
+
+#[test]
+fn qfec_client_downloads_from_quinn_server_through_the_emulator() {
+    if emulation_available() {
+        qfec_client_from(&Peer::quinn());
+    }
+}
+
+#[test]
+fn quinn_client_downloads_from_qfec_server_through_the_emulator() {
+    if emulation_available() {
+        peer_client_from_qfec(&Peer::quinn());
+    }
+}
+
+#[test]
+fn qfec_client_downloads_from_quic_go_server_through_the_emulator() {
+    if let Some(peer) = Peer::quic_go()
+        && emulation_available()
+    {
+        qfec_client_from(&peer);
+    }
+}
+
+#[test]
+fn quic_go_client_downloads_from_qfec_server_through_the_emulator() {
+    if let Some(peer) = Peer::quic_go()
+        && emulation_available()
+    {
+        peer_client_from_qfec(&peer);
+    }
+}
+
+#[test]
+fn qfec_client_downloads_from_aioquic_server_through_the_emulator() {
+    if let Some(peer) = Peer::aioquic()
+        && emulation_available()
+    {
+        qfec_client_from(&peer);
+    }
+}
+
+#[test]
+fn aioquic_client_downloads_from_qfec_server_through_the_emulator() {
+    if let Some(peer) = Peer::aioquic()
+        && emulation_available()
+    {
+        peer_client_from_qfec(&peer);
+    }
+}
+
+/// A missing file is a stream reset with code 0x404 both ways, which each client reports as
+/// not found; over loopback.
+#[test]
+fn missing_files_are_not_found_between_qfec_and_quinn() {
+    let quinn = Peer::quinn();
+    let (root, _) = site("peers-missing-root");
+    let mut server = Command::new(&quinn.program[0])
+        .args(["server", "--listen", "127.0.0.1:0", "--root"])
+        .arg(&root)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(server.stderr.take().unwrap()));
+    let first = lines.next().unwrap().unwrap();
+    let addr = first
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--timeout", "10"])
+        .arg(format!("https://{addr}/f.bin"))
+        .arg(format!("https://{addr}/nope.bin"))
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{stdout}");
+    assert!(stdout.contains("/nope.bin  failed: not found"), "{stdout}");
+    assert!(stdout.contains("/f.bin  1000000 bytes"), "{stdout}");
+
+    let qfec = start_server(&root, &[]);
+    let o = Command::new(&quinn.program[0])
+        .args(["client", "--insecure"])
+        .arg(format!("https://{}/g.bin", qfec.addr))
+        .arg(format!("https://{}/nope.bin", qfec.addr))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success(), "{stdout}");
+    assert!(stdout.contains("/nope.bin  failed: not found"), "{stdout}");
+    assert!(stdout.contains("1 of 2 files"), "{stdout}");
+    let o = Command::new(&quinn.program[0])
+        .args(["client", "--insecure"])
+        .arg(format!("https://{}/g.bin", qfec.addr))
+        .output()
+        .unwrap();
+    assert!(succeeded(&o).contains("/g.bin  200000 bytes"));
+}

@@ -1,0 +1,199 @@
+//! The hq-interop client: one connection, every URL requested at once on its own stream;
+//! a report in `qfec client`'s format (times count from the start of the handshake).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::CODE_NOT_FOUND;
+
+/// A URL's server and path.
+#[derive(Debug, PartialEq, Eq)]
+struct Url {
+    host: String,
+    port: u16,
+    path: String,
+}
+
+fn parse_url(s: &str) -> Result<Url> {
+    let rest = s
+        .strip_prefix("https://")
+        .with_context(|| format!("invalid URL {s:?}: expected https://HOST:PORT/PATH"))?;
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (host, port) = v6
+                .split_once(']')
+                .with_context(|| format!("invalid URL {s:?}: '[' without ']'"))?;
+            (host, port.strip_prefix(':'))
+        }
+        None => match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() {
+        bail!("invalid URL {s:?}: no host");
+    }
+    let port = match port {
+        Some(p) => p
+            .parse()
+            .with_context(|| format!("invalid URL {s:?}: bad port {p:?}"))?,
+        None => 443,
+    };
+    Ok(Url {
+        host: host.to_string(),
+        port,
+        path: if path.is_empty() { "/" } else { path }.to_string(),
+    })
+}
+
+/// One file: its bytes, the time from the start to its last byte, and its SHA-256.
+type Fetched = (u64, Duration, String);
+
+pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<ExitCode> {
+    let urls: Vec<Url> = urls.iter().map(|u| parse_url(u)).collect::<Result<_>>()?;
+    let first = &urls[0];
+    if urls
+        .iter()
+        .any(|u| u.host != first.host || u.port != first.port)
+    {
+        bail!("all URLs must name the same server (they share one connection)");
+    }
+    let remote: SocketAddr = (first.host.as_str(), first.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {}", first.host))?
+        .next()
+        .with_context(|| format!("no address for {}", first.host))?;
+    let bind: SocketAddr = if remote.is_ipv4() {
+        "0.0.0.0:0".parse()?
+    } else {
+        "[::]:0".parse()?
+    };
+    let mut endpoint =
+        quinn::Endpoint::client(bind).with_context(|| format!("cannot bind {bind}"))?;
+    endpoint.set_default_client_config(crate::tls::client_config(insecure, ca)?);
+
+    let start = Instant::now();
+    let conn = endpoint
+        .connect(remote, &first.host)?
+        .await
+        .map_err(|e| anyhow!("cannot connect to {remote}: {e}{}", hint(&e)))?;
+    let handshake = start.elapsed();
+    let tasks: Vec<_> = urls
+        .iter()
+        .map(|u| tokio::spawn(fetch(conn.clone(), u.path.clone(), start)))
+        .collect();
+    let (mut total, mut end, mut complete) = (0, handshake, 0);
+    for (url, task) in urls.iter().zip(tasks) {
+        match task.await.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok((bytes, t, sha256)) => {
+                println!(
+                    "{}  {bytes} bytes  {:.3} s  {:.1} Mb/s  sha256 {sha256}",
+                    url.path,
+                    t.as_secs_f64(),
+                    mbps(bytes, t)
+                );
+                total += bytes;
+                end = end.max(t);
+                complete += 1;
+            }
+            Err(e) => println!("{}  failed: {e}", url.path),
+        }
+    }
+    println!(
+        "total {total} bytes in {:.3} s ({:.1} Mb/s goodput), handshake {:.1} ms, {complete} of \
+         {} files",
+        end.as_secs_f64(),
+        mbps(total, end),
+        handshake.as_secs_f64() * 1000.0,
+        urls.len()
+    );
+    conn.close(0u32.into(), b"done");
+    // Lets the CONNECTION_CLOSE go out.
+    endpoint.wait_idle().await;
+    Ok(if complete == urls.len() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Requests `path` on a new stream and hashes the answer.
+async fn fetch(conn: quinn::Connection, path: String, start: Instant) -> Result<Fetched, String> {
+    let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
+    send.write_all(format!("GET {path}\r\n").as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    send.finish().map_err(|e| e.to_string())?;
+    let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+    let mut bytes = 0;
+    loop {
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => {
+                bytes += chunk.bytes.len() as u64;
+                hash.update(&chunk.bytes);
+            }
+            Ok(None) => break,
+            Err(quinn::ReadError::Reset(code))
+                if code == quinn::VarInt::from_u32(CODE_NOT_FOUND) =>
+            {
+                return Err("not found".into());
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let hex: String = hash
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((bytes, start.elapsed(), hex))
+}
+
+/// What to do about a failed handshake, when that is known.
+fn hint(e: &quinn::ConnectionError) -> &'static str {
+    if matches!(e, quinn::ConnectionError::TimedOut) {
+        " (no answer: is a QUIC server listening there, and does UDP get through?)"
+    } else if e.to_string().contains("certificate") {
+        " (pass the server's own certificate with --ca, e.g. from its --cert-out, or --insecure)"
+    } else {
+        ""
+    }
+}
+
+fn mbps(bytes: u64, t: Duration) -> f64 {
+    bytes as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = parse_url("https://10.77.0.1:4433/a/b.bin").unwrap();
+        assert_eq!(
+            u,
+            Url {
+                host: "10.77.0.1".into(),
+                port: 4433,
+                path: "/a/b.bin".into()
+            }
+        );
+        let u = parse_url("https://[::1]:8443").unwrap();
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("::1", 8443, "/")
+        );
+        assert_eq!(parse_url("https://localhost/x").unwrap().port, 443);
+        assert!(parse_url("http://h:1/x").is_err());
+        assert!(parse_url("https://:1/x").is_err());
+        assert!(parse_url("https://h:port/x").is_err());
+        assert!(parse_url("https://[::1:1/x").is_err());
+    }
+}

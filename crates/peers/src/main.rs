@@ -1,0 +1,72 @@
+//! `quinn-peer`: quinn (the workspace's version) as an hq-interop server and client, for
+//! testing qfec against another QUIC stack. The same interface as the quic-go and aioquic
+//! peers under `peers/`.
+
+mod client;
+mod server;
+mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// ALPN of HTTP/0.9 over QUIC as the QUIC interop runner uses it.
+const ALPN_HQ: &[u8] = b"hq-interop";
+/// Stream reset code for a file that does not exist or may not be served (as qfec's).
+const CODE_NOT_FOUND: u32 = 0x404;
+
+#[derive(Parser)]
+#[command(
+    name = "quinn-peer",
+    about = "quinn as an hq-interop (HTTP/0.9 over QUIC) test peer"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the files under --root until killed.
+    Server {
+        /// Address to listen on (UDP).
+        #[arg(long)]
+        listen: SocketAddr,
+        /// Directory whose files are served.
+        #[arg(long)]
+        root: PathBuf,
+        /// Write the self-signed certificate (PEM) to FILE, for clients' --ca.
+        #[arg(long, value_name = "FILE")]
+        cert_out: Option<PathBuf>,
+    },
+    /// Fetch every URL over one connection, all at once, and print a line per file.
+    Client {
+        /// Do not verify the server's certificate (tests only).
+        #[arg(long, conflicts_with = "ca")]
+        insecure: bool,
+        /// Trust the PEM certificate(s) in FILE (e.g. a server's --cert-out).
+        #[arg(long, value_name = "FILE")]
+        ca: Option<PathBuf>,
+        /// https://HOST:PORT/PATH, all naming one server.
+        #[arg(required = true)]
+        urls: Vec<String>,
+    },
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Server {
+            listen,
+            root,
+            cert_out,
+        } => server::run(listen, &root, cert_out.as_deref()).await,
+        Command::Client { insecure, ca, urls } => client::run(&urls, insecure, ca.as_deref()).await,
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("quinn-peer: {e:#}");
+        ExitCode::FAILURE
+    })
+}
