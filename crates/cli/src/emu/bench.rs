@@ -43,6 +43,12 @@ struct Row {
     delivered_bps: f64,
     received: u64,
     overload: u64,
+    /// Packets the sender's kernel dropped because the emulator had not read its device's
+    /// queue in time (the left device's tx_dropped).
+    device_drops: u64,
+    /// Packets the receiver's kernel dropped because its socket buffer was full (UDP
+    /// RcvbufErrors in the right namespace).
+    socket_drops: u64,
     late: [Duration; 4],
 }
 
@@ -62,11 +68,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         bail!("--size: give an IP packet size of 100 to 1500 bytes (the devices' MTU is 1500)");
     }
     println!(
-        "{:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "{:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
         "offered",
         "sent",
         "delivered",
         "lost %",
+        "device",
+        "socket",
         "overload",
         "late p50",
         "late p90",
@@ -78,11 +86,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         let mbps = |b: f64| format!("{:.1}", b / 1e6);
         let us = |d: Duration| format!("{} us", d.as_micros());
         println!(
-            "{:>10} {:>10} {:>10} {:>9.3} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "{:>10} {:>10} {:>10} {:>8.3} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
             r.offered.map_or("max".to_string(), mbps),
             mbps(r.sent_bps),
             mbps(r.delivered_bps),
             100.0 * (r.sent - r.received.min(r.sent)) as f64 / r.sent.max(1) as f64,
+            r.device_drops,
+            r.socket_drops,
             r.overload,
             us(r.late[0]),
             us(r.late[1]),
@@ -91,8 +101,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         );
     }
     println!(
-        "rates in Mb/s of IP packets of {} bytes; lost = sent but not received; overload = \
-         dropped by the emulator outside the model; late = write time minus due time",
+        "rates in Mb/s of IP packets of {} bytes; lost = sent but not received, of which \
+         device = dropped by the sender's kernel before the emulator read them, socket = \
+         dropped by the receiver's kernel (full socket buffer), overload = dropped by the \
+         emulator outside the model; late = write time minus due time",
         args.size
     );
     Ok(ExitCode::SUCCESS)
@@ -106,6 +118,8 @@ fn measure(rate: Option<f64>, duration: Duration, delay: Duration, size: usize) 
     }))?;
     let rx = emu.right().within(|| {
         let s = UdpSocket::bind(SocketAddr::from((RIGHT_ADDR, PORT)))?;
+        // As a QUIC driver does (qfec-io): room for the bursts a late wake-up releases.
+        set_receive_buffer(&s, 8 << 20);
         s.set_read_timeout(Some(delay * 2 + Duration::from_millis(300)))?;
         Ok::<_, std::io::Error>(s)
     })??;
@@ -147,6 +161,13 @@ fn measure(rate: Option<f64>, duration: Duration, delay: Duration, size: usize) 
         let (received, span) = receiver.join().expect("receiver thread");
         (sent, sent_for, received, span)
     });
+    let device_drops = read_counter(
+        emu.left(),
+        "cat",
+        &["/sys/class/net/qfec0/statistics/tx_dropped"],
+    )
+    .unwrap_or(0);
+    let socket_drops = udp_rcvbuf_errors(emu.right()).unwrap_or(0);
     let stats = emu.stop().context("the emulator failed")?;
     let bits = |n: u64| (n * size as u64 * 8) as f64;
     Ok(Row {
@@ -156,6 +177,44 @@ fn measure(rate: Option<f64>, duration: Duration, delay: Duration, size: usize) 
         delivered_bps: span.map_or(0.0, |d| bits(received) / d.as_secs_f64().max(1e-9)),
         received,
         overload: stats.dropped_overload[0],
+        device_drops,
+        socket_drops,
         late: [0.5, 0.9, 0.99, 0.999].map(|q| stats.lateness.percentile(q)),
     })
+}
+
+fn set_receive_buffer(s: &UdpSocket, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    let set = |opt| {
+        // SAFETY: setsockopt reads one c_int from a live local for this socket's descriptor.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&bytes as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
+    };
+    // The FORCE variant passes the system maximum when privileged (the emulator needs root).
+    if set(libc::SO_RCVBUFFORCE) != 0 {
+        set(libc::SO_RCVBUF);
+    }
+}
+
+/// A number printed by `program args` run inside `ns`.
+fn read_counter(ns: &qfec_emu::NetNs, program: &str, args: &[&str]) -> Option<u64> {
+    let o = ns.command(program).args(args).output().ok()?;
+    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+}
+
+/// UDP RcvbufErrors of `ns` (/proc/net/snmp: a header line and a value line).
+fn udp_rcvbuf_errors(ns: &qfec_emu::NetNs) -> Option<u64> {
+    let o = ns.command("cat").arg("/proc/net/snmp").output().ok()?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let i = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(i)?.parse().ok()
 }
