@@ -1,5 +1,5 @@
-//! `qfec emu` end to end: a QUIC download between two namespaces over an emulated lossy
-//! link arrives identical by hash; bad input gets a one-line error.
+//! `qfec emu` end to end: QUIC and TCP downloads between two namespaces over an emulated
+//! lossy link arrive identical by hash; bad input gets a one-line error.
 
 use std::process::Command;
 
@@ -7,61 +7,44 @@ use sha2::{Digest, Sha256};
 
 mod common;
 
-use common::{QFEC, file_bytes, one_line_error, temp_dir};
+use common::{QFEC, emulation_available, file_bytes, one_line_error, temp_dir};
 
-/// Whether this machine can emulate (root, /dev/net/tun, iproute2): a trial run tells.
-/// Skips, saying why, only when qfec emu itself reports the emulation unavailable.
-fn emulation_available() -> bool {
-    let o = Command::new(QFEC)
-        .args(["emu", "--preset", "interop", "--", "true"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    if o.status.success() {
-        return true;
-    }
-    assert!(
-        stderr.contains("emulation unavailable"),
-        "qfec emu failed: {stderr}"
-    );
-    eprintln!("SKIPPED: {}", stderr.trim());
-    false
-}
-
-#[test]
-fn quic_download_through_the_emulator_arrives_intact() {
-    if !emulation_available() {
-        return;
-    }
-    let root = temp_dir("emu-root");
-    let out = temp_dir("emu-out");
-    let data = file_bytes(1_000_000, 3);
+/// Downloads a 1 MB file through `qfec emu --preset interop --loss 1%` from `qfec server
+/// FLAGS` with `qfec client FLAGS`, checks it by SHA-256 and that the link carried it, and
+/// returns the client's report and the emulator's.
+fn download_through_the_emulator(flags: &[&str], seed: u8) -> (String, String) {
+    // Tests run in parallel: each download has its own directories.
+    let root = temp_dir(&format!("emu-root-{seed}"));
+    let out = temp_dir(&format!("emu-out-{seed}"));
+    let data = file_bytes(1_000_000, seed);
     std::fs::write(root.join("f.bin"), &data).unwrap();
     let server = format!(
-        "exec {QFEC} server --listen $QFEC_EMU_SERVER:4433 --root {}",
+        "exec {QFEC} server {} --listen $QFEC_EMU_SERVER:4433 --root {}",
+        flags.join(" "),
         root.display()
     );
     let o = Command::new(QFEC)
         .args([
             "emu", "--preset", "interop", "--loss", "1%", "--server", &server,
         ])
-        .args(["--", QFEC, "client", "--insecure", "--timeout", "20", "-o"])
+        .args(["--", QFEC, "client"])
+        .args(flags)
+        .args(["--insecure", "--timeout", "30", "-o"])
         .arg(&out)
         .arg("https://10.77.0.1:4433/f.bin")
         .output()
         .unwrap();
     let (stdout, stderr) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
     );
-    eprintln!("{stderr}");
+    eprintln!("{stdout}{stderr}");
     assert!(o.status.success(), "{stdout} {stderr}");
     assert_eq!(
         Sha256::digest(std::fs::read(out.join("f.bin")).unwrap()),
         Sha256::digest(&data)
     );
     assert!(stdout.contains("1 of 1 files"), "{stdout}");
-    assert!(stderr.contains("server side 10.77.0.1"), "{stderr}");
     // The download crossed the link: at least the file's bytes went server -> client.
     let down = stderr
         .lines()
@@ -74,6 +57,16 @@ fn quic_download_through_the_emulator_arrives_intact() {
         .and_then(|s| s.parse().ok())
         .expect("delivered bytes");
     assert!(delivered > 1_000_000, "{down}");
+    (stdout, stderr)
+}
+
+#[test]
+fn quic_download_through_the_emulator_arrives_intact() {
+    if !emulation_available() {
+        return;
+    }
+    let (_, stderr) = download_through_the_emulator(&[], 3);
+    assert!(stderr.contains("server side 10.77.0.1"), "{stderr}");
     assert!(stderr.contains("timing error"), "{stderr}");
 }
 
@@ -83,55 +76,8 @@ fn tcp_download_through_the_emulator_arrives_intact() {
     if !emulation_available() {
         return;
     }
-    let root = temp_dir("emu-tcp-root");
-    let out = temp_dir("emu-tcp-out");
-    let data = file_bytes(1_000_000, 4);
-    std::fs::write(root.join("f.bin"), &data).unwrap();
-    let server = format!(
-        "exec {QFEC} server --tcp --listen $QFEC_EMU_SERVER:4433 --root {}",
-        root.display()
-    );
-    let o = Command::new(QFEC)
-        .args([
-            "emu", "--preset", "interop", "--loss", "1%", "--server", &server,
-        ])
-        .args([
-            "--",
-            QFEC,
-            "client",
-            "--tcp",
-            "--insecure",
-            "--timeout",
-            "30",
-            "-o",
-        ])
-        .arg(&out)
-        .arg("https://10.77.0.1:4433/f.bin")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    eprintln!("{stdout}{stderr}");
-    assert!(o.status.success(), "{stdout} {stderr}");
-    assert_eq!(
-        Sha256::digest(std::fs::read(out.join("f.bin")).unwrap()),
-        Sha256::digest(&data)
-    );
-    assert!(stdout.contains("1 of 1 files"), "{stdout}");
+    let (stdout, _) = download_through_the_emulator(&["--tcp"], 4);
     assert!(stdout.contains("tcp: congestion control "), "{stdout}");
-    let down = stderr
-        .lines()
-        .find(|l| l.contains("server -> client (down)"))
-        .expect("down counters");
-    let delivered: u64 = down
-        .split(" delivered (")
-        .nth(1)
-        .and_then(|s| s.split(' ').next())
-        .and_then(|s| s.parse().ok())
-        .expect("delivered bytes");
-    assert!(delivered > 1_000_000, "{down}");
 }
 
 #[test]

@@ -11,25 +11,7 @@ use sha2::{Digest, Sha256};
 
 mod common;
 
-use common::{QFEC, file_bytes, start_server, succeeded, temp_dir};
-
-/// Whether this machine can emulate (root, /dev/net/tun, iproute2); as in emu.rs.
-fn emulation_available() -> bool {
-    let o = Command::new(QFEC)
-        .args(["emu", "--preset", "interop", "--", "true"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    if o.status.success() {
-        return true;
-    }
-    assert!(
-        stderr.contains("emulation unavailable"),
-        "qfec emu failed: {stderr}"
-    );
-    eprintln!("SKIPPED: {}", stderr.trim());
-    false
-}
+use common::{QFEC, emulation_available, file_bytes, start_server, succeeded, temp_dir};
 
 /// A peer program: the command that starts it (its `server` and `client` subcommands
 /// follow), and how long its server takes to listen.

@@ -19,26 +19,30 @@ const DELAY: Duration = Duration::from_millis(10);
 const SEED: u64 = 5;
 const BYTES: u64 = 1_000_000;
 
-/// A 1 MB download over 20 Mb/s with 10 ms each way and `loss` on the downlink's air.
-fn download(loss: LossSpec) -> Option<EmuRun> {
-    let link = |name: &str| LinkSpec::new(name, 20_000_000, DELAY).queue(QueueLimit::Packets(1000));
-    let spec = RunSpec {
+/// A run of 1 MB downloads (one, or one per flow) over 20 Mb/s links with 10 ms each way.
+fn spec(down: LinkSpec, up: LinkSpec, flows: Vec<qfec_lab::FlowSpec>) -> RunSpec {
+    RunSpec {
         index: 0,
         scenario: "emu-test".into(),
         preset: None,
         variant: "default".into(),
         loss: 0.0,
         seed: SEED,
-        links: LinkPair {
-            down: link("down").air_loss(loss),
-            up: link("up"),
-        },
+        links: LinkPair { down, up },
         workload: Workload::Bulk { bytes: BYTES },
         protocol: ProtocolSettings::default(),
         duration_limit: Duration::from_secs(60),
-        flows: Vec::new(),
-    };
-    match run_spec(&spec) {
+        flows,
+    }
+}
+
+fn link(name: &str, queue: usize) -> LinkSpec {
+    LinkSpec::new(name, 20_000_000, DELAY).queue(QueueLimit::Packets(queue))
+}
+
+/// Runs `spec` through the emulator, or None (saying why) when the machine cannot emulate.
+fn run(spec: &RunSpec) -> Option<EmuRun> {
+    match run_spec(spec) {
         Ok(r) => Some(r),
         Err(EmuError::Unavailable(why)) => {
             eprintln!("SKIPPED: {why}");
@@ -46,6 +50,15 @@ fn download(loss: LossSpec) -> Option<EmuRun> {
         }
         Err(e) => panic!("emulator: {e}"),
     }
+}
+
+/// A 1 MB download with `loss` on the downlink's air.
+fn download(loss: LossSpec) -> Option<EmuRun> {
+    run(&spec(
+        link("down", 1000).air_loss(loss),
+        link("up", 1000),
+        Vec::new(),
+    ))
 }
 
 /// Checks one download and returns (packets offered to the downlink, dropped on its air).
@@ -165,33 +178,15 @@ fn burst_capped_loss() {
 #[test]
 fn two_flows_share_one_namespace_pair() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let link = |name: &str| LinkSpec::new(name, 20_000_000, DELAY).queue(QueueLimit::Packets(100));
     let flow = |name: &str| qfec_lab::FlowSpec {
         name: name.into(),
         workload: Workload::Bulk { bytes: BYTES },
         protocol: ProtocolSettings::default(),
         start: Duration::ZERO,
     };
-    let spec = RunSpec {
-        index: 0,
-        scenario: "emu-test".into(),
-        preset: None,
-        variant: "default".into(),
-        loss: 0.0,
-        seed: SEED,
-        links: LinkPair {
-            down: link("down"),
-            up: link("up"),
-        },
-        workload: Workload::Bulk { bytes: BYTES },
-        protocol: ProtocolSettings::default(),
-        duration_limit: Duration::from_secs(60),
-        flows: vec![flow("a"), flow("b")],
-    };
-    let run = match run_spec(&spec) {
-        Ok(r) => r,
-        Err(EmuError::Unavailable(why)) => return eprintln!("SKIPPED: {why}"),
-        Err(e) => panic!("emulator: {e}"),
+    let flows = vec![flow("a"), flow("b")];
+    let Some(run) = run(&spec(link("down", 100), link("up", 100), flows)) else {
+        return;
     };
     let rec = &run.record;
     assert_eq!(rec.error, None);

@@ -1,5 +1,7 @@
 //! TLS and transport settings of both ends: a self-signed certificate for the server, the
-//! client's trust (a PEM file, or none at all), and flow-control windows.
+//! client's trust (a PEM file, or none at all), and flow-control windows. Built on rustls
+//! directly rather than on qfec-proto's builders: a test peer shares no code with the stack
+//! it tests.
 
 use std::net::IpAddr;
 use std::path::Path;

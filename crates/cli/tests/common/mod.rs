@@ -1,5 +1,5 @@
 //! Helpers shared by the CLI's end-to-end tests: a `qfec server` child process, scratch
-//! directories, and checks on a command's output.
+//! directories, checks on a command's output, and whether `qfec emu` can run here.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -113,4 +113,24 @@ pub fn one_line_error(args: &[&str], expect: &str) {
         err.contains(expect),
         "{args:?}: expected {expect:?} in {err:?}"
     );
+}
+
+/// Whether this machine can emulate (root, /dev/net/tun, iproute2): a trial run of `qfec
+/// emu` tells. Skips, saying why, only when qfec emu itself reports the emulation
+/// unavailable; any other failure fails the test.
+pub fn emulation_available() -> bool {
+    let o = Command::new(QFEC)
+        .args(["emu", "--preset", "interop", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if o.status.success() {
+        return true;
+    }
+    assert!(
+        stderr.contains("emulation unavailable"),
+        "qfec emu failed: {stderr}"
+    );
+    eprintln!("SKIPPED: {}", stderr.trim());
+    false
 }
