@@ -2,29 +2,20 @@
 //! qfec's QUIC and the kernel's TCP, and the report directory is complete; `--report-only`
 //! rebuilds the same report from runs.csv.
 
-use std::process::Command;
-
 mod common;
 
-use common::{QFEC, temp_dir};
+use common::{run_emu, temp_dir};
 
 #[test]
 fn kharat_quick_writes_a_report() {
     let out = temp_dir("kharat");
-    let o = Command::new(QFEC)
-        .args(["emu", "reproduce", "kharat", "--quick", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    if stderr.contains("emulation unavailable") {
-        eprintln!("SKIPPED: {}", stderr.trim());
+    let dir = out.to_str().unwrap();
+    let Some((ok, stdout, stderr)) =
+        run_emu(&["emu", "reproduce", "kharat", "--quick", "--out", dir])
+    else {
         return;
-    }
-    assert!(o.status.success(), "{stdout}{stderr}");
+    };
+    assert!(ok, "{stdout}{stderr}");
     let runs = std::fs::read_to_string(out.join("runs.csv")).unwrap();
     let rows: Vec<&str> = runs.lines().skip(1).collect();
     // Per size: three flows alone and two setups of four.
@@ -56,12 +47,9 @@ fn kharat_quick_writes_a_report() {
     assert!(!out.join("files").exists(), "the served files are removed");
 
     // The report rebuilt from runs.csv has the same tables.
-    let o = Command::new(QFEC)
-        .args(["emu", "reproduce", "kharat", "--report-only", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (ok, _, stderr) =
+        run_emu(&["emu", "reproduce", "kharat", "--report-only", "--out", dir]).unwrap();
+    assert!(ok, "{stderr}");
     let again = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(again.contains("report rebuilt from runs.csv"), "{again}");
     let body = |s: &str| s.lines().skip(3).collect::<Vec<_>>().join("\n");

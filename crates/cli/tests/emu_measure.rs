@@ -3,11 +3,9 @@
 //! (interop, wlan at 0 and 2 % loss; the full check is `qfec emu agree` with 20 runs). And
 //! `qfec emu bench`: the emulator's own rate and timing error.
 
-use std::process::Command;
-
 mod common;
 
-use common::QFEC;
+use common::run_emu;
 
 /// One measurement at a time: in parallel they would measure each other.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -15,19 +13,10 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn simulator_and_emulator_agree_on_completion_time() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let o = Command::new(QFEC)
-        .args(["emu", "agree", "--runs", "3", "--size", "1MB"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    if stderr.contains("emulation unavailable") {
-        eprintln!("SKIPPED: {}", stderr.trim());
+    let Some((ok, stdout, stderr)) = run_emu(&["emu", "agree", "--runs", "3", "--size", "1MB"])
+    else {
         return;
-    }
-    eprintln!("{stdout}{stderr}");
+    };
     let rows: Vec<&str> = stdout
         .lines()
         .filter(|l| l.starts_with("interop") || l.starts_with("wlan"))
@@ -36,26 +25,17 @@ fn simulator_and_emulator_agree_on_completion_time() {
     for r in &rows {
         assert!(r.ends_with("yes"), "does not agree: {r}");
     }
-    assert!(o.status.success(), "{stdout}{stderr}");
+    assert!(ok, "{stdout}{stderr}");
 }
 
 #[test]
 fn the_bench_delivers_a_modest_rate_whole() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let o = Command::new(QFEC)
-        .args(["emu", "bench", "--rates", "20Mbit", "--duration", "500ms"])
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    if stderr.contains("emulation unavailable") {
-        eprintln!("SKIPPED: {}", stderr.trim());
+    let args = ["emu", "bench", "--rates", "20Mbit", "--duration", "500ms"];
+    let Some((ok, stdout, stderr)) = run_emu(&args) else {
         return;
-    }
-    eprintln!("{stdout}{stderr}");
-    assert!(o.status.success(), "{stderr}");
+    };
+    assert!(ok, "{stderr}");
     let row: Vec<&str> = stdout
         .lines()
         .nth(1)

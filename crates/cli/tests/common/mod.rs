@@ -134,3 +134,19 @@ pub fn emulation_available() -> bool {
     eprintln!("SKIPPED: {}", stderr.trim());
     false
 }
+
+/// What a `qfec emu ...` command printed: exit success, stdout, stderr. None (with the
+/// reason printed) when the machine cannot emulate.
+pub fn run_emu(args: &[&str]) -> Option<(bool, String, String)> {
+    let o = Command::new(QFEC).args(args).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    if stderr.contains("emulation unavailable") {
+        eprintln!("SKIPPED: {}", stderr.trim());
+        return None;
+    }
+    eprintln!("{stdout}{stderr}");
+    Some((o.status.success(), stdout, stderr))
+}
