@@ -31,7 +31,7 @@ use crate::tcp::{self, TcpCc, TcpFetchOptions, Trust};
 #[derive(Args, Debug)]
 pub struct KharatArgs {
     /// Files a tenth of the paper's and one repetition: checks that everything works, in
-    /// about 20 s.
+    /// about 25 s.
     #[arg(long)]
     quick: bool,
     /// Report directory (created): runs.csv, report.md, SVG figures.
