@@ -16,12 +16,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use qfec_io::{Clock, Driver};
-use qfec_lab::campaign::{FlowSpec, MAX_FLOWS, RunSpec};
+use qfec_lab::campaign::{FlowSpec, RunSpec};
 use qfec_lab::metrics::{RunRecord, StationRecord, WlanRecord};
-use qfec_lab::quic::{ALPN, ClientApp, FlowResult, ServerApp, fill_flows, transport_config};
+use qfec_lab::quic::{
+    ALPN, ClientApp, FlowResult, FlowTransports, ServerApp, fill_flows, flow_transports,
+};
 use qfec_proto::{
     Application, ClientConfig, ClientCryptoConfig, Endpoint, EndpointConfig, Instant, ServerConfig,
-    ServerCryptoConfig, Side, TransportConfig,
+    ServerCryptoConfig,
 };
 
 use crate::{EmuConfig, EmuError, EmuStats, Emulator, LEFT_ADDR, RIGHT_ADDR};
@@ -47,19 +49,13 @@ pub struct EmuRun {
 pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
     let mut rec = spec.record();
     let flows = spec.flow_list();
-    if flows.len() > MAX_FLOWS {
-        rec.error = Some(format!(
-            "{} flows: at most {MAX_FLOWS} share a link",
-            flows.len()
-        ));
-        return Ok(EmuRun {
-            record: rec,
-            link: None,
-        });
-    }
-    let transports = match flow_transports(spec, &flows) {
-        Ok(t) => t,
-        Err(e) => {
+    let transports = flows
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|f| flow_transports(spec, f, |_| None));
+    let (flows, transports) = match (flows, transports) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) | (_, Err(e)) => {
             rec.error = Some(e);
             return Ok(EmuRun {
                 record: rec,
@@ -100,24 +96,6 @@ pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
     })
 }
 
-/// A flow's server and client transport settings.
-type Transports = (Arc<TransportConfig>, Arc<TransportConfig>);
-
-/// Server and client transport settings per flow, as the simulator's runner makes them.
-fn flow_transports(spec: &RunSpec, flows: &[FlowSpec]) -> Result<Vec<Transports>, String> {
-    flows
-        .iter()
-        .map(|f| {
-            let config = |side| transport_config(&f.protocol, &f.workload, side).map(Arc::new);
-            match (config(Side::Server), config(Side::Client)) {
-                (Ok(s), Ok(c)) => Ok((s, c)),
-                (Err(e), _) | (_, Err(e)) if spec.flows.is_empty() => Err(e),
-                (Err(e), _) | (_, Err(e)) => Err(format!("flow {}: {e}", f.name)),
-            }
-        })
-        .collect()
-}
-
 /// Per flow, a server socket on the left and a client socket on the right.
 fn bind_sockets(
     emu: &Emulator,
@@ -156,7 +134,7 @@ struct FlowEnd {
 fn drive_flows(
     spec: &RunSpec,
     flows: &[FlowSpec],
-    transports: Vec<Transports>,
+    transports: Vec<FlowTransports>,
     servers: Vec<UdpSocket>,
     clients: Vec<UdpSocket>,
 ) -> std::io::Result<(Vec<FlowEnd>, Instant)> {

@@ -52,9 +52,16 @@ pub struct FlowSpec {
 }
 
 impl RunSpec {
-    /// The run's flows: `flows`, or the single one `workload` and `protocol` describe.
-    pub fn flow_list(&self) -> Vec<FlowSpec> {
-        if self.flows.is_empty() {
+    /// The run's flows: `flows`, or the single one `workload` and `protocol` describe; an
+    /// error beyond [`MAX_FLOWS`].
+    pub fn flow_list(&self) -> Result<Vec<FlowSpec>, String> {
+        if self.flows.len() > MAX_FLOWS {
+            return Err(format!(
+                "{} flows: at most {MAX_FLOWS} share a link",
+                self.flows.len()
+            ));
+        }
+        Ok(if self.flows.is_empty() {
             vec![FlowSpec {
                 name: "flow1".into(),
                 workload: self.workload.clone(),
@@ -63,7 +70,7 @@ impl RunSpec {
             }]
         } else {
             self.flows.clone()
-        }
+        })
     }
 
     /// A record with the identity fields filled in; the runner adds the measurements.

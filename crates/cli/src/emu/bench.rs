@@ -161,12 +161,9 @@ fn measure(rate: Option<f64>, duration: Duration, delay: Duration, size: usize) 
         let (received, span) = receiver.join().expect("receiver thread");
         (sent, sent_for, received, span)
     });
-    let device_drops = read_counter(
-        emu.left(),
-        "cat",
-        &["/sys/class/net/qfec0/statistics/tx_dropped"],
-    )
-    .unwrap_or(0);
+    let device_drops = cat_in(emu.left(), "/sys/class/net/qfec0/statistics/tx_dropped")
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
     let socket_drops = udp_rcvbuf_errors(emu.right()).unwrap_or(0);
     let stats = emu.stop().context("the emulator failed")?;
     let bits = |n: u64| (n * size as u64 * 8) as f64;
@@ -203,16 +200,17 @@ fn set_receive_buffer(s: &UdpSocket, bytes: libc::c_int) {
     }
 }
 
-/// A number printed by `program args` run inside `ns`.
-fn read_counter(ns: &qfec_emu::NetNs, program: &str, args: &[&str]) -> Option<u64> {
-    let o = ns.command(program).args(args).output().ok()?;
-    String::from_utf8_lossy(&o.stdout).trim().parse().ok()
+/// The contents of `path` as seen inside `ns` (`ip netns exec` mounts its own sysfs).
+fn cat_in(ns: &qfec_emu::NetNs, path: &str) -> Option<String> {
+    let o = ns.command("cat").arg(path).output().ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// UDP RcvbufErrors of `ns` (/proc/net/snmp: a header line and a value line).
 fn udp_rcvbuf_errors(ns: &qfec_emu::NetNs) -> Option<u64> {
-    let o = ns.command("cat").arg("/proc/net/snmp").output().ok()?;
-    let text = String::from_utf8_lossy(&o.stdout);
+    let text = cat_in(ns, "/proc/net/snmp")?;
     let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
     let (names, values) = (udp.next()?, udp.next()?);
     let i = names.split_whitespace().position(|n| n == "RcvbufErrors")?;

@@ -19,27 +19,14 @@ use qfec_proto::{
     StreamEvent, StreamId,
 };
 
-use super::{ALPN_HQ, CODE_NOT_FOUND, TransportArgs, new_endpoint, runtime};
+use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint, runtime};
 use crate::tls;
-
-/// The client options that only QUIC has (for `--tcp` to refuse).
-const QUIC_ONLY: [&str; 9] = [
-    "seed",
-    "cc",
-    "no_pacing",
-    "ack_frequency",
-    "qlog",
-    "idle_timeout",
-    "fec",
-    "fec_cc",
-    "no_fec_decode",
-];
 
 #[derive(Args, Debug)]
 pub struct ClientArgs {
     /// Fetch over HTTP/2 on TLS 1.3 on kernel TCP instead of QUIC: one connection, a stream
     /// per URL (from qfec server --tcp).
-    #[arg(long, conflicts_with_all = QUIC_ONLY)]
+    #[arg(long, conflicts_with_all = QUIC_TRANSPORT_ONLY, conflicts_with = "seed")]
     tcp: bool,
     /// With --tcp: the kernel's TCP congestion control (default: the kernel's default).
     #[arg(long, value_name = "CC", requires = "tcp")]

@@ -37,6 +37,18 @@ pub const ALPN_HQ: &[u8] = b"hq-interop";
 /// stream resets for errors).
 pub(crate) const CODE_NOT_FOUND: u64 = 0x404;
 
+/// The `TransportArgs` that only QUIC has (all but `keylog`), for `--tcp` to refuse.
+pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 8] = [
+    "cc",
+    "no_pacing",
+    "ack_frequency",
+    "qlog",
+    "idle_timeout",
+    "fec",
+    "fec_cc",
+    "no_fec_decode",
+];
+
 /// Transport options shared by client and server.
 #[derive(Args, Clone, Debug)]
 pub struct TransportArgs {

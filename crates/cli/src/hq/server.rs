@@ -18,34 +18,27 @@ use qfec_proto::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::{ALPN_HQ, CODE_NOT_FOUND, TransportArgs, new_endpoint, runtime};
+use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint, runtime};
 use crate::tls;
 
 /// Largest file chunk read at once.
 const CHUNK: usize = 256 * 1024;
 
-/// The server options that only QUIC has (for `--tcp` to refuse).
-const QUIC_ONLY: [&str; 13] = [
+/// The server's own options that only QUIC has (for `--tcp` to refuse, with the transport
+/// options of `QUIC_TRANSPORT_ONLY`).
+const QUIC_SERVER_ONLY: [&str; 5] = [
     "retry",
     "retry_above_half_open",
     "max_half_open",
     "early_data",
     "seed",
-    "cc",
-    "no_pacing",
-    "ack_frequency",
-    "qlog",
-    "idle_timeout",
-    "fec",
-    "fec_cc",
-    "no_fec_decode",
 ];
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
     /// Serve the same files over HTTP/2 on TLS 1.3 on kernel TCP instead of QUIC (ALPN h2,
     /// on the TCP port of --listen).
-    #[arg(long, conflicts_with_all = QUIC_ONLY)]
+    #[arg(long, conflicts_with_all = QUIC_SERVER_ONLY, conflicts_with_all = QUIC_TRANSPORT_ONLY)]
     tcp: bool,
     /// With --tcp: the kernel's TCP congestion control (default: the kernel's default).
     #[arg(long, value_name = "CC", requires = "tcp")]

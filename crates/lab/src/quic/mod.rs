@@ -24,7 +24,7 @@ use qfec_proto::{
 use qfec_qlog::{QlogFactory, QlogOptions};
 use qfec_sim::{RunOutcome, Simulator};
 
-use crate::campaign::{FlowSpec, MAX_FLOWS, RunSpec};
+use crate::campaign::{FlowSpec, RunSpec};
 use crate::config::ProtocolSettings;
 use crate::metrics::{FlowRecord, RunRecord, StationRecord, WlanRecord, jain_index};
 use crate::presets::{client_addr, server_addr};
@@ -125,6 +125,35 @@ pub fn transport_config(
     Ok(t)
 }
 
+/// A flow's server and client transport settings.
+pub type FlowTransports = (Arc<TransportConfig>, Arc<TransportConfig>);
+
+/// Server and client transport settings per flow of `spec`, flow `i`'s connections reporting
+/// to `events(i)`; an error names the setting (and the flow, when the run has several).
+pub fn flow_transports(
+    spec: &RunSpec,
+    flows: &[FlowSpec],
+    events: impl Fn(usize) -> Option<Arc<dyn EventSinkFactory>>,
+) -> Result<Vec<FlowTransports>, String> {
+    flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let config = |side| {
+                transport_config(&f.protocol, &f.workload, side).map(|mut t| {
+                    t.events = events(i);
+                    Arc::new(t)
+                })
+            };
+            match (config(Side::Server), config(Side::Client)) {
+                (Ok(s), Ok(c)) => Ok((s, c)),
+                (Err(e), _) | (_, Err(e)) if spec.flows.is_empty() => Err(e),
+                (Err(e), _) | (_, Err(e)) => Err(format!("flow {}: {e}", f.name)),
+            }
+        })
+        .collect()
+}
+
 /// Captures to write during a run.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -162,14 +191,13 @@ fn flow_addrs(i: usize) -> (SocketAddr, SocketAddr) {
 /// Like [`run`], with captures.
 pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     let mut rec = spec.record();
-    let flows = spec.flow_list();
-    if flows.len() > MAX_FLOWS {
-        rec.error = Some(format!(
-            "{} flows: at most {MAX_FLOWS} share a link",
-            flows.len()
-        ));
-        return rec;
-    }
+    let flows = match spec.flow_list() {
+        Ok(f) => f,
+        Err(e) => {
+            rec.error = Some(e);
+            return rec;
+        }
+    };
     // The time series follow the first flow's server; qlog files cover every connection.
     let series = options.trace.then(|| SeriesFactory::new(Side::Server));
     let qlog = match qlog_sink(spec, options) {
@@ -181,27 +209,20 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     };
     let first_events = event_sinks(&qlog, options, series.as_ref());
     let other_events = event_sinks(&qlog, options, None);
-    let mut transports = Vec::with_capacity(flows.len());
-    for (i, f) in flows.iter().enumerate() {
-        let events = if i == 0 { &first_events } else { &other_events };
-        let config = |side| {
-            transport_config(&f.protocol, &f.workload, side).map(|mut t| {
-                t.events = events.clone();
-                Arc::new(t)
-            })
-        };
-        match (config(Side::Server), config(Side::Client)) {
-            (Ok(s), Ok(c)) => transports.push((s, c)),
-            (Err(e), _) | (_, Err(e)) => {
-                rec.error = Some(if spec.flows.is_empty() {
-                    e
-                } else {
-                    format!("flow {}: {e}", f.name)
-                });
-                return rec;
-            }
+    let events = |i| {
+        if i == 0 {
+            first_events.clone()
+        } else {
+            other_events.clone()
         }
-    }
+    };
+    let transports = match flow_transports(spec, &flows, events) {
+        Ok(t) => t,
+        Err(e) => {
+            rec.error = Some(e);
+            return rec;
+        }
+    };
     deterministic::seed_thread(spec.seed);
     let mut sim: Simulator<QuicNode> = Simulator::new(spec.seed);
     let start = Instant::ZERO;
