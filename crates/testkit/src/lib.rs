@@ -432,3 +432,51 @@ impl Exchange {
         Ok(())
     }
 }
+
+/// An event sink factory that records why packets were dropped, by every connection of an
+/// endpoint and by the endpoint itself (install it as `TransportConfig::events`).
+#[derive(Debug, Default)]
+pub struct DropLog(std::sync::Mutex<Vec<qfec_proto::events::DropReason>>);
+
+impl DropLog {
+    /// The reasons recorded so far, in order.
+    pub fn reasons(&self) -> Vec<qfec_proto::events::DropReason> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// How many drops had `reason`.
+    pub fn count(&self, reason: qfec_proto::events::DropReason) -> usize {
+        self.reasons().iter().filter(|r| **r == reason).count()
+    }
+
+    fn record(&self, event: &qfec_proto::events::Event<'_>) {
+        if let qfec_proto::events::Event::PacketDropped(d) = event {
+            self.0.lock().unwrap().push(d.reason);
+        }
+    }
+}
+
+struct DropLogSink(Arc<DropLog>);
+
+impl qfec_proto::EventSink for DropLogSink {
+    fn event(&mut self, _now: Instant, event: &qfec_proto::events::Event<'_>) {
+        self.0.record(event);
+    }
+}
+
+/// The factory handed to the core: shares the log.
+#[derive(Debug, Clone)]
+pub struct DropLogFactory(pub Arc<DropLog>);
+
+impl qfec_proto::EventSinkFactory for DropLogFactory {
+    fn connection_sink(
+        &self,
+        _info: &qfec_proto::events::ConnectionInfo,
+    ) -> Option<Box<dyn qfec_proto::EventSink>> {
+        Some(Box::new(DropLogSink(self.0.clone())))
+    }
+
+    fn endpoint_event(&self, _now: Instant, event: &qfec_proto::events::Event<'_>) {
+        self.0.record(event);
+    }
+}

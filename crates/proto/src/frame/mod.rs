@@ -320,6 +320,11 @@ pub(crate) fn decode_frame<'a>(
         }
         ty::HANDSHAKE_DONE => Ok(Frame::HandshakeDone),
         ty::DATAGRAM | ty::DATAGRAM_LEN if reg.datagram => datagram::decode(t, r),
+        // RFC 9221 §3: a DATAGRAM we did not offer to take is a violation, not an unknown type.
+        ty::DATAGRAM | ty::DATAGRAM_LEN => Err(FrameError::protocol(
+            t,
+            "DATAGRAM without max_datagram_frame_size",
+        )),
         ty::ACK_FREQUENCY if reg.ack_frequency => ack_frequency::decode(r),
         ty::IMMEDIATE_ACK if reg.ack_frequency => Ok(Frame::ImmediateAck),
         _ => reg.decode_extension(t, r),
