@@ -563,6 +563,42 @@ fn receive_windows_grow_on_a_long_fat_path() {
     );
 }
 
+/// What a drop hook saw of the Retry exchange: Retry packets from the server, and the
+/// client's Initials without and with a token.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct RetrySeen {
+    retries: u32,
+    initials_without_token: u32,
+    initials_with_token: u32,
+}
+
+fn watch_retry(pair: &mut Pair) -> std::rc::Rc<std::cell::Cell<RetrySeen>> {
+    use qfec_proto::packet::{LongType, ParsedHeader, parse_header};
+    let seen = std::rc::Rc::new(std::cell::Cell::new(RetrySeen::default()));
+    let s = seen.clone();
+    pair.drop_hook = Some(Box::new(move |d: &qfec_testkit::Datagram<'_>| {
+        let mut v = s.get();
+        match parse_header(d.data, 8) {
+            Ok(ParsedHeader::Retry { .. }) if !d.to_server => v.retries += 1,
+            Ok(ParsedHeader::Long {
+                ty: LongType::Initial,
+                token,
+                ..
+            }) if d.to_server => {
+                if token.is_empty() {
+                    v.initials_without_token += 1;
+                } else {
+                    v.initials_with_token += 1;
+                }
+            }
+            _ => {}
+        }
+        s.set(v);
+        false
+    }));
+    seen
+}
+
 #[test]
 fn retry_validates_the_client_address() {
     let mut pair = Pair::with_server(
@@ -572,6 +608,7 @@ fn retry_validates_the_client_address() {
         LinkSpec::default(),
         |s| s.retry = true,
     );
+    let seen = watch_retry(&mut pair);
     let ch = pair.connect(TransportConfig::default());
     let mut sh = None;
     let ok = pair.run_until(Duration::from_secs(5), |p| {
@@ -582,6 +619,19 @@ fn retry_validates_the_client_address() {
         ok,
         "handshake through Retry: {:?}",
         pair.client.connection(ch).unwrap().error()
+    );
+    let seen = seen.get();
+    assert_eq!(
+        seen.retries, 1,
+        "the server answered with one Retry: {seen:?}"
+    );
+    assert_eq!(
+        seen.initials_without_token, 1,
+        "only the first Initial went without the token: {seen:?}"
+    );
+    assert!(
+        seen.initials_with_token >= 1,
+        "the client's next Initial carried the Retry token: {seen:?}"
     );
     // The client's first Initial was answered statelessly: the server holds one connection.
     assert_eq!(pair.server.connection_count(), 1);
@@ -681,16 +731,31 @@ fn reset_streams_give_their_flow_control_credit_back() {
 
 #[test]
 fn undecryptable_initial_leaves_no_state() {
-    let mut pair = Pair::new(
-        21,
-        TransportConfig::default(),
-        LinkSpec::default(),
-        LinkSpec::default(),
-    );
+    let drops = Arc::new(qfec_testkit::DropLog::default());
+    let transport = TransportConfig {
+        events: Some(Arc::new(qfec_testkit::DropLogFactory(drops.clone()))),
+        ..TransportConfig::default()
+    };
+    let mut pair = Pair::new(21, transport, LinkSpec::default(), LinkSpec::default());
+    // A well-formed Initial header (4-byte packet number, 8-byte CIDs, no token) whose
+    // length field covers the rest of a 1200-byte datagram exactly: only the AEAD can
+    // tell that it is forged.
     let mut pkt = vec![
-        0xc3, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 0, 0x44, 0xd0,
+        0xc3, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9, 0, 0, 0,
     ];
+    let len = 1200 - pkt.len();
+    pkt[24..26].copy_from_slice(&(0x4000 | len as u16).to_be_bytes());
     pkt.resize(1200, 0x5a);
+    assert!(
+        matches!(
+            qfec_proto::packet::parse_header(&pkt, 8),
+            Ok(qfec_proto::packet::ParsedHeader::Long {
+                packet_len: 1200,
+                ..
+            })
+        ),
+        "the forged header parses"
+    );
     for i in 0..50u8 {
         pkt[6] = i;
         pair.server.handle(pair.now, pair.client_addr, &pkt);
@@ -699,6 +764,12 @@ fn undecryptable_initial_leaves_no_state() {
         pair.server.connection_count(),
         0,
         "forged Initials must not create connections"
+    );
+    assert_eq!(
+        drops.count(qfec_proto::events::DropReason::DecryptionFailure),
+        50,
+        "each forged Initial failed decryption: {:?}",
+        drops.reasons()
     );
 }
 

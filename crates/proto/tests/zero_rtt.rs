@@ -153,35 +153,71 @@ fn accepted_early_data_is_read_before_the_handshake_completes() {
 #[test]
 fn a_replayed_zero_rtt_flight_is_not_accepted_twice() {
     let (mut pair, crypto, _) = resumed_pair(53, true);
+    // The second connection's first two datagrams: its Initial and its 0-RTT request.
+    let first_index = pair.sent[0] + 1;
     let first_flight = Rc::new(std::cell::RefCell::new(Vec::<Vec<u8>>::new()));
     let rec = first_flight.clone();
     pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
-        if d.to_server && d.index <= 2 {
+        if d.to_server && d.index >= first_index && d.index < first_index + 2 {
             rec.borrow_mut().push(d.data.to_vec());
         }
         false
     }));
     let request = payload(500, 53);
     let (_, got, early) = early_request(&mut pair, &crypto, &request);
-    assert!(early && got == request);
+    assert!(
+        early && got == request,
+        "the original 0-RTT request was accepted"
+    );
+    let flight = first_flight.borrow().clone();
+    assert_eq!(flight.len(), 2, "the first flight was recorded");
+    assert!(
+        flight.iter().map(|d| zero_rtt_packets(d)).sum::<u32>() >= 1,
+        "the recorded flight carries the 0-RTT request"
+    );
+    while pair.server.accept().is_some() {}
     // An attacker replays the client's first datagrams from another address.
     let before = pair.server.connection_count();
     let attacker: std::net::SocketAddr = "10.9.9.9:7777".parse().unwrap();
-    for d in first_flight.borrow().iter() {
+    for d in &flight {
         pair.server.handle(pair.now, attacker, d);
     }
-    let mut replayed_streams = 0;
+    let mut replayed = Vec::new();
     while let Some(h) = pair.server.accept() {
-        let s = pair.server.connection_mut(h).unwrap();
-        while s.accept_stream(Dir::Uni).is_some() {
-            replayed_streams += 1;
-        }
+        replayed.push(h);
     }
-    assert!(pair.server.connection_count() <= before + 1);
+    // The replayed ClientHello is genuine: the server starts a handshake for it, and must
+    // refuse its early data because the ticket was used already.
+    assert_eq!(
+        (replayed.len(), pair.server.connection_count()),
+        (1, before + 1),
+        "the replayed Initial reached TLS and made one new connection"
+    );
+    let s = pair.server.connection_mut(replayed[0]).unwrap();
+    let mut replayed_streams = 0;
+    while s.accept_stream(Dir::Uni).is_some() {
+        replayed_streams += 1;
+    }
     assert_eq!(
         replayed_streams, 0,
         "the single-use ticket refused the replayed early data"
     );
+    assert_eq!(s.stats().packets_received, 1, "only the Initial was read");
+}
+
+/// 0-RTT packets in one datagram.
+fn zero_rtt_packets(mut rest: &[u8]) -> u32 {
+    let mut n = 0;
+    while let Ok(qfec_proto::packet::ParsedHeader::Long { ty, packet_len, .. }) =
+        qfec_proto::packet::parse_header(rest, 8)
+    {
+        n += u32::from(ty == qfec_proto::packet::LongType::ZeroRtt);
+        if packet_len >= rest.len() {
+            break;
+        }
+        rest = &rest[packet_len..];
+    }
+    n
 }
 
 #[test]

@@ -104,17 +104,21 @@ MC4CAQAwBQYDK2VwBCIEINhAJjqAMm1maoNKELdOxYSIa9pKOxmJYzIYA56UGaTT
 /// The lab's certificate for "localhost", identical in every process.
 pub fn certificate() -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
     static CERT: OnceLock<(CertificateDer<'static>, Vec<u8>)> = OnceLock::new();
-    let (cert, key) = CERT.get_or_init(|| {
-        let key = rcgen::KeyPair::from_pem(LAB_KEY_PEM).expect("embedded Ed25519 key");
-        let mut params =
-            rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("valid name");
-        params.serial_number = Some(rcgen::SerialNumber::from(1u64));
-        let cert = params
-            .self_signed(&key)
-            .expect("self-signed Ed25519 certificate");
-        (cert.der().clone(), key.serialize_der())
-    });
+    let (cert, key) = CERT.get_or_init(build_certificate);
     (vec![cert.clone()], PrivateKeyDer::Pkcs8(key.clone().into()))
+}
+
+/// The certificate and its PKCS#8 key, made from the fixed key and fixed parameters (rcgen's
+/// default validity dates are fixed too, so nothing depends on the clock).
+fn build_certificate() -> (CertificateDer<'static>, Vec<u8>) {
+    let key = rcgen::KeyPair::from_pem(LAB_KEY_PEM).expect("embedded Ed25519 key");
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("valid name");
+    params.serial_number = Some(rcgen::SerialNumber::from(1u64));
+    let cert = params
+        .self_signed(&key)
+        .expect("self-signed Ed25519 certificate");
+    (cert.der().clone(), key.serialize_der())
 }
 
 /// Client TLS settings for simulated runs: deterministic, no verification, no resumption (a
@@ -149,8 +153,23 @@ mod tests {
         seed_thread(6);
         fill(&mut b);
         assert_ne!(a, b);
-        assert_eq!(certificate().0, certificate().0);
     }
+
+    /// Built afresh, the certificate has the same bytes, and they are the bytes every
+    /// process and machine makes (a digest taken once and written down here).
+    #[test]
+    fn the_certificate_is_the_same_everywhere() {
+        let (a, _) = build_certificate();
+        let (b, _) = build_certificate();
+        assert_eq!(a, b);
+        let digest = ring::digest::digest(&ring::digest::SHA256, &a);
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, CERTIFICATE_SHA256, "the lab certificate changed");
+        assert_eq!(certificate().0, vec![a]);
+    }
+
+    const CERTIFICATE_SHA256: &str =
+        "0117e588d971c6cdc3a3ab420c3a2ef1503f90391baeff9c73bca70cf7f27b39";
 
     #[test]
     fn x25519_agrees() {
