@@ -202,3 +202,106 @@ fn an_expired_retry_token_is_answered_with_invalid_token() {
     assert_eq!(pair.server.connection_count(), 0);
     assert_eq!(pair.server.half_open_count(), 0);
 }
+
+/// Connects and lets the first Initial reach the server; once the server's Retry is on its
+/// way, later client datagrams arrive from `moved_to` (the Retry token names the first
+/// address).
+fn retry_then_move(seed: u64, moved_to: &str) -> Option<qfec_proto::ConnectionError> {
+    let mut pair = retry_server(seed);
+    let retries = count_retries(&mut pair);
+    let ch = pair.connect(TransportConfig::default());
+    assert!(pair.run_until(Duration::from_secs(1), |_| retries.get() == 1));
+    pair.client_addr = moved_to.parse().unwrap();
+    pair.run_until(Duration::from_secs(5), |p| {
+        while p.server.accept().is_some() {}
+        let c = p.client.connection(ch).unwrap();
+        c.error().is_some() || c.handshake_confirmed()
+    });
+    assert_eq!(retries.get(), 1, "the client takes one Retry only");
+    assert!(
+        pair.server.accept().is_none(),
+        "the application never sees a connection for a misaddressed token"
+    );
+    pair.client.connection(ch).unwrap().error().cloned()
+}
+
+#[test]
+fn a_retry_token_from_another_port_or_address_is_refused_with_invalid_token() {
+    // The testkit's client sends from 10.0.0.1:5000.
+    for moved_to in ["10.0.0.1:5001", "10.0.0.7:5000"] {
+        let err = retry_then_move(47, moved_to);
+        assert!(
+            matches!(
+                err,
+                Some(qfec_proto::ConnectionError::ConnectionClosed { code: 0x0b, .. })
+            ),
+            "token presented from {moved_to}: {err:?}"
+        );
+    }
+    // The control: from the address the token names, the handshake completes.
+    assert_eq!(retry_then_move(47, "10.0.0.1:5000"), None);
+}
+
+/// A retry server whose first client connection received a NEW_TOKEN token; returns the
+/// token. NEW_TOKEN tokens live `lifetime`.
+fn new_token_server(seed: u64, lifetime: Duration) -> (Pair, Rc<Cell<u32>>, Vec<u8>) {
+    let mut pair = Pair::with_server(
+        seed,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+        |s| {
+            s.retry = true;
+            s.new_token_lifetime = Some(lifetime);
+        },
+    );
+    let retries = count_retries(&mut pair);
+    let first = pair.connect(TransportConfig::default());
+    assert!(confirmed(&mut pair, first));
+    pair.run_until(Duration::from_millis(200), |_| false);
+    let token = pair
+        .client
+        .connection(first)
+        .unwrap()
+        .new_token()
+        .expect("the server offers a token after the handshake")
+        .to_vec();
+    assert_eq!(retries.get(), 1);
+    (pair, retries, token)
+}
+
+#[test]
+fn a_new_token_binds_the_ip_address() {
+    // Another port of the same address: a client's next connection comes from a new port,
+    // and the token still proves the address (no Retry).
+    let (mut pair, retries, token) = new_token_server(48, Duration::from_secs(3600));
+    pair.client_addr = "10.0.0.1:6000".parse().unwrap();
+    let ch = connect_with_token(&mut pair, Some(token));
+    assert!(confirmed(&mut pair, ch));
+    assert_eq!(retries.get(), 1, "same IP address, other port: no Retry");
+    // Another address: the token counts as none, so the server asks for a Retry, and the
+    // client still gets through.
+    let (mut pair, retries, token) = new_token_server(48, Duration::from_secs(3600));
+    pair.client_addr = "10.0.0.9:5000".parse().unwrap();
+    let ch = connect_with_token(&mut pair, Some(token));
+    assert!(confirmed(&mut pair, ch));
+    assert_eq!(retries.get(), 2, "another IP address: validated by a Retry");
+}
+
+#[test]
+fn an_expired_new_token_counts_as_none() {
+    let (mut pair, retries, token) = new_token_server(49, Duration::from_secs(2));
+    // Still fresh after one second.
+    pair.run_until(Duration::from_secs(1), |_| false);
+    let ch = connect_with_token(&mut pair, Some(token.clone()));
+    assert!(confirmed(&mut pair, ch));
+    assert_eq!(retries.get(), 1, "a fresh token skips the Retry");
+    // Expired two seconds later.
+    pair.run_until(Duration::from_secs(2), |_| false);
+    let ch = connect_with_token(&mut pair, Some(token));
+    assert!(
+        confirmed(&mut pair, ch),
+        "an expired token must not strand the client"
+    );
+    assert_eq!(retries.get(), 2, "an expired token is validated by a Retry");
+}
