@@ -21,6 +21,9 @@ pub enum FecError {
     NonContiguous,
     /// More erasures than the code can repair (low-level codecs).
     TooManyErasures,
+    /// The erasures meet a singular submatrix of a parity matrix given to
+    /// [`crate::rs::ReedSolomon::with_parity`]: that matrix is not MDS.
+    SingularMatrix,
 }
 
 impl fmt::Display for FecError {
@@ -33,6 +36,9 @@ impl fmt::Display for FecError {
             FecError::OutOfWindow => write!(f, "symbol outside the decoding window"),
             FecError::NonContiguous => write!(f, "non-contiguous source symbol id"),
             FecError::TooManyErasures => write!(f, "too many erasures"),
+            FecError::SingularMatrix => {
+                write!(f, "singular decoding matrix: the parity matrix is not MDS")
+            }
         }
     }
 }

@@ -41,6 +41,15 @@ struct CacheEntry {
     rows: Vec<u8>,
 }
 
+fn check_shape(k: usize, m: usize) -> Result<(), FecError> {
+    if k == 0 || m == 0 || k + m > MAX_SYMBOLS {
+        return Err(FecError::InvalidConfig(
+            "Reed-Solomon needs k >= 1, m >= 1, k + m <= 255",
+        ));
+    }
+    Ok(())
+}
+
 /// A Reed-Solomon (k, m) codec. Decoding takes `&mut self` for its scratch
 /// space and decode-matrix cache; nothing is allocated per symbol.
 pub struct ReedSolomon {
@@ -79,11 +88,7 @@ impl ReedSolomon {
 
     /// As [`ReedSolomon::new`] with a decode-matrix cache of `cache` entries.
     pub fn with_cache(k: usize, m: usize, cache: usize) -> Result<Self, FecError> {
-        if k == 0 || m == 0 || k + m > MAX_SYMBOLS {
-            return Err(FecError::InvalidConfig(
-                "Reed-Solomon needs k >= 1, m >= 1, k + m <= 255",
-            ));
-        }
+        check_shape(k, m)?;
         let mut p = vec![0u8; m * k];
         for i in 0..m {
             for j in 0..k {
@@ -103,10 +108,39 @@ impl ReedSolomon {
                 p[i * k + j] = gf256::mul(p[i * k + j], s);
             }
         }
-        Ok(ReedSolomon {
+        Ok(Self::from_parity(k, m, p, cache))
+    }
+
+    /// A systematic code over the same field whose repair `i` is `sum_j parity[i * k + j] *
+    /// source_j` (`parity` is m x k, row-major): another implementation's generator, so that
+    /// its repair symbols decode here and ours there. The code must be MDS (every square
+    /// submatrix of `parity` invertible); a zero coefficient is refused here, and a decode that
+    /// meets a singular submatrix fails with [`FecError::SingularMatrix`].
+    pub fn with_parity(k: usize, m: usize, parity: &[u8]) -> Result<Self, FecError> {
+        check_shape(k, m)?;
+        if parity.len() != m * k {
+            return Err(FecError::InvalidConfig(
+                "parity matrix must have m x k entries",
+            ));
+        }
+        if parity.contains(&0) {
+            return Err(FecError::InvalidConfig(
+                "a zero parity coefficient: the code is not MDS",
+            ));
+        }
+        Ok(Self::from_parity(
             k,
             m,
-            parity: p,
+            parity.to_vec(),
+            Self::DEFAULT_CACHE,
+        ))
+    }
+
+    fn from_parity(k: usize, m: usize, parity: Vec<u8>, cache: usize) -> Self {
+        ReedSolomon {
+            k,
+            m,
+            parity,
             kernel: Kernel::best(),
             cache: Vec::with_capacity(cache),
             cache_hash: Vec::with_capacity(cache),
@@ -114,7 +148,7 @@ impl ReedSolomon {
             clock: 0,
             scratch: Vec::new(),
             scratch_rows: Vec::new(),
-        })
+        }
     }
 
     /// Uses a specific kernel (tests and benchmarks).
@@ -201,7 +235,8 @@ impl ReedSolomon {
     /// `i` if received (`repairs.len() <= m`). `out` receives the lost sources
     /// in increasing index order (one buffer per lost source, of the symbol
     /// size). Fails with [`FecError::TooManyErasures`] when fewer repairs than
-    /// losses are present; nothing is written then.
+    /// losses are present, and with [`FecError::SingularMatrix`] when a parity matrix given
+    /// to [`ReedSolomon::with_parity`] is not MDS; nothing is written then.
     pub fn reconstruct(
         &mut self,
         data: &[Option<&[u8]>],
@@ -261,7 +296,9 @@ impl ReedSolomon {
         {
             return Err(FecError::SymbolSize);
         }
-        let rows_at = self.decode_rows(key, &lost_idx[..e], &used_idx[..e]);
+        let rows_at = self
+            .decode_rows(key, &lost_idx[..e], &used_idx[..e])
+            .ok_or(FecError::SingularMatrix)?;
         // Inputs: the used repairs, then the present sources.
         // Inputs on the stack for usual block sizes (no allocation).
         let mut small: [&[u8]; 64] = [&[]; 64];
@@ -286,8 +323,9 @@ impl ReedSolomon {
         Ok(())
     }
 
-    /// Returns the cache slot holding the decode rows for this pattern.
-    fn decode_rows(&mut self, key: CacheKey, lost: &[u8], used: &[u8]) -> usize {
+    /// Returns the cache slot holding the decode rows for this pattern, or `None` when
+    /// `P[used, lost]` is singular (never for our Cauchy matrix).
+    fn decode_rows(&mut self, key: CacheKey, lost: &[u8], used: &[u8]) -> Option<usize> {
         self.clock += 1;
         let mut h = u64::from(key.k);
         for w in key.lost.iter().chain(&key.used) {
@@ -302,7 +340,7 @@ impl ReedSolomon {
             .find(|&i| self.cache[i].key == key);
         if let Some(pos) = found {
             self.cache[pos].stamp = self.clock;
-            return pos;
+            return Some(pos);
         }
         let k = key.k as usize;
         let e = lost.len();
@@ -322,10 +360,8 @@ impl ReedSolomon {
             inv[r * e + r] = 1;
         }
         for col in 0..e {
-            // Cauchy submatrices are invertible: a pivot always exists.
-            let piv = (col..e)
-                .find(|&r| a[r * e + col] != 0)
-                .expect("MDS submatrix is invertible");
+            // Cauchy submatrices are invertible: a pivot always exists for ours.
+            let piv = (col..e).find(|&r| a[r * e + col] != 0)?;
             if piv != col {
                 for c in 0..e {
                     a.swap(piv * e + c, col * e + c);
@@ -398,11 +434,11 @@ impl ReedSolomon {
                 .unwrap_or(0);
             self.cache[old] = entry;
             self.cache_hash[old] = h;
-            old
+            Some(old)
         } else {
             self.cache.push(entry);
             self.cache_hash.push(h);
-            self.cache.len() - 1
+            Some(self.cache.len() - 1)
         }
     }
 

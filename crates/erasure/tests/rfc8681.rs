@@ -227,24 +227,49 @@ fn decoding_interoperates_with_cu_fec() {
         let mut ours = scheme.encoder(SIZE).unwrap();
         let mut cu = CuDecoder::<SIZE, 64, 64>::new(config, 48).unwrap();
         let mut reps = Vec::new();
+        let (mut recovered, mut unrecovered) = (0, 0);
+        // cu-fec's window slides over the last `window` symbols by itself. A symbol about to
+        // leave it is final: cu-fec knows it (received or recovered, with the source's bytes)
+        // or it was lost for good.
+        let mut settle = |cu: &CuDecoder<SIZE, 64, 64>, e: usize| match cu
+            .symbol(EncodingSymbolId::new(e as u32))
+        {
+            Some(s) => {
+                assert_eq!(s, &src[e][..], "{field:?}: symbol {e}");
+                recovered += usize::from(lost(e));
+            }
+            None => {
+                assert!(lost(e), "{field:?}: received symbol {e} forgotten");
+                unrecovered += 1;
+            }
+        };
         for (id, d) in src.iter().enumerate() {
+            if let Some(e) = id.checked_sub(window) {
+                settle(&cu, e);
+            }
             ours.add_source(id as u64, d).unwrap();
             if !lost(id) {
-                let _ = cu.receive_source(EncodingSymbolId::new(id as u32), d);
+                let _report = cu
+                    .receive_source(EncodingSymbolId::new(id as u32), d)
+                    .unwrap_or_else(|e| panic!("{field:?}: cu-fec refused source {id}: {e:?}"));
             }
             ours.poll_repair(&mut reps);
             for r in reps.drain(..) {
                 let pid = RepairPayloadId::from_bytes(r.meta().try_into().unwrap()).unwrap();
-                let _ = cu.receive_repair(pid, &r.payload);
-            }
-            // Everything cu-fec knows matches the source.
-            if id >= window {
-                let e = id - window + 1;
-                if let Some(s) = cu.symbol(EncodingSymbolId::new(e as u32)) {
-                    assert_eq!(s, &src[e][..]);
-                }
+                let _report = cu
+                    .receive_repair(pid, &r.payload)
+                    .unwrap_or_else(|e| panic!("{field:?}: cu-fec refused our repair: {e:?}"));
             }
         }
+        for e in src.len() - window..src.len() {
+            settle(&cu, e);
+        }
+        let lost_count = (0..src.len()).filter(|&i| lost(i)).count();
+        assert_eq!(recovered + unrecovered, lost_count);
+        assert!(
+            recovered > 20,
+            "{field:?}: ours -> cu-fec recovered only {recovered} ({unrecovered} not)"
+        );
     }
 }
 
