@@ -42,6 +42,9 @@ enum Attack {
     SymbolAckUnsent,
     /// Proper SIDs, then REPAIRs for long-gone SIDs in every packet.
     StaleRepairs,
+    /// Once, a REPAIR (XOR of one symbol) for a SID never sent, whose recovered symbol is
+    /// another such REPAIR, `depth` levels deep, the innermost symbol holding these frames.
+    Nested { depth: usize, innermost: Vec<u8> },
 }
 
 #[derive(Debug, Clone)]
@@ -158,6 +161,27 @@ impl ConnectionExtension for Attacker {
                 wire::encode_symbol_ack(buf, &s, 8);
                 self.done = true;
             }
+            Attack::Nested { depth, innermost } if self.next_sid > 2 && !self.done => {
+                // SIDs base .. base + depth are never sent, only recovered: the REPAIR for
+                // base + i is the symbol of base + i + 1 (each level a smaller symbol).
+                let base = self.next_sid;
+                let mut inner = innermost.clone();
+                for i in 0..*depth {
+                    let mut outer = Vec::new();
+                    wire::encode_repair(
+                        &mut outer,
+                        SchemeId::Xor,
+                        &xor_meta(base + i as u64, 1),
+                        &inner,
+                    );
+                    inner = outer;
+                }
+                if inner.len() <= max {
+                    self.next_sid += *depth as u64;
+                    buf.extend_from_slice(&inner);
+                    self.done = true;
+                }
+            }
             Attack::StaleRepairs if self.next_sid > 400 => {
                 // Every source is older than the decoder's span by now.
                 let first = self.packets % 50;
@@ -195,15 +219,26 @@ impl ConnectionExtension for Attacker {
     }
 }
 
-/// The attacker (client) uploads to a FEC server decoding `decode`; returns the server's
-/// close error code (None if it did not close on an error), its FEC counters, and whether the upload
-/// arrived whole and exact.
-fn attack(
-    attack: Attack,
-    enabled: bool,
-    decode: &[SchemeId],
-) -> (Option<u64>, qfec_fec::FecStats, bool) {
-    let mut server = TransportConfig::default();
+/// What an attack did to the server.
+struct Outcome {
+    /// The server's close error code (None if it did not close on an error).
+    code: Option<u64>,
+    /// And its reason.
+    reason: Option<String>,
+    stats: qfec_fec::FecStats,
+    /// Whether the upload arrived whole and exact.
+    whole: bool,
+    /// DATAGRAM payloads the server received.
+    datagrams: Vec<Vec<u8>>,
+}
+
+/// The attacker (client) uploads to a FEC server decoding `decode` (which also takes
+/// DATAGRAMs).
+fn run_attack(attack: Attack, enabled: bool, decode: &[SchemeId]) -> Outcome {
+    let mut server = TransportConfig {
+        max_datagram_frame_size: Some(1200),
+        ..TransportConfig::default()
+    };
     let mut f = FecConfig::new(None);
     f.decode = decode.to_vec();
     f.install(&mut server);
@@ -221,14 +256,35 @@ fn attack(
     let mut x = Exchange::new(ch, data.clone(), Vec::new());
     x.run(&mut pair, Duration::from_secs(30));
     let h = x.server.expect("server connection");
-    let c = pair.server.connection(h).expect("server state");
+    let c = pair.server.connection_mut(h).expect("server state");
     let stats = c.extension::<FecExtension>().unwrap().stats();
     // Our own close; the attacker may also close (its random frames include CONNECTION_CLOSE).
-    let code = match c.error() {
-        Some(ConnectionError::TransportError(e)) => Some(e.code),
-        _ => None,
+    let (code, reason) = match c.error() {
+        Some(ConnectionError::TransportError(e)) => (Some(e.code), Some(e.reason.to_string())),
+        _ => (None, None),
     };
-    (code, stats, x.flows[1].received == data)
+    // The exchange read what arrived while it ran.
+    let mut datagrams = x.flows[1].datagrams_in.clone();
+    while let Some(d) = c.recv_datagram() {
+        datagrams.push(d.to_vec());
+    }
+    Outcome {
+        code,
+        reason,
+        stats,
+        whole: x.flows[1].received == data,
+        datagrams,
+    }
+}
+
+/// [`run_attack`]'s close code, FEC counters and whether the upload arrived whole.
+fn attack(
+    attack: Attack,
+    enabled: bool,
+    decode: &[SchemeId],
+) -> (Option<u64>, qfec_fec::FecStats, bool) {
+    let o = run_attack(attack, enabled, decode);
+    (o.code, o.stats, o.whole)
 }
 
 const ALL: &[SchemeId] = &SchemeId::ALL;
@@ -295,6 +351,91 @@ fn stale_repairs_at_line_rate_are_ignored_and_bounded() {
     assert!(whole, "the upload went through");
     assert!(s.repairs_ignored > 50, "{s:?}");
     assert_eq!(s.symbols_recovered, 0);
+}
+
+/// A DATAGRAM frame (type 0x31, with a length) carrying `data`, after `before`, zero-padded
+/// to a full symbol: a REPAIR's symbol may not be smaller than the source symbols the
+/// receiver already holds.
+fn symbol_with_datagram(before: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut f = before.to_vec();
+    put_varint(&mut f, 0x31);
+    put_varint(&mut f, data.len() as u64);
+    f.extend_from_slice(data);
+    f.resize(SYMBOL, 0);
+    f
+}
+
+#[test]
+fn a_recovered_symbol_carrying_repairs_is_processed_one_level_at_a_time() {
+    // Five levels: each recovered symbol holds the REPAIR that recovers the next (each level
+    // 17 bytes smaller); the innermost a DATAGRAM. The seam runs each recovered payload after
+    // the one before it, not inside it, so every level is processed and the DATAGRAM arrives
+    // once.
+    let o = run_attack(
+        Attack::Nested {
+            depth: 5,
+            innermost: symbol_with_datagram(&[], b"nested"),
+        },
+        true,
+        ALL,
+    );
+    assert_eq!((o.code, o.reason), (None, None), "{:?}", o.stats);
+    assert!(o.whole, "the upload went through");
+    assert_eq!(o.stats.symbols_recovered, 5, "{:?}", o.stats);
+    assert_eq!(o.stats.repair_symbols_received, 5, "{:?}", o.stats);
+    assert_eq!(o.datagrams, vec![b"nested".to_vec()]);
+}
+
+#[test]
+fn a_recovered_symbol_carrying_a_sid_is_a_protocol_violation() {
+    let mut sid = Vec::new();
+    put_varint(&mut sid, frame_type::SID);
+    put_varint(&mut sid, 5000);
+    for depth in [1, 3] {
+        let o = run_attack(
+            Attack::Nested {
+                depth,
+                innermost: symbol_with_datagram(&sid, b"smuggled"),
+            },
+            true,
+            ALL,
+        );
+        assert_eq!(o.code, PV, "depth {depth}");
+        assert_eq!(
+            o.reason.as_deref(),
+            Some("SID frame inside a recovered symbol"),
+            "depth {depth}"
+        );
+        assert_eq!(o.stats.symbols_recovered, depth as u64);
+        assert!(
+            o.datagrams.is_empty(),
+            "nothing after the SID was delivered"
+        );
+    }
+}
+
+#[test]
+fn a_repair_smaller_than_the_symbols_held_is_a_protocol_violation() {
+    // The innermost symbol is only as long as its frames: its REPAIR announces a symbol
+    // smaller than the source symbols the receiver holds.
+    let mut small = Vec::new();
+    put_varint(&mut small, 0x31);
+    put_varint(&mut small, 4);
+    small.extend_from_slice(b"tiny");
+    let o = run_attack(
+        Attack::Nested {
+            depth: 1,
+            innermost: small,
+        },
+        true,
+        ALL,
+    );
+    assert_eq!(o.code, PV);
+    assert_eq!(
+        o.reason.as_deref(),
+        Some("source symbol larger than the symbol size")
+    );
+    assert!(o.datagrams.is_empty());
 }
 
 proptest! {
