@@ -1,5 +1,7 @@
-//! `qfec lab reproduce NAME --quick` end to end: every run completes, and the report
-//! directory holds the runs, a markdown report with the paper's numbers and valid SVG figures.
+//! `qfec lab reproduce NAME --quick` end to end: every run completes, the report directory
+//! holds the runs, a markdown report with the paper's numbers and valid SVG figures, and a few
+//! reproduced numbers, computed here from the runs, fall within stated ranges of the paper's
+//! (or of our committed full runs in results/, where we differ from the paper on purpose).
 
 use std::path::Path;
 
@@ -7,7 +9,8 @@ use qfec_lab::RunRecord;
 use qfec_lab::output::read_jsonl;
 use qfec_lab::reproduce::{Options, Paper, reproduce};
 
-fn check(paper: Paper, figures: &[&str], sections: &[&str]) {
+/// Runs the reproduction, checks its report directory, and returns its runs.
+fn check(paper: Paper, figures: &[&str], sections: &[&str]) -> Vec<RunRecord> {
     let dir = std::env::temp_dir().join(format!(
         "qfec-reproduce-{}-{}",
         paper.name(),
@@ -44,6 +47,92 @@ fn check(paper: Paper, figures: &[&str], sections: &[&str]) {
         check_svg(&path);
     }
     let _ = std::fs::remove_dir_all(&dir);
+    runs
+}
+
+/// The runs of one scenario and variant whose preset and workload pass `pick`.
+fn select<'a>(
+    runs: &'a [RunRecord],
+    scenario: &str,
+    variant: &str,
+    pick: impl Fn(&RunRecord) -> bool,
+) -> Vec<&'a RunRecord> {
+    let v: Vec<_> = runs
+        .iter()
+        .filter(|r| r.scenario == scenario && r.variant == variant && pick(r))
+        .collect();
+    assert!(!v.is_empty(), "no {scenario} runs of {variant}");
+    v
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn dct(r: &RunRecord) -> f64 {
+    r.completion_time_s
+        .expect("a download has a completion time")
+}
+
+/// Completion time of each run of `variant` over that of `baseline` in the run with the same
+/// scenario, preset, loss, workload and seed (paper 003's ratio).
+fn paired_ratios(
+    runs: &[RunRecord],
+    scenario: &str,
+    variant: &str,
+    baseline: &str,
+    pick: impl Fn(&RunRecord) -> bool,
+) -> Vec<f64> {
+    select(runs, scenario, variant, pick)
+        .into_iter()
+        .map(|r| {
+            let base = runs
+                .iter()
+                .find(|b| {
+                    b.scenario == r.scenario
+                        && b.variant == baseline
+                        && b.preset == r.preset
+                        && b.loss == r.loss
+                        && b.workload == r.workload
+                        && b.seed == r.seed
+                })
+                .unwrap_or_else(|| panic!("no {baseline} run beside {variant} {}", r.seed));
+            dct(r) / dct(base)
+        })
+        .collect()
+}
+
+/// Paper 000's ξ: mean completion time of `variant` over plain QUIC's at one point.
+fn xi(runs: &[RunRecord], scenario: &str, variant: &str, preset: &str, loss: f64) -> f64 {
+    let at = |r: &RunRecord| r.preset == preset && r.loss == loss;
+    let v: Vec<f64> = select(runs, scenario, variant, at)
+        .into_iter()
+        .map(dct)
+        .collect();
+    let q: Vec<f64> = select(runs, scenario, "quic", at)
+        .into_iter()
+        .map(dct)
+        .collect();
+    mean(&v) / mean(&q)
+}
+
+/// Asserts `lo <= x <= hi`, naming what was measured and where the range comes from.
+fn within(x: f64, lo: f64, hi: f64, what: &str) {
+    assert!(
+        (lo..=hi).contains(&x),
+        "{what}: {x:.3} outside [{lo}, {hi}]"
+    );
 }
 
 /// Well-formed SVG with drawn curves and text.
@@ -74,7 +163,7 @@ fn check_svg(path: &Path) {
 
 #[test]
 fn rquic_quick_writes_a_report() {
-    check(
+    let runs = check(
         Paper::Rquic,
         &[
             "fig5-xi.svg",
@@ -89,11 +178,54 @@ fn rquic_quick_writes_a_report() {
             "≈ 0.4",
         ],
     );
+    // Bulk over NetType1 (WLAN, 4G) at the lossy point: the paper's best mean ξ is about
+    // 0.4; our full run's 0.41.
+    let best = ["wlan", "4g"]
+        .map(|p| xi(&runs, "fig5", "rquic", p, 0.03))
+        .into_iter()
+        .fold(f64::MAX, f64::min);
+    within(
+        best,
+        0.25,
+        0.6,
+        "rquic: best bulk ξ over WLAN and 4G at 3 %",
+    );
+    // Without loss the paper finds ξ about 1; ours costs up to 14 % (full run: 1.14, one-BDP
+    // buffers make CUBIC lose packets that rQUIC takes for random loss, results/README.md).
+    for p in ["wlan", "4g", "3g", "satellite"] {
+        within(
+            xi(&runs, "fig5", "rquic", p, 0.0),
+            1.0,
+            1.2,
+            &format!("rquic ξ, {p} 0 %"),
+        );
+        // `adaptive` sends no repair without loss: plain QUIC's time, no overhead.
+        within(
+            xi(&runs, "fig5", "adaptive", p, 0.0),
+            0.99,
+            1.01,
+            &format!("adaptive ξ, {p} 0 %"),
+        );
+        let lossless = select(&runs, "fig5", "adaptive", |r| {
+            r.preset == p && r.loss == 0.0
+        });
+        assert!(
+            lossless.iter().all(|r| r.fec_bytes == 0),
+            "adaptive repair at 0 %, {p}"
+        );
+        // At 3 % it pays: below plain QUIC's time everywhere.
+        within(
+            xi(&runs, "fig5", "adaptive", p, 0.03),
+            0.2,
+            0.9,
+            &format!("adaptive ξ, {p} 3 %"),
+        );
+    }
 }
 
 #[test]
 fn quic_fec_quick_writes_a_report() {
-    check(
+    let runs = check(
         Paper::QuicFec,
         &[
             "fig5.svg",
@@ -113,11 +245,30 @@ fn quic_fec_quick_writes_a_report() {
             "statements beside ours",
         ],
     );
+    let file = |w: &'static str| move |r: &RunRecord| r.preset == "da2gc" && r.workload == w;
+    // DA2GC, 1 kB: "FEC has only a positive or no impact".
+    for ratio in paired_ratios(&runs, "fig5", "rlc", "quic", file("bulk-1kB")) {
+        within(ratio, 0.0, 1.01, "rlc/quic, DA2GC 1 kB");
+    }
+    // DA2GC, 10 and 50 kB: "FEC clearly deteriorates the DCT"; full run's medians 1.18, 1.17.
+    for w in ["bulk-10kB", "bulk-50kB"] {
+        let m = median(&paired_ratios(&runs, "fig5", "rlc", "quic", file(w)));
+        within(m, 1.05, 1.35, &format!("median rlc/quic, DA2GC {w}"));
+    }
+    // Without loss FEC costs time, less at a higher code rate (full run: 1.10 and 1.02).
+    let big = |r: &RunRecord| r.workload == "bulk-200kB";
+    let half = median(&paired_ratios(&runs, "fig8", "rlc", "quic", big));
+    let quarter = median(&paired_ratios(&runs, "fig8", "rlc-1/4", "quic", big));
+    within(quarter, 0.99, 1.3, "median rlc-1/4 / quic at 0 %, 200 kB");
+    assert!(
+        half > quarter,
+        "one repair per 2 ({half:.3}) costs more than per 4 ({quarter:.3})"
+    );
 }
 
 #[test]
 fn quic_fec_rt_quick_writes_a_report() {
-    check(
+    let runs = check(
         Paper::QuicFecRt,
         &[
             "fig5.svg",
@@ -139,11 +290,60 @@ fn quic_fec_rt_quick_writes_a_report() {
             "| quic+rlc |",
         ],
     );
+    let design = |variant: &str| select(&runs, "design", variant, |_| true);
+    // Reliable QUIC receives all the data in every configuration.
+    assert!(
+        design("quic")
+            .iter()
+            .all(|r| r.app_data_fraction == Some(1.0))
+    );
+    // Per configuration (the median of its seeds, as the paper): whether all data arrived.
+    let all_data = |variant: &str| {
+        let runs = design(variant);
+        let mut points: Vec<&str> = runs.iter().map(|r| r.preset.as_str()).collect();
+        points.dedup();
+        let full = points
+            .iter()
+            .filter(|p| {
+                let f: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r.preset == **p)
+                    .map(|r| r.app_data_fraction.unwrap())
+                    .collect();
+                median(&f) == 1.0
+            })
+            .count();
+        full as f64 / points.len() as f64
+    };
+    // UDP never receives all the data; Reed-Solomon does in more than 35 % of configurations
+    // (full run: 56 %).
+    assert_eq!(all_data("udp"), 0.0, "UDP received all data somewhere");
+    within(
+        all_data("rs"),
+        0.35,
+        1.0,
+        "rs: configurations with all data",
+    );
+    // XOR recovers a lot less than RS (median re-buffering; full run 0.733 s against 0).
+    let rebuffering = |variant: &str| {
+        median(
+            &design(variant)
+                .iter()
+                .map(|r| r.rebuffering_s.unwrap())
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert!(
+        rebuffering("xor") > rebuffering("rs") + 0.05,
+        "xor {:.3} s, rs {:.3} s",
+        rebuffering("xor"),
+        rebuffering("rs")
+    );
 }
 
 #[test]
 fn bquic_quick_writes_a_report() {
-    check(
+    let runs = check(
         Paper::Bquic,
         &["table3.svg", "fig2.svg", "fig3.svg", "fig5.svg"],
         &[
@@ -156,4 +356,42 @@ fn bquic_quick_writes_a_report() {
             "| amazon |",
         ],
     );
+    let table3 = |variant: &str| select(&runs, "table3", variant, |_| true);
+    let acks = |variant: &str| {
+        mean(
+            &table3(variant)
+                .iter()
+                .map(|r| r.ack_frames_sent as f64)
+                .collect::<Vec<_>>(),
+        )
+    };
+    // BQUIC acknowledges every tenth packet after the first 100 (full run: 902 ACK frames
+    // against quic's 3581).
+    within(
+        acks("bquic") / acks("quic"),
+        0.15,
+        0.4,
+        "bquic ACK frames over quic's",
+    );
+    // Where we differ on purpose: the paper's 20-31 % throughput gain is not there on the
+    // simulated channel (full run: +4 %; results/bquic/report.md says why).
+    let goodput = |variant: &str| {
+        mean(
+            &table3(variant)
+                .iter()
+                .map(|r| r.goodput_bps.unwrap())
+                .collect::<Vec<_>>(),
+        )
+    };
+    within(
+        goodput("bquic") / goodput("quic"),
+        0.9,
+        1.15,
+        "bquic throughput over quic's",
+    );
+    // Lossy links: `af` recovers as fast as quic (goal: median ratio at most 1.0), `bquic`
+    // loses time (full run: 1.16 at 1 %).
+    let lossy = |variant: &str| median(&paired_ratios(&runs, "lossy", variant, "quic", |_| true));
+    within(lossy("af"), 0.9, 1.01, "af/quic on wlan with loss");
+    within(lossy("bquic"), 1.05, 1.4, "bquic/quic on wlan with loss");
 }
