@@ -176,25 +176,6 @@ fn unroutable_is_counted() {
     assert_eq!(sim.stats().unroutable, 3);
 }
 
-/// Events per second of the engine itself (cargo test --release -- --ignored --nocapture).
-#[test]
-#[ignore]
-fn engine_speed() {
-    let link = lossy_link("down");
-    let n = 2_000_000;
-    let (mut sim, _) = cbr(1, &link, 1200, Duration::from_micros(500), n);
-    let t0 = std::time::Instant::now();
-    run(&mut sim);
-    let wall = t0.elapsed().as_secs_f64();
-    let ev = sim.stats().events;
-    println!(
-        "{ev} events, {} log records in {wall:.3} s: {:.1} M events/s, {:.0}x real time",
-        sim.event_log().count(),
-        ev as f64 / wall / 1e6,
-        sim.now().as_nanos() as f64 / 1e9 / wall
-    );
-}
-
 #[test]
 fn text_log_and_link_listing() {
     let link =
