@@ -133,3 +133,36 @@ fn a_scenario_without_workload_gives_the_links() {
     assert!(stderr.contains("client exited with status 3"), "{stderr}");
     assert!(stderr.contains("server -> client (down)"), "{stderr}");
 }
+
+/// Without the privileges, `qfec emu` says the emulation is unavailable (the one reason
+/// tests may skip), and why, before it sets anything up. Run as root, this test drops them
+/// with setpriv (util-linux) for the child; otherwise this process lacks them already.
+#[test]
+fn without_privileges_the_emulation_is_unavailable() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut c = if root {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+            QFEC,
+        ]);
+        c
+    } else {
+        Command::new(QFEC)
+    };
+    let o = c
+        .args(["emu", "--preset", "interop", "--", "true"])
+        .output()
+        .expect("run setpriv (util-linux)");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        stderr.contains("emulation unavailable") && stderr.contains("CAP_NET_ADMIN"),
+        "{stderr}"
+    );
+}

@@ -135,23 +135,47 @@ pub struct Emulator {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// Whether this machine and process can emulate: `/dev/net/tun` exists, the process holds
+/// CAP_NET_ADMIN and CAP_SYS_ADMIN (root has both), and iproute2's `ip` is installed. Only a
+/// missing one of these is [`EmuError::Unavailable`]; once they are there, any failure to
+/// set up namespaces or devices is an error of its own ([`EmuError::Setup`]).
+pub fn capability() -> Result<(), EmuError> {
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        return Err(EmuError::Unavailable("/dev/net/tun does not exist".into()));
+    }
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| EmuError::Io("reading /proc/self/status", e))?;
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .ok_or_else(|| EmuError::Setup("no CapEff line in /proc/self/status".into()))?;
+    for (bit, name) in [(12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")] {
+        if effective & (1 << bit) == 0 {
+            return Err(EmuError::Unavailable(format!(
+                "this process lacks {name}: run it as root"
+            )));
+        }
+    }
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("ip").is_file()));
+    if !on_path {
+        return Err(EmuError::Unavailable(
+            "the `ip` program (iproute2) is not installed".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Emulator {
     /// Create the namespaces and devices and start moving packets.
     pub fn start(config: EmuConfig) -> Result<Emulator, EmuError> {
-        if !std::path::Path::new("/dev/net/tun").exists() {
-            return Err(EmuError::Unavailable("/dev/net/tun does not exist".into()));
-        }
+        capability()?;
         netns::remove_stale();
         // Unique per process and per emulator, so parallel tests and runs never collide.
         let (pid, n) = (std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        // The first namespace tells whether we may make namespaces at all (root, or
-        // CAP_SYS_ADMIN and CAP_NET_ADMIN).
-        let left = NetNs::create(&format!("qfec-{pid}-{n}-l")).map_err(|e| match e {
-            EmuError::Setup(why) => {
-                EmuError::Unavailable(format!("cannot create a network namespace: {why}"))
-            }
-            e => e,
-        })?;
+        // The machine can emulate: from here on, any failure is an error, not "unavailable".
+        let left = NetNs::create(&format!("qfec-{pid}-{n}-l"))?;
         let right = NetNs::create(&format!("qfec-{pid}-{n}-r"))?;
         let tl = tun::Tun::create(&format!("qf{pid}l{n}"))?;
         let tr = tun::Tun::create(&format!("qf{pid}r{n}"))?;

@@ -35,7 +35,7 @@ impl Tun {
             )
         };
         if raw < 0 {
-            return Err(EmuError::Unavailable(format!(
+            return Err(EmuError::Setup(format!(
                 "cannot open /dev/net/tun: {}",
                 io::Error::last_os_error()
             )));
@@ -50,7 +50,7 @@ impl Tun {
         req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
         // SAFETY: TUNSETIFF reads and writes one ifreq, which outlives the call.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut req) } < 0 {
-            return Err(EmuError::Unavailable(format!(
+            return Err(EmuError::Setup(format!(
                 "TUNSETIFF {name}: {}",
                 io::Error::last_os_error()
             )));

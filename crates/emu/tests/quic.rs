@@ -45,7 +45,7 @@ fn run(spec: &RunSpec) -> Option<EmuRun> {
     match run_spec(spec) {
         Ok(r) => Some(r),
         Err(EmuError::Unavailable(why)) => {
-            eprintln!("SKIPPED: {why}");
+            common::skip(&why);
             None
         }
         Err(e) => panic!("emulator: {e}"),

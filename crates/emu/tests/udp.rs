@@ -33,7 +33,7 @@ fn emulator_with(down: LinkSpec, max_in_flight: u64) -> Option<Emulator> {
     match Emulator::start(config) {
         Ok(e) => Some(e),
         Err(EmuError::Unavailable(why)) => {
-            eprintln!("SKIPPED: {why}");
+            common::skip(&why);
             None
         }
         Err(e) => panic!("emulator: {e}"),

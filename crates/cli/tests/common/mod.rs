@@ -115,9 +115,21 @@ pub fn one_line_error(args: &[&str], expect: &str) {
     );
 }
 
+/// Says why a test did not run, on the real standard error (the harness captures
+/// `eprintln!` of passing tests, which would hide the skip).
+pub fn skip(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {why}");
+}
+
+/// Whether CI runs the tests (CI=true): there, a missing test peer is a failure, not a skip.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
 /// Whether this machine can emulate (root, /dev/net/tun, iproute2): a trial run of `qfec
 /// emu` tells. Skips, saying why, only when qfec emu itself reports the emulation
-/// unavailable; any other failure fails the test.
+/// unavailable (a missing capability); any other failure fails the test.
 pub fn emulation_available() -> bool {
     let o = Command::new(QFEC)
         .args(["emu", "--preset", "interop", "--", "true"])
@@ -131,7 +143,7 @@ pub fn emulation_available() -> bool {
         stderr.contains("emulation unavailable"),
         "qfec emu failed: {stderr}"
     );
-    eprintln!("SKIPPED: {}", stderr.trim());
+    skip(stderr.trim());
     false
 }
 
@@ -144,7 +156,7 @@ pub fn run_emu(args: &[&str]) -> Option<(bool, String, String)> {
         String::from_utf8_lossy(&o.stderr).into_owned(),
     );
     if stderr.contains("emulation unavailable") {
-        eprintln!("SKIPPED: {}", stderr.trim());
+        skip(stderr.trim());
         return None;
     }
     eprintln!("{stdout}{stderr}");
