@@ -1,8 +1,9 @@
 //! qfec against other QUIC stacks through `qfec emu --preset interop --loss 1%`, both ways:
 //! `qfec client` downloads from the peer's server and the peer's client from `qfec server`,
 //! two files at once, intact by SHA-256. quinn (`quinn-peer`, crates/peers) always runs;
-//! quic-go and aioquic (peers/) only when QFEC_PEERS_GO or QFEC_PEERS_AIOQUIC says where
-//! they were installed.
+//! quic-go and aioquic (peers/) when QFEC_PEERS_GO or QFEC_PEERS_AIOQUIC says where they were
+//! installed (.ci/run builds both). Without them the tests say they skipped, and in CI
+//! (CI=true) they fail.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +12,16 @@ use sha2::{Digest, Sha256};
 
 mod common;
 
-use common::{QFEC, emulation_available, file_bytes, start_server, succeeded, temp_dir};
+use common::{
+    QFEC, emulation_available, file_bytes, in_ci, skip, start_server, succeeded, temp_dir,
+};
+
+/// A peer that was not installed: a failure in CI, a visible skip elsewhere.
+fn missing(how: &str) -> Option<Peer> {
+    assert!(!in_ci(), "CI=true and {how}");
+    skip(how);
+    None
+}
 
 /// A peer program: the command that starts it (its `server` and `client` subcommands
 /// follow), and how long its server takes to listen.
@@ -41,11 +51,10 @@ impl Peer {
     /// The quic-go peer that peers/quic-go/build.sh built, if QFEC_PEERS_GO names it.
     fn quic_go() -> Option<Peer> {
         let Some(bin) = std::env::var_os("QFEC_PEERS_GO") else {
-            eprintln!(
-                "SKIPPED: set QFEC_PEERS_GO to the quic-go peer built by \
-                 `peers/quic-go/build.sh DIR` (DIR/quic-go-peer) to run this test"
+            return missing(
+                "QFEC_PEERS_GO is not set: set it to the quic-go peer built by \
+                 `peers/quic-go/build.sh DIR` (DIR/quic-go-peer) to run this test",
             );
-            return None;
         };
         let bin = PathBuf::from(bin);
         assert!(
@@ -64,11 +73,10 @@ impl Peer {
     /// names it.
     fn aioquic() -> Option<Peer> {
         let Some(venv) = std::env::var_os("QFEC_PEERS_AIOQUIC") else {
-            eprintln!(
-                "SKIPPED: set QFEC_PEERS_AIOQUIC to the venv made by `peers/aioquic/setup.sh \
-                 DIR` (DIR) to run this test"
+            return missing(
+                "QFEC_PEERS_AIOQUIC is not set: set it to the venv made by \
+                 `peers/aioquic/setup.sh DIR` (DIR) to run this test",
             );
-            return None;
         };
         let python = Path::new(&venv).join("bin/python");
         assert!(
