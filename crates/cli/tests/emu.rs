@@ -107,6 +107,30 @@ fn bad_emu_input_gets_a_one_line_error() {
     );
     std::fs::write(&file, "[link.down]\ndelay = \"soon\"\n").unwrap();
     one_line_error(&["emu", f, "--", "true"], "link.down.delay");
+    one_line_error(
+        &["emu", "--preset", "wlan", "--server-wait", "soon", "--", "true"],
+        "or give `listening`",
+    );
+}
+
+/// The client starts once the server listens: a server that exits instead is reported, and
+/// the client never runs.
+#[test]
+fn a_server_that_exits_before_listening_is_reported() {
+    if !emulation_available() {
+        return;
+    }
+    let marker = temp_dir("emu-no-client").join("ran");
+    let touch = format!("touch {}", marker.display());
+    let o = Command::new(QFEC)
+        .args(["emu", "--preset", "interop", "--server", "exit 3", "--"])
+        .args(["sh", "-c", &touch])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(stderr.contains("exited before"), "{stderr}");
+    assert!(!marker.exists(), "the client ran");
 }
 
 #[test]

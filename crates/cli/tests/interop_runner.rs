@@ -276,7 +276,83 @@ fn initial_suite() -> rustls::quic::Suite {
         .unwrap()
 }
 
+/// A client session store that counts the TLS 1.3 session tickets it is given: the sign that
+/// a later connection can resume, waited for instead of a sleep.
+#[derive(Debug)]
+struct TicketCounter {
+    inner: rustls::client::ClientSessionMemoryCache,
+    tickets: AtomicU64,
+}
+
+impl TicketCounter {
+    fn new() -> Arc<Self> {
+        Arc::new(TicketCounter {
+            inner: rustls::client::ClientSessionMemoryCache::new(32),
+            tickets: AtomicU64::new(0),
+        })
+    }
+
+    /// Waits up to 5 s for the first ticket.
+    async fn first_ticket(&self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.tickets.load(Ordering::Relaxed) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no session ticket from the server within 5 s"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+impl rustls::client::ClientSessionStore for TicketCounter {
+    fn set_kx_hint(&self, name: rustls::pki_types::ServerName<'static>, g: rustls::NamedGroup) {
+        self.inner.set_kx_hint(name, g)
+    }
+    fn kx_hint(&self, name: &rustls::pki_types::ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.inner.kx_hint(name)
+    }
+    fn set_tls12_session(
+        &self,
+        name: rustls::pki_types::ServerName<'static>,
+        value: rustls::client::Tls12ClientSessionValue,
+    ) {
+        self.inner.set_tls12_session(name, value)
+    }
+    fn tls12_session(
+        &self,
+        name: &rustls::pki_types::ServerName<'_>,
+    ) -> Option<rustls::client::Tls12ClientSessionValue> {
+        self.inner.tls12_session(name)
+    }
+    fn remove_tls12_session(&self, name: &rustls::pki_types::ServerName<'static>) {
+        self.inner.remove_tls12_session(name)
+    }
+    fn insert_tls13_ticket(
+        &self,
+        name: rustls::pki_types::ServerName<'static>,
+        value: rustls::client::Tls13ClientSessionValue,
+    ) {
+        self.inner.insert_tls13_ticket(name, value);
+        self.tickets.fetch_add(1, Ordering::Relaxed);
+    }
+    fn take_tls13_ticket(
+        &self,
+        name: &rustls::pki_types::ServerName<'static>,
+    ) -> Option<rustls::client::Tls13ClientSessionValue> {
+        self.inner.take_tls13_ticket(name)
+    }
+}
+
 fn quinn_client_config(chacha_only: bool) -> quinn::ClientConfig {
+    quinn_client_config_with(chacha_only, None)
+}
+
+/// [`quinn_client_config`] whose session tickets go to `tickets`.
+fn quinn_client_config_with(
+    chacha_only: bool,
+    tickets: Option<Arc<TicketCounter>>,
+) -> quinn::ClientConfig {
     let mut tls = rustls::ClientConfig::builder_with_provider(provider(chacha_only))
         .with_protocol_versions(&[&rustls::version::TLS13])
         .unwrap()
@@ -286,11 +362,32 @@ fn quinn_client_config(chacha_only: bool) -> quinn::ClientConfig {
     tls.alpn_protocols = vec![ALPN.to_vec()];
     // Used only where a test asks quinn for 0-RTT (`into_0rtt`).
     tls.enable_early_data = true;
+    if let Some(store) = tickets {
+        tls.resumption = rustls::client::Resumption::store(store);
+    }
     // Initial packets are always protected with AES-128-GCM, whatever the TLS suites.
     let crypto =
         quinn::crypto::rustls::QuicClientConfig::with_initial(Arc::new(tls), initial_suite())
             .unwrap();
     quinn::ClientConfig::new(Arc::new(crypto))
+}
+
+/// Like [`quinn_fetch`], closing the connection only once the server's session ticket arrived.
+async fn quinn_fetch_with_ticket(
+    endpoint: &quinn::Endpoint,
+    server: SocketAddr,
+    names: &[String],
+    tickets: &TicketCounter,
+) -> Vec<Vec<u8>> {
+    let conn = endpoint
+        .connect(server, "localhost")
+        .unwrap()
+        .await
+        .unwrap();
+    let bodies = quinn_requests(&conn, names, false).await;
+    tickets.first_ticket().await;
+    conn.close(0u32.into(), b"done");
+    bodies
 }
 
 /// quinn fetches `names` from `server` over one connection; returns the bodies.
@@ -539,9 +636,11 @@ fn resumption_with_quinn_both_ways() {
     let all = names(&site);
     let (first_bytes, second_bytes) = rt.block_on(async {
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(quinn_client_config(false));
-        let a = quinn_fetch(&endpoint, relay.addr, &all[..1], false).await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let tickets = TicketCounter::new();
+        endpoint.set_default_client_config(quinn_client_config_with(false, Some(tickets.clone())));
+        let a = quinn_fetch_with_ticket(&endpoint, relay.addr, &all[..1], &tickets).await;
+        // The first connection has drained: every packet of its handshake was counted.
+        endpoint.wait_idle().await;
         let first_bytes = relay.server_long_bytes.load(Ordering::Relaxed);
         let b = quinn_fetch(&endpoint, relay.addr, &all[1..], false).await;
         assert_bodies(&site, &[a, b].concat());
@@ -680,10 +779,9 @@ fn zerortt_with_quinn_both_ways() {
     let rt = runtime();
     let bodies = rt.block_on(async {
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        endpoint.set_default_client_config(quinn_client_config(false));
-        let mut bodies = quinn_fetch(&endpoint, server.addr, &all[..1], false).await;
-        // The session ticket follows the first handshake.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let tickets = TicketCounter::new();
+        endpoint.set_default_client_config(quinn_client_config_with(false, Some(tickets.clone())));
+        let mut bodies = quinn_fetch_with_ticket(&endpoint, server.addr, &all[..1], &tickets).await;
         let connecting = endpoint.connect(server.addr, "localhost").unwrap();
         let (conn, accepted) = connecting
             .into_0rtt()

@@ -24,11 +24,10 @@ fn missing(how: &str) -> Option<Peer> {
 }
 
 /// A peer program: the command that starts it (its `server` and `client` subcommands
-/// follow), and how long its server takes to listen.
+/// follow). `qfec emu` starts the client once the peer's server socket exists.
 struct Peer {
     name: &'static str,
     program: Vec<PathBuf>,
-    server_wait: &'static str,
 }
 
 impl Peer {
@@ -44,7 +43,6 @@ impl Peer {
         Peer {
             name: "quinn",
             program: vec![bin],
-            server_wait: "500ms",
         }
     }
 
@@ -65,7 +63,6 @@ impl Peer {
         Some(Peer {
             name: "quic-go",
             program: vec![bin],
-            server_wait: "500ms",
         })
     }
 
@@ -89,8 +86,6 @@ impl Peer {
         Some(Peer {
             name: "aioquic",
             program: vec![python, script],
-            // Python and its imports start slowly; the client must not find the port closed.
-            server_wait: "3s",
         })
     }
 
@@ -125,10 +120,10 @@ fn urls(files: &[(&str, Vec<u8>)]) -> Vec<String> {
 
 /// Runs `server` (a shell command) and `client` through the emulated interop link with 1 %
 /// loss each way; returns the client's standard output after checking that it succeeded.
-fn through_emulator(server: &str, server_wait: &str, client: &[String]) -> String {
+fn through_emulator(server: &str, client: &[String]) -> String {
     let o = Command::new(QFEC)
         .args(["emu", "--preset", "interop", "--loss", "1%", "--seed", "7"])
-        .args(["--server-wait", server_wait, "--server", server, "--"])
+        .args(["--server", server, "--"])
         .args(client)
         .output()
         .unwrap();
@@ -155,7 +150,7 @@ fn qfec_client_from(peer: &Peer) {
         .to_vec();
     client.push(out.display().to_string());
     client.extend(urls(&files));
-    let stdout = through_emulator(&server, peer.server_wait, &client);
+    let stdout = through_emulator(&server, &client);
     assert!(stdout.contains("2 of 2 files"), "{stdout}");
     for (n, data) in &files {
         let got = std::fs::read(out.join(n)).unwrap();
@@ -179,7 +174,7 @@ fn peer_client_from_qfec(peer: &Peer) {
         .collect();
     client.extend(["client".to_string(), "--insecure".to_string()]);
     client.extend(urls(&files));
-    let stdout = through_emulator(&server, "500ms", &client);
+    let stdout = through_emulator(&server, &client);
     for (n, data) in &files {
         let expect = format!("/{n}  {} bytes  ", data.len());
         let line = stdout

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 pub use histogram::Histogram;
 pub use lab_run::{BASE_PORT, EmuRun, run_spec};
-pub use netns::NetNs;
+pub use netns::{Listening, NetNs};
 pub use qfec_lab::presets::LinkPair;
 pub use qfec_sim::LinkStats;
 pub use qfec_sim::wifi::WifiStats;

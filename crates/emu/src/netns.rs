@@ -76,6 +76,94 @@ impl NetNs {
     }
 }
 
+/// What listens in a namespace: bound UDP ports and TCP ports in LISTEN (IPv4 and IPv6).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listening {
+    pub udp: Vec<u16>,
+    pub tcp: Vec<u16>,
+}
+
+impl Listening {
+    pub fn is_empty(&self) -> bool {
+        self.udp.is_empty() && self.tcp.is_empty()
+    }
+}
+
+/// The local ports of a `/proc/net/{udp,tcp}[6]` table, of sockets in `state` if given (hex,
+/// "0A" is TCP LISTEN).
+fn ports(table: &str, state: Option<&str>) -> Vec<u16> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let local = f.nth(1)?;
+            let st = f.nth(1)?;
+            if state.is_some_and(|want| want != st) {
+                return None;
+            }
+            u16::from_str_radix(local.rsplit(':').next()?, 16).ok()
+        })
+        .collect()
+}
+
+impl NetNs {
+    /// The sockets that listen in this namespace now.
+    pub fn listening(&self) -> Result<Listening, EmuError> {
+        self.within(|| {
+            let read = |name: &str| {
+                let path = format!("/proc/thread-self/net/{name}");
+                std::fs::read_to_string(&path)
+                    .map_err(|e| EmuError::Io("reading the socket table", e))
+            };
+            let mut l = Listening::default();
+            for t in ["udp", "udp6"] {
+                l.udp.extend(ports(&read(t)?, None));
+            }
+            for t in ["tcp", "tcp6"] {
+                l.tcp.extend(ports(&read(t)?, Some("0A")));
+            }
+            l.udp.sort_unstable();
+            l.udp.dedup();
+            l.tcp.sort_unstable();
+            l.tcp.dedup();
+            Ok(l)
+        })?
+    }
+
+    /// Waits until `ready` holds of what listens in this namespace (checked every 5 ms), for
+    /// at most `timeout`; `alive` is asked in between and ends the wait with an error when the
+    /// program that should listen is gone. Readiness, instead of a sleep that a slow start
+    /// outlasts.
+    pub fn wait_listening(
+        &self,
+        timeout: std::time::Duration,
+        mut ready: impl FnMut(&Listening) -> bool,
+        mut alive: impl FnMut() -> bool,
+    ) -> Result<Listening, EmuError> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let l = self.listening()?;
+            if ready(&l) {
+                return Ok(l);
+            }
+            if !alive() {
+                return Err(EmuError::Setup(format!(
+                    "the program in namespace {} exited before it listened",
+                    self.name
+                )));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(EmuError::Setup(format!(
+                    "nothing listened in namespace {} within {timeout:?} (listening: {l:?})",
+                    self.name
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
 impl Drop for NetNs {
     fn drop(&mut self) {
         // Nothing to report to: a namespace left behind shows in `ip netns list`.
@@ -138,7 +226,22 @@ pub(crate) fn ip(args: &[&str]) -> Result<(), EmuError> {
 
 #[cfg(test)]
 mod tests {
-    use super::owner_pid;
+    use super::{owner_pid, ports};
+
+    #[test]
+    fn socket_tables_give_local_ports() {
+        // Lines as the kernel writes them (a UDP socket on 10.77.0.1:4433, a TCP listener
+        // on *:8443 and a TCP connection from port 40000).
+        let udp = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+          12: 01004D0A:1151 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1 2 0000000000000000 0\n";
+        assert_eq!(ports(udp, None), vec![4433]);
+        let tcp = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+           0: 00000000:20FB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n\
+           1: 0100007F:9C40 0100007F:20FB 01 00000000:00000000 00:00000000 00000000     0        0 2\n";
+        assert_eq!(ports(tcp, Some("0A")), vec![8443]);
+        assert_eq!(ports(tcp, None), vec![8443, 40000]);
+        assert!(ports("header only\n", None).is_empty());
+    }
 
     #[test]
     fn only_emulator_names_have_an_owner() {

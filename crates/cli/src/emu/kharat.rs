@@ -287,16 +287,29 @@ fn run_point(p: &Point, loss: f64, scale: u64, reps: u32, root: &Path) -> Result
             listen(TCP_PORT),
         ],
     ];
-    let _servers = servers
+    let mut servers = servers
         .into_iter()
         .map(|mut a| {
             a.extend(["--root".to_string(), root_s.to_string()]);
             start_server(emu.left(), &a)
         })
         .collect::<Result<Vec<_>>>()?;
-    wait_for_tcp(emu.right(), SocketAddr::from((LEFT_ADDR, TCP_PORT)))?;
-    // The QUIC servers started with the TCP one; give them the same head start.
-    std::thread::sleep(Duration::from_millis(200));
+    // Ready once the three sockets exist in the server namespace.
+    emu.left()
+        .wait_listening(
+            Duration::from_secs(30),
+            |l| {
+                l.udp.contains(&QUIC_PORT)
+                    && l.udp.contains(&QUIC_FEC_PORT)
+                    && l.tcp.contains(&TCP_PORT)
+            },
+            || {
+                servers
+                    .iter_mut()
+                    .all(|s| matches!(s.0.try_wait(), Ok(None)))
+            },
+        )
+        .context("the QUIC, QUIC+FEC and TCP servers did not start")?;
     let path = format!("/{}", file_name(p, scale));
     let mut out = Vec::new();
     for rep in 1..=reps {
@@ -342,29 +355,12 @@ fn run_point(p: &Point, loss: f64, scale: u64, reps: u32, root: &Path) -> Result
             std::thread::sleep(Duration::from_millis(300));
         }
     }
-    drop(_servers);
+    drop(servers);
     emu.stop().context("the emulator failed")?;
     Ok(out)
 }
 
 /// Waits until the TCP server accepts connections (from inside `ns`).
-fn wait_for_tcp(ns: &NetNs, addr: SocketAddr) -> Result<()> {
-    let ok = ns.within(|| {
-        (0..50).any(|_| {
-            let up =
-                std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
-            if !up {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            up
-        })
-    })?;
-    if !ok {
-        bail!("the TCP server on {addr} did not start within 15 s");
-    }
-    Ok(())
-}
-
 /// One client's download on the calling thread: bytes and seconds.
 fn fetch(proto: Proto, path: &str) -> Result<(u64, f64), String> {
     let url = |port| Url {

@@ -40,8 +40,10 @@ pub struct EmuArgs {
     /// $QFEC_EMU_SERVER) before the client starts; stopped once the client exits.
     #[arg(long, value_name = "CMD")]
     server: Option<String>,
-    /// How long the server gets to start listening before the client starts.
-    #[arg(long, default_value = "300ms", value_name = "DURATION")]
+    /// When the client may start: `listening` (once a UDP socket is bound or a TCP socket
+    /// listens in the server namespace, at most 30 s), or after a fixed DURATION (e.g. 2s) for
+    /// a server that listens before it is ready.
+    #[arg(long, default_value = "listening", value_name = "listening|DURATION")]
     server_wait: String,
     /// Busy-poll this long before each packet is due (trades a core for timing accuracy on
     /// dedicated hardware; see qfec-emu's EmuConfig::spin), e.g. 50us.
@@ -145,6 +147,9 @@ fn load_links_only(path: &std::path::Path) -> Result<Scenario> {
 /// reset in the children at exec.
 extern "C" fn on_interrupt(_: libc::c_int) {}
 
+/// How long `--server-wait listening` waits for the server's socket.
+const SERVER_LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub fn run(mut args: EmuArgs) -> Result<ExitCode> {
     if let Some(command) = args.command.take() {
         return match command {
@@ -153,8 +158,12 @@ pub fn run(mut args: EmuArgs) -> Result<ExitCode> {
             EmuCommand::Reproduce(EmuPaper::Kharat(a)) => kharat::run(a),
         };
     }
-    let server_wait =
-        parse_duration(&args.server_wait).map_err(|e| anyhow::anyhow!("--server-wait: {e}"))?;
+    let server_wait = match args.server_wait.as_str() {
+        "listening" => None,
+        d => Some(parse_duration(d).map_err(|e| {
+            anyhow::anyhow!("--server-wait: {e}; or give `listening` (the default)")
+        })?),
+    };
     let config = config(&args)?;
     let (down, up) = (config.links.down.name.clone(), config.links.up.name.clone());
     let links = format!(
@@ -199,7 +208,21 @@ pub fn run(mut args: EmuArgs) -> Result<ExitCode> {
         None => None,
     };
     if let Some(s) = server.as_mut() {
-        std::thread::sleep(server_wait);
+        match server_wait {
+            Some(d) => std::thread::sleep(d),
+            None => {
+                let listening = emu.left().wait_listening(
+                    SERVER_LISTEN_TIMEOUT,
+                    |l| !l.is_empty(),
+                    || matches!(s.0.try_wait(), Ok(None)),
+                );
+                if let Err(e) = listening
+                    && s.0.try_wait().ok().flatten().is_none()
+                {
+                    bail!("{e}; check --server (or give --server-wait a duration)");
+                }
+            }
+        }
         if let Some(status) = s.0.try_wait().context("waiting for the server")? {
             bail!(
                 "the server exited before the client started ({}); check --server",
