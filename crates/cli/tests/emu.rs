@@ -108,7 +108,15 @@ fn bad_emu_input_gets_a_one_line_error() {
     std::fs::write(&file, "[link.down]\ndelay = \"soon\"\n").unwrap();
     one_line_error(&["emu", f, "--", "true"], "link.down.delay");
     one_line_error(
-        &["emu", "--preset", "wlan", "--server-wait", "soon", "--", "true"],
+        &[
+            "emu",
+            "--preset",
+            "wlan",
+            "--server-wait",
+            "soon",
+            "--",
+            "true",
+        ],
         "or give `listening`",
     );
 }

@@ -76,6 +76,10 @@ fn check(what: &str, loss: LossSpec) -> Option<(u64, u64)> {
         link.lateness.percentile(0.5),
         link.lateness.percentile(0.99),
     );
+    eprintln!(
+        "measure quic_lateness_p50_us {}",
+        link.lateness.percentile(0.5).as_micros()
+    );
     assert_eq!(rec.error, None, "{what}");
     assert!(rec.completed, "{what}");
     assert_eq!(rec.app_bytes, BYTES, "{what}");
@@ -98,6 +102,8 @@ fn check(what: &str, loss: LossSpec) -> Option<(u64, u64)> {
         handshake >= 2.0 * DELAY.as_secs_f64(),
         "{what}: {handshake} s"
     );
+    // The emulator's timing error: median 31-65 us over 150 downloads (idle and with both
+    // cores busy), sd 6.4 us; the bound is 150 sd beyond the worst.
     assert!(
         link.lateness.percentile(0.5) < Duration::from_millis(1),
         "{what}"
@@ -205,5 +211,8 @@ fn two_flows_share_one_namespace_pair() {
         "two flows: {:?} s, Jain {fairness:.3}",
         rec.completion_time_s
     );
+    eprintln!("measure jain {fairness}");
+    // Measured 0.950-0.995 over 30 runs (10 with both cores busy, sd 0.013 there): 0.7 is
+    // 19 sd below the worst; a flow starved by a bug gives about 0.5.
     assert!(fairness > 0.7, "{fairness}");
 }
