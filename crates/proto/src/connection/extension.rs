@@ -345,19 +345,6 @@ pub(crate) struct LostPacket {
     pub info: SentInfo,
 }
 
-/// The losses behind the last reduction of the congestion window and those declared after
-/// it without a further reduction, so that the reduction can be undone in mask mode: once
-/// every one turned out delivered (a spurious loss) or recovered by the peer, and at least one
-/// was a recovery hidden from congestion control. A lost in-flight packet whose content is not
-/// kept (padding only) is never explained: its loss stands.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LossEpisode {
-    /// In-flight packets declared lost, not yet explained.
-    pub unexplained: Vec<u64>,
-    /// At least one was a recovery hidden from congestion control (mask mode).
-    pub masked: bool,
-}
-
 impl Connection {
     /// Runs `f` with the extensions and a context over the connection's state. The actions
     /// hooks ask for are queued; [`Self::run_extension_actions`] carries them out.
@@ -420,7 +407,7 @@ impl Connection {
                         self.on_peer_recovered(now, pn, mode);
                     }
                     ExtensionAction::AckImmediately => {
-                        self.spaces[SpaceId::Data.idx()].ack.request_immediate();
+                        space_mut!(self, SpaceId::Data).ack.request_immediate();
                     }
                 }
             }
@@ -438,7 +425,7 @@ impl Connection {
         match self.process_frames(now, SpaceId::Data, PacketKind::OneRtt, None, &payload) {
             Ok((true, _)) => {
                 // Ack-eliciting content: let the peer hear from us soon.
-                let sp = &mut self.spaces[SpaceId::Data.idx()];
+                let sp = space_mut!(self, SpaceId::Data);
                 if !sp.received.is_empty() {
                     sp.ack.mark_pending();
                 }
@@ -461,27 +448,36 @@ impl Connection {
         pn: u64,
         mode: RecoveredLossMode,
     ) -> bool {
-        if let Some(p) = self.spaces[SpaceId::Data.idx()].sent.remove(pn) {
+        if let Some(p) = space_mut!(self, SpaceId::Data).sent.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
             if p.in_flight {
                 match mode {
                     RecoveredLossMode::Mask => {
                         // Hidden from congestion control: the packet counts as acknowledged.
-                        let app_limited = self.app_limited;
-                        self.cc
-                            .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
+                        let app_limited = self.path.recovery.app_limited;
+                        self.path.cc.on_ack(
+                            now,
+                            p.time_sent,
+                            u64::from(p.size),
+                            app_limited,
+                            &self.path.rtt,
+                        );
                         if let Some(d) = &p.info.delivery {
-                            self.delivery.on_recovered(d);
+                            self.path.delivery.on_recovered(d);
                         }
                     }
                     RecoveredLossMode::Signal => {
                         if let Some(d) = &p.info.delivery {
-                            let loss = self.delivery.on_lost(d);
-                            self.cc.on_packet_lost(now, &loss);
+                            let loss = self.path.delivery.on_lost(d);
+                            self.path.cc.on_packet_lost(now, &loss);
                         }
                         self.stats.congestion_events += 1;
-                        self.cc
-                            .on_congestion_event(now, p.time_sent, false, u64::from(p.size));
+                        self.path.cc.on_congestion_event(
+                            now,
+                            p.time_sent,
+                            false,
+                            u64::from(p.size),
+                        );
                     }
                 }
             }
@@ -494,13 +490,13 @@ impl Connection {
             self.trace_metrics(now);
             return true;
         }
-        let Some(lost) = self.spaces[SpaceId::Data.idx()].take_lost(pn) else {
+        let Some(lost) = space_mut!(self, SpaceId::Data).take_lost(pn) else {
             return false;
         };
         self.stats.late_recoveries_by_peer += 1;
         if mode == RecoveredLossMode::Mask {
             if let Some(d) = &lost.info.delivery {
-                self.delivery.on_recovered(d);
+                self.path.delivery.on_recovered(d);
             }
             self.explain_loss(pn, true);
         }
@@ -514,20 +510,8 @@ impl Connection {
     /// the peer (`masked`); once every loss of the episode is explained and one was masked,
     /// the window reduction is undone.
     pub(super) fn explain_loss(&mut self, pn: u64, masked: bool) {
-        let Some(ep) = self.loss_episode.as_mut() else {
-            return;
-        };
-        let Some(i) = ep.unexplained.iter().position(|&p| p == pn) else {
-            return;
-        };
-        ep.unexplained.swap_remove(i);
-        ep.masked |= masked;
-        if ep.unexplained.is_empty() {
-            let masked = ep.masked;
-            self.loss_episode = None;
-            if masked {
-                self.cc.on_spurious_congestion_event();
-            }
+        if self.path.recovery.explain_loss(pn, masked) {
+            self.path.cc.on_spurious_congestion_event();
         }
     }
 }

@@ -2,7 +2,7 @@
 //! transport parameter checks (RFC 9000 §7.3, §18) and handshake completion.
 
 use super::keys::OneRttKeys;
-use super::{Connection, Event, SpaceId, State};
+use super::{Connection, Event, HandshakePhase, SpaceId, State};
 use crate::crypto::KeysReady;
 use crate::events::{self as ev, KeyTrigger, KeyType};
 use crate::time::Instant;
@@ -16,12 +16,12 @@ impl Connection {
             let mut out = Vec::new();
             let change = self.tls.write_handshake(&mut out);
             if !out.is_empty() {
-                self.spaces[self.write_space.idx()].crypto_send.push(&out);
+                space_mut!(self, self.write_space).crypto_send.push(&out);
             }
             match change {
                 None => break,
                 Some(KeysReady::Handshake(keys)) => {
-                    self.spaces[SpaceId::Handshake.idx()].keys = Some(keys);
+                    space_mut!(self, SpaceId::Handshake).keys = Some(keys);
                     self.write_space = SpaceId::Handshake;
                     let types = KeyType::of_space(SpaceId::Handshake);
                     self.trace_keys(now, &types, None, KeyTrigger::Tls, false);
@@ -46,12 +46,12 @@ impl Connection {
         data: &[u8],
     ) -> Result<(), TransportError> {
         let limit = self.config.crypto_buffer;
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         if sp.crypto_recv.is_duplicate(offset, data.len()) && space != SpaceId::Data {
             // RFC 9002 §6.2.3: the peer sent again what we have, so it lacks our answer.
             self.speed_up_handshake(space);
         }
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         sp.crypto_recv.insert(offset, data, limit)?;
         let mut buf = Vec::new();
         sp.crypto_recv.read_into(&mut buf);
@@ -88,7 +88,7 @@ impl Connection {
             self.on_peer_params(now, &raw)?;
         }
         self.drive_tls_output(now);
-        if !self.handshake_complete && !self.tls.is_handshaking() {
+        if !self.handshake_complete() && !self.tls.is_handshaking() {
             self.on_handshake_complete(now)?;
         }
         Ok(())
@@ -157,20 +157,17 @@ impl Connection {
                 "peer sent no transport parameters",
             ));
         }
-        self.handshake_complete = true;
+        self.handshake = HandshakePhase::Complete;
         self.state = State::Established;
         self.trace_state(now, ev::ConnectionState::HandshakeComplete);
         self.end_zero_rtt(now);
         if self.side.is_server() {
             // RFC 9001 §4.1.2: the server's handshake is confirmed when it completes.
-            self.handshake_done_pending = true;
+            self.pending.handshake_done = true;
             self.on_handshake_confirmed(now);
         }
         self.issue_cids();
-        if !self.connected_reported {
-            self.connected_reported = true;
-            self.events.push_back(Event::Connected);
-        }
+        self.events.push_back(Event::Connected);
         Ok(())
     }
 
@@ -205,7 +202,7 @@ impl Connection {
             return;
         }
         let mut frames = Vec::new();
-        let sp = &mut self.spaces[SpaceId::Data.idx()];
+        let sp = space_mut!(self, SpaceId::Data);
         for pn in 0..self.zero_rtt_sent_until {
             if let Some(p) = sp.sent.remove(pn) {
                 frames.extend(p.info.frames);
@@ -216,11 +213,11 @@ impl Connection {
     }
 
     pub(super) fn on_handshake_confirmed(&mut self, now: Instant) {
-        if self.handshake_confirmed {
+        if self.handshake_confirmed() {
             return;
         }
-        self.handshake_confirmed = true;
-        self.peer_validated_address = true;
+        self.handshake = HandshakePhase::Confirmed;
+        self.path.peer_validated_address = true;
         self.trace_state(now, ev::ConnectionState::HandshakeConfirmed);
         self.discard_space(now, SpaceId::Handshake);
     }
@@ -228,10 +225,10 @@ impl Connection {
     /// Resends unacknowledged CRYPTO data of `space` before the PTO, a few times per
     /// connection (RFC 9002 §6.2.3); with nothing to resend, a probe still elicits an ACK.
     pub(super) fn speed_up_handshake(&mut self, space: SpaceId) {
-        if self.handshake_speedups == 0 || self.handshake_confirmed {
+        if self.handshake_speedups == 0 || self.handshake_confirmed() {
             return;
         }
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         if sp.discarded || sp.keys.is_none() {
             return;
         }
@@ -252,7 +249,7 @@ impl Connection {
 
     /// Drops keys and state of a space (RFC 9001 §4.9); its packets stop counting in flight.
     pub(super) fn discard_space(&mut self, now: Instant, space: SpaceId) {
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         if sp.discarded {
             return;
         }
@@ -262,7 +259,7 @@ impl Connection {
         sp.loss_time = None;
         sp.ack.discard();
         sp.probes = 0;
-        self.pto_count = 0;
+        self.path.recovery.pto_count = 0;
         self.set_loss_timer(now);
         if had_keys {
             let types = KeyType::of_space(space);

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::extension::{LossEpisode, LostPacket};
+use super::extension::LostPacket;
+use super::path::Validation;
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{Connection, ConnectionError, SpaceId, State};
 use crate::frame::Ack;
@@ -15,7 +16,7 @@ use crate::types::{Side, TransportError};
 impl Connection {
     /// PTO for a space, without backoff (RFC 9002 §6.2.1).
     pub(super) fn pto_duration(&self, space: SpaceId) -> Duration {
-        let mut d = self.rtt.pto_base();
+        let mut d = self.path.rtt.pto_base();
         if space == SpaceId::Data {
             d += self.peer_max_ack_delay();
         }
@@ -24,7 +25,7 @@ impl Connection {
 
     /// The max_ack_delay the peer may be using: advertised, or asked for by ACK_FREQUENCY.
     pub(super) fn peer_max_ack_delay(&self) -> Duration {
-        if !self.handshake_confirmed {
+        if !self.handshake_confirmed() {
             return Duration::ZERO;
         }
         self.ack_frequency
@@ -49,17 +50,17 @@ impl Connection {
         let Some(peer_min_ack_delay) = self.peer_min_ack_delay() else {
             return;
         };
-        if !self.handshake_confirmed || !self.rtt.has_sample() {
+        if !self.handshake_confirmed() || !self.path.rtt.has_sample() {
             return;
         }
         let inputs = super::ack_frequency::PolicyInputs {
             now,
-            smoothed_rtt: self.rtt.smoothed(),
-            min_rtt: self.rtt.min(),
-            cwnd: self.cc.window(),
+            smoothed_rtt: self.path.rtt.smoothed(),
+            min_rtt: self.path.rtt.min(),
+            cwnd: self.path.cc.window(),
             max_datagram_size: u64::from(self.config.max_udp_payload_size),
-            in_slow_start: self.cc.in_slow_start(),
-            packets_sent: self.spaces[SpaceId::Data.idx()].next_pn,
+            in_slow_start: self.path.cc.in_slow_start(),
+            packets_sent: space_mut!(self, SpaceId::Data).next_pn,
             packet_threshold: self.config.packet_threshold,
             peer_min_ack_delay,
             peer_max_ack_delay: self.peer_advertised_max_ack_delay(),
@@ -80,7 +81,7 @@ impl Connection {
         ack: &Ack<'_>,
     ) -> Result<(), TransportError> {
         let mut acked: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
-        let summary = self.spaces[space.idx()]
+        let summary = space_mut!(self, space)
             .sent
             .on_ack_ranges(ack.ranges(), |pn, p| acked.push((pn, p)))
             .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
@@ -99,21 +100,22 @@ impl Connection {
                 Duration::ZERO
             };
             let max_ack_delay = self.peer_max_ack_delay();
-            self.rtt
-                .update(sample, ack_delay, max_ack_delay, self.handshake_confirmed);
-            if self.first_rtt_sample.is_none() {
-                self.first_rtt_sample = Some(now);
+            self.path
+                .rtt
+                .update(sample, ack_delay, max_ack_delay, self.handshake_confirmed());
+            if self.path.recovery.first_rtt_sample.is_none() {
+                self.path.recovery.first_rtt_sample = Some(now);
             }
         }
         if space == SpaceId::Handshake && self.side == Side::Client {
-            self.peer_validated_address = true;
+            self.path.peer_validated_address = true;
         }
         if space == SpaceId::Data && self.side == Side::Client && summary.newly_acked > 0 {
             // RFC 9001 §4.1.2: an acknowledged 1-RTT packet confirms the handshake, so a
             // lost HANDSHAKE_DONE does not leave Handshake probes filling the window.
             self.on_handshake_confirmed(now);
         }
-        let app_limited = self.app_limited;
+        let app_limited = self.path.recovery.app_limited;
         let tracing = self.tracing();
         let tell_extensions = space == SpaceId::Data && !self.extensions.is_empty();
         let mut acked_pns: Vec<u64> = Vec::new();
@@ -126,11 +128,16 @@ impl Connection {
                 }
             }
             if p.in_flight {
-                self.cc
-                    .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
+                self.path.cc.on_ack(
+                    now,
+                    p.time_sent,
+                    u64::from(p.size),
+                    app_limited,
+                    &self.path.rtt,
+                );
             }
             if let Some(d) = &p.info.delivery {
-                self.delivery.on_delivered(now, d);
+                self.path.delivery.on_delivered(now, d);
             }
             if tell_extensions {
                 acked_pns.push(pn);
@@ -143,7 +150,7 @@ impl Connection {
             }
             // Declared lost, acknowledged after all: its content arrived.
             if let Some(d) = &l.info.delivery {
-                self.delivery.on_delivered(now, d);
+                self.path.delivery.on_delivered(now, d);
             }
             self.explain_loss(l.pn, false);
             if tell_extensions {
@@ -165,12 +172,12 @@ impl Connection {
         }
         if summary.newly_acked > 0 {
             let in_flight = self.bytes_in_flight();
-            self.cc.on_end_acks(now, in_flight, app_limited);
+            self.path.cc.on_end_acks(now, in_flight, app_limited);
             self.detect_losses(now, space);
         }
         self.deliver_rate_sample(now);
-        if self.peer_validated_address {
-            self.pto_count = 0;
+        if self.path.peer_validated_address {
+            self.path.recovery.pto_count = 0;
         }
         if space == SpaceId::Data {
             self.update_ack_frequency(now);
@@ -183,16 +190,16 @@ impl Connection {
     /// Hands the rate sample of what was delivered since the last one to congestion control,
     /// once the ACK's losses are known.
     fn deliver_rate_sample(&mut self, now: Instant) {
-        let min_rtt = if self.rtt.has_sample() {
-            self.rtt.min()
+        let min_rtt = if self.path.rtt.has_sample() {
+            self.path.rtt.min()
         } else {
             Duration::ZERO
         };
         let in_flight = self.bytes_in_flight();
-        if let Some(rs) = self.delivery.take_sample(now, min_rtt, in_flight) {
-            self.cc.on_rate_sample(now, &rs);
-            if self.cc.holds_rate_samples_app_limited() {
-                self.delivery.mark_app_limited(in_flight);
+        if let Some(rs) = self.path.delivery.take_sample(now, min_rtt, in_flight) {
+            self.path.cc.on_rate_sample(now, &rs);
+            if self.path.cc.holds_rate_samples_app_limited() {
+                self.path.delivery.mark_app_limited(in_flight);
             }
         }
     }
@@ -200,7 +207,7 @@ impl Connection {
     /// Releases what an acknowledged packet carried.
     pub(super) fn on_packet_acked(&mut self, space: SpaceId, pn: u64, info: SentInfo) {
         if let Some(l) = info.largest_acked_in_ack {
-            self.spaces[space.idx()].on_ack_of_ack(l);
+            space_mut!(self, space).on_ack_of_ack(l);
         }
         if space == SpaceId::Data
             && let Some(k) = self.one_rtt.as_mut()
@@ -222,7 +229,7 @@ impl Connection {
                     fin,
                 } => self.streams.on_stream_acked(id, offset, len as usize, fin),
                 SentFrame::Crypto { offset, len } => {
-                    self.spaces[space.idx()].crypto_send.on_ack(offset, len)
+                    space_mut!(self, space).crypto_send.on_ack(offset, len)
                 }
                 SentFrame::ResetStream(id) => self.streams.on_reset_acked(id),
                 SentFrame::AckFrequency(seq) => self.ack_frequency.on_request_acked(seq),
@@ -233,21 +240,22 @@ impl Connection {
 
     /// Declares lost what passed the packet or time threshold, and reacts.
     fn detect_losses(&mut self, now: Instant, space: SpaceId) {
-        let loss_delay = self.rtt.loss_delay().max(GRANULARITY);
+        let loss_delay = self.path.rtt.loss_delay().max(GRANULARITY);
         let threshold = self.config.packet_threshold;
         let pc_duration = self
+            .path
             .rtt
             .persistent_congestion_duration(self.peer_max_ack_delay());
-        let mut pc = PersistentCongestion::new(pc_duration, self.first_rtt_sample);
+        let mut pc = PersistentCongestion::new(pc_duration, self.path.recovery.first_rtt_sample);
         let mut lost: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
-        let loss_time = self.spaces[space.idx()].sent.detect_lost_pc(
+        let loss_time = space_mut!(self, space).sent.detect_lost_pc(
             now,
             loss_delay,
             threshold,
             &mut pc,
             |pn, p| lost.push((pn, p)),
         );
-        self.spaces[space.idx()].loss_time = loss_time;
+        space_mut!(self, space).loss_time = loss_time;
         if lost.is_empty() {
             return;
         }
@@ -255,7 +263,7 @@ impl Connection {
         let mut lost_bytes = 0;
         let mut in_flight_lost = Vec::new();
         if self.tracing() {
-            let largest_acked = self.spaces[space.idx()].sent.largest_acked();
+            let largest_acked = space_mut!(self, space).sent.largest_acked();
             for (pn, p) in &lost {
                 let reordering = largest_acked.is_some_and(|l| l >= pn + threshold);
                 self.trace_lost(now, space, *pn, &p.info.frames, reordering);
@@ -272,8 +280,8 @@ impl Connection {
                 in_flight_lost.push(*pn);
             }
             if let Some(d) = &p.info.delivery {
-                let loss = self.delivery.on_lost(d);
-                self.cc.on_packet_lost(now, &loss);
+                let loss = self.path.delivery.on_lost(d);
+                self.path.cc.on_packet_lost(now, &loss);
             }
             self.requeue_frames(space, &p.info.frames);
         }
@@ -293,28 +301,25 @@ impl Connection {
                     lost_at: now,
                     info: p.info,
                 };
-                self.spaces[space.idx()].remember_lost(l, keep);
+                space_mut!(self, space).remember_lost(l, keep);
             }
         }
         if let Some(sent) = largest_lost_sent {
             self.stats.congestion_events += 1;
             let persistent = space == SpaceId::Data && pc.established();
-            let window_before = self.cc.window();
-            self.cc
+            let window_before = self.path.cc.window();
+            self.path
+                .cc
                 .on_congestion_event(now, sent, persistent, lost_bytes);
-            if self.cc.window() < window_before {
+            let reduced = self.path.cc.window() < window_before;
+            if reduced {
                 self.trace_recovery_start(now, persistent);
-                self.recovery_packet_allowed = true;
-                self.loss_episode = (!persistent).then_some(LossEpisode {
-                    unexplained: in_flight_lost,
-                    masked: false,
-                });
-            } else if let Some(ep) = self.loss_episode.as_mut() {
-                // Losses in the same recovery period: the reduction stands for them too.
-                ep.unexplained.extend(in_flight_lost);
             }
+            self.path
+                .recovery
+                .on_congestion_event(reduced, persistent, in_flight_lost);
             if persistent {
-                self.rtt.reset_min_rtt();
+                self.path.rtt.reset_min_rtt();
             }
         }
         self.trace_metrics(now);
@@ -323,7 +328,7 @@ impl Connection {
     /// Lost packets that this ACK acknowledges after all (spurious losses), with the content
     /// kept for them.
     fn take_spurious_losses(&mut self, space: SpaceId, ack: &Ack<'_>) -> Vec<LostPacket> {
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         if sp.lost.is_empty() {
             return Vec::new();
         }
@@ -348,7 +353,7 @@ impl Connection {
                     fin,
                 } => self.streams.on_stream_lost(id, offset, len as usize, fin),
                 SentFrame::Crypto { offset, len } => {
-                    self.spaces[space.idx()].crypto_send.on_lost(offset, len)
+                    space_mut!(self, space).crypto_send.on_lost(offset, len)
                 }
                 SentFrame::NewConnectionId(seq) => {
                     if self.local_cids.active.contains_key(&seq) {
@@ -358,8 +363,8 @@ impl Connection {
                 SentFrame::RetireConnectionId(seq) => {
                     self.remote_cids.pending_retire.insert(seq);
                 }
-                SentFrame::HandshakeDone => self.handshake_done_pending = true,
-                SentFrame::NewToken => self.new_token_pending = self.issued_token.is_some(),
+                SentFrame::HandshakeDone => self.pending.handshake_done = true,
+                SentFrame::NewToken => self.pending.new_token = self.pending.issued_token.is_some(),
                 SentFrame::AckFrequency(seq) => self.ack_frequency.on_request_lost(seq),
                 SentFrame::Ping => {}
                 ref other => self.streams.on_control_lost(other),
@@ -371,25 +376,24 @@ impl Connection {
     fn loss_time_and_space(&self) -> Option<(Instant, SpaceId)> {
         SpaceId::ALL
             .iter()
-            .filter_map(|&s| self.spaces[s.idx()].loss_time.map(|t| (t, s)))
+            .filter_map(|&s| space!(self, s).loss_time.map(|t| (t, s)))
             .min_by_key(|(t, _)| *t)
     }
 
     /// RFC 9002 Appendix A.8 GetPtoTimeAndSpace.
     fn pto_time_and_space(&self, now: Instant) -> Option<(Instant, SpaceId)> {
-        let backoff = 2u32.saturating_pow(self.pto_count.min(16));
-        let mut duration = self.rtt.pto_base() * backoff;
-        let in_flight: usize = self
-            .spaces
+        let backoff = self.path.recovery.pto_backoff();
+        let mut duration = self.path.rtt.pto_base() * backoff;
+        let in_flight: usize = SpaceId::ALL
             .iter()
-            .map(|s| s.sent.ack_eliciting_in_flight())
+            .map(|&s| space!(self, s).sent.ack_eliciting_in_flight())
             .sum();
         if in_flight == 0 {
-            if self.peer_validated_address {
+            if self.path.peer_validated_address {
                 return None;
             }
             // Client: keep probing so the server can unlock its amplification limit.
-            let space = if self.spaces[SpaceId::Handshake.idx()].keys.is_some() {
+            let space = if space!(self, SpaceId::Handshake).keys.is_some() {
                 SpaceId::Handshake
             } else {
                 SpaceId::Initial
@@ -398,12 +402,12 @@ impl Connection {
         }
         let mut best: Option<(Instant, SpaceId)> = None;
         for space in SpaceId::ALL {
-            let sp = &self.spaces[space.idx()];
+            let sp = space!(self, space);
             if sp.sent.ack_eliciting_in_flight() == 0 {
                 continue;
             }
             if space == SpaceId::Data {
-                if !self.handshake_confirmed {
+                if !self.handshake_confirmed() {
                     return best;
                 }
                 duration += self.peer_max_ack_delay() * backoff;
@@ -420,21 +424,20 @@ impl Connection {
     }
 
     fn amplification_blocked(&self) -> bool {
-        !self.address_validated
-            && self.bytes_sent_unvalidated >= 3 * self.bytes_received_unvalidated
+        !self.path.is_validated() && self.path.amplification.blocked()
     }
 
     /// RFC 9002 Appendix A.8 SetLossDetectionTimer.
     pub(super) fn set_loss_timer(&mut self, now: Instant) {
         if let Some((t, _)) = self.loss_time_and_space() {
-            self.loss_timer = Some(t);
+            self.path.recovery.loss_timer = Some(t);
             return;
         }
         if self.side == Side::Server && self.amplification_blocked() {
-            self.loss_timer = None;
+            self.path.recovery.loss_timer = None;
             return;
         }
-        self.loss_timer = self.pto_time_and_space(now).map(|(t, _)| t);
+        self.path.recovery.loss_timer = self.pto_time_and_space(now).map(|(t, _)| t);
     }
 
     fn on_loss_timeout(&mut self, now: Instant) {
@@ -444,18 +447,18 @@ impl Connection {
             return;
         }
         let Some((_, space)) = self.pto_time_and_space(now) else {
-            self.loss_timer = None;
+            self.path.recovery.loss_timer = None;
             return;
         };
         self.stats.pto_count += 1;
-        self.pto_count += 1;
+        self.path.recovery.pto_count += 1;
         self.trace_metrics(now);
         if space == SpaceId::Data {
             // A probe's ACK should not wait for the peer's ack delay (draft §7).
             self.ack_frequency.want_immediate_ack();
         }
         // Send one or two probes carrying data still unacknowledged, else PINGs.
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         sp.probes = 2;
         let unacked: Vec<super::sent::SentFrames> = sp
             .sent
@@ -485,7 +488,7 @@ impl Connection {
             .one_rtt
             .as_ref()
             .and_then(|k| k.prev_discard_deadline());
-        let path = self.path_challenge.map(|(_, d)| d);
+        let path = self.path.challenge().map(|(_, d)| d);
         let keep_alive = self.keep_alive_deadline();
         let extension = self
             .extensions
@@ -493,10 +496,10 @@ impl Connection {
             .filter_map(|e| e.poll_timeout())
             .min();
         [
-            self.loss_timer,
+            self.path.recovery.loss_timer,
             self.idle_deadline,
             ack_timer,
-            self.pacing_timer,
+            self.path.recovery.pacing_timer,
             key_discard,
             path,
             keep_alive,
@@ -517,7 +520,7 @@ impl Connection {
 
     /// When a delayed ACK of the Data space is due.
     pub(super) fn ack_deadline(&self) -> Option<Instant> {
-        self.spaces[SpaceId::Data.idx()].ack.deadline()
+        space!(self, SpaceId::Data).ack.deadline()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -536,29 +539,28 @@ impl Connection {
             self.drain_now(now);
             return;
         }
-        if self.loss_timer.is_some_and(|t| now >= t) {
+        if self.path.recovery.loss_timer.is_some_and(|t| now >= t) {
             self.on_loss_timeout(now);
         }
-        self.spaces[SpaceId::Data.idx()].ack.on_timeout(now);
-        if self.pacing_timer.is_some_and(|t| now >= t) {
-            self.pacing_timer = None;
+        space_mut!(self, SpaceId::Data).ack.on_timeout(now);
+        if self.path.recovery.pacing_timer.is_some_and(|t| now >= t) {
+            self.path.recovery.pacing_timer = None;
         }
         if let Some(k) = self.one_rtt.as_mut() {
             k.discard_old(now);
         }
-        if let Some((_, d)) = self.path_challenge
+        if let Some((_, d)) = self.path.challenge()
             && now >= d
         {
             // The new path failed validation: go back to the last validated one (§9.3.2).
-            self.path_challenge = None;
-            self.path_challenge_pending = false;
-            if let Some(old) = self.migrated_from.take() {
-                self.remote = old;
-                self.address_validated = true;
+            self.path.validation = Validation::Unvalidated;
+            if let Some(old) = self.path.migrated_from.take() {
+                self.path.remote = old;
+                self.path.validation = Validation::Validated;
             }
         }
         if self.keep_alive_deadline().is_some_and(|t| now >= t) {
-            self.ping_pending = true;
+            self.pending.ping = true;
         }
         if self
             .extensions

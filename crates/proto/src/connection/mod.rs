@@ -5,6 +5,28 @@
 //! - `loss`: ACK processing, loss detection, PTO and timers (RFC 9002);
 //! - `streams`, `spaces`, `cid`, `keys`, `sent`: the state each of those works on.
 
+/// The packet-number space `$id` of connection `$conn`: Initial and Handshake belong to the
+/// connection, application data to the path. A macro, so that the borrow is of that one field
+/// and the rest of the connection stays usable beside it.
+macro_rules! space {
+    ($conn:expr, $id:expr) => {
+        match $id {
+            $crate::connection::SpaceId::Data => &$conn.path.space,
+            id => &$conn.spaces[id.idx()],
+        }
+    };
+}
+
+/// [`space!`], mutable.
+macro_rules! space_mut {
+    ($conn:expr, $id:expr) => {
+        match $id {
+            $crate::connection::SpaceId::Data => &mut $conn.path.space,
+            id => &mut $conn.spaces[id.idx()],
+        }
+    };
+}
+
 mod ack;
 mod ack_frequency;
 mod cid;
@@ -12,7 +34,9 @@ pub mod extension;
 mod handshake;
 mod keys;
 mod loss;
+mod path;
 mod receive;
+mod recovery;
 pub(crate) mod sent;
 mod spaces;
 pub mod streams;
@@ -40,16 +64,13 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::TransportConfig;
 use crate::crypto::TlsSession;
 use crate::events::{self as ev, Tracer};
-use crate::recovery::cc::Controller;
-use crate::recovery::delivery::DeliveryRate;
-use crate::recovery::pacing::Pacer;
-use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError};
 
 use cid::{LocalCids, RemoteCids};
 use keys::OneRttKeys;
+use path::Path;
 use spaces::PacketSpace;
 use streams::Streams;
 
@@ -202,6 +223,37 @@ enum State {
     Drained,
 }
 
+/// How far the handshake got (RFC 9001 §4.1.1-4.1.2). A connection only moves forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum HandshakePhase {
+    InProgress,
+    /// TLS is done: we have the peer's Finished (a client has yet to learn that the server
+    /// has ours).
+    Complete,
+    /// The handshake is confirmed: a server at completion, a client on HANDSHAKE_DONE or an
+    /// acknowledged 1-RTT packet. Handshake keys are gone.
+    Confirmed,
+}
+
+/// Control frames of the connection (not of a stream or path) waiting for a packet.
+#[derive(Debug, Default)]
+struct PendingFrames {
+    /// Server: HANDSHAKE_DONE, until a packet carrying it is acknowledged.
+    handshake_done: bool,
+    /// Server: the address-validation token offered in NEW_TOKEN (kept to send it again if
+    /// lost), and whether a NEW_TOKEN frame with it is due.
+    issued_token: Option<Vec<u8>>,
+    new_token: bool,
+    /// A PING (the application asked, or the keep-alive timer).
+    ping: bool,
+}
+
+impl PendingFrames {
+    fn any(&self) -> bool {
+        self.handshake_done || self.new_token || self.ping
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct CloseInfo {
     application: bool,
@@ -214,22 +266,14 @@ pub struct Connection {
     side: Side,
     config: Arc<TransportConfig>,
     state: State,
-    remote: SocketAddr,
     tls: TlsSession,
-    spaces: [PacketSpace; 3],
+    /// The Initial and Handshake packet-number spaces (application data is the path's).
+    spaces: [PacketSpace; 2],
     one_rtt: Option<OneRttKeys>,
     /// Space where TLS currently writes handshake bytes.
     write_space: SpaceId,
-    rtt: RttEstimator,
-    cc: Box<dyn Controller>,
-    /// Delivery-rate sampling for `cc`, fed only while `cc` uses it. Its counters only grow,
-    /// so a controller rebuilt for a new path reads them as they are, without a reset.
-    delivery: DeliveryRate,
-    pacer: Pacer,
-    pto_count: u32,
-    /// Time of the first RTT sample, for persistent congestion.
-    first_rtt_sample: Option<Instant>,
-    app_limited: bool,
+    /// The network path: addresses, validation, congestion state.
+    path: Path,
     streams: Streams,
     local_cids: LocalCids,
     remote_cids: RemoteCids,
@@ -248,15 +292,7 @@ pub struct Connection {
     retry_token: Vec<u8>,
     /// The peer's first source connection ID, checked against its transport parameters.
     peer_initial_scid: Option<ConnectionId>,
-    handshake_complete: bool,
-    handshake_confirmed: bool,
-    connected_reported: bool,
-    /// Server: the client's address is validated (no amplification limit).
-    address_validated: bool,
-    /// Client: the server acknowledged one of our Handshake packets.
-    peer_validated_address: bool,
-    bytes_received_unvalidated: u64,
-    bytes_sent_unvalidated: u64,
+    handshake: HandshakePhase,
     idle_timeout: Duration,
     idle_deadline: Option<Instant>,
     /// An ack-eliciting packet was sent since the last packet received (idle timer rule).
@@ -265,16 +301,10 @@ pub struct Connection {
     last_ack_eliciting_sent: Option<Instant>,
     /// Early handshake retransmissions left (RFC 9002 §6.2.3).
     handshake_speedups: u8,
-    /// A loss just started a recovery period: one packet may exceed the window.
-    recovery_packet_allowed: bool,
     /// Packets without ack-eliciting frames sent since the last ack-eliciting one.
     ack_only_sent: u32,
-    loss_timer: Option<Instant>,
-    pacing_timer: Option<Instant>,
-    handshake_done_pending: bool,
-    /// Server: the address-validation token offered in NEW_TOKEN, and whether it is due.
-    issued_token: Option<Vec<u8>>,
-    new_token_pending: bool,
+    /// Connection-level control frames waiting for a packet.
+    pending: PendingFrames,
     /// Client: the latest NEW_TOKEN from the server, for a later connection to it.
     received_token: Option<Vec<u8>>,
     /// 0-RTT keys: a client's for sending until the handshake completes, a server's for
@@ -284,15 +314,6 @@ pub struct Connection {
     zero_rtt_sent_until: u64,
     /// Client: whether the server accepted the early data it was offered.
     zero_rtt_accepted: Option<bool>,
-    path_responses: VecDeque<[u8; 8]>,
-    /// Path validation of a new peer address: (challenge, deadline).
-    path_challenge: Option<([u8; 8], Instant)>,
-    path_challenge_pending: bool,
-    /// The validated address we left for an unvalidated one; restored if validation fails.
-    migrated_from: Option<SocketAddr>,
-    /// The packet being built carries a PATH_CHALLENGE (it is padded).
-    challenge_in_packet: bool,
-    ping_pending: bool,
     /// Datagrams received (RFC 9221) waiting for the application.
     datagrams_in: VecDeque<Bytes>,
     datagrams_out: VecDeque<OutgoingDatagram>,
@@ -308,8 +329,6 @@ pub struct Connection {
     /// What extension hooks asked the connection to do.
     ext_actions: Vec<extension::ExtensionAction>,
     running_ext_actions: bool,
-    /// The losses behind the last window reduction (undone if all were masked or spurious).
-    loss_episode: Option<extension::LossEpisode>,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
     /// The event sink and what it last reported; `None` (no sink) builds no event.
@@ -352,12 +371,16 @@ impl Connection {
         let mut spaces = [
             PacketSpace::new(ack::AckParams::IMMEDIATE),
             PacketSpace::new(ack::AckParams::IMMEDIATE),
-            PacketSpace::new(data_acks),
         ];
         spaces[0].keys = Some(crate::crypto::initial_keys(&p.initial_dcid, p.side));
-        let mtu = cfg.max_udp_payload_size;
-        let cc = cfg.congestion_controller.build(p.now, mtu);
-        let pacer = Pacer::new(cfg.initial_rtt, cc.window(), mtu, p.now);
+        let path = Path::new(
+            p.remote,
+            PacketSpace::new(data_acks),
+            p.side.is_client() || p.address_validated,
+            p.side.is_server(),
+            &cfg,
+            p.now,
+        );
         let tracer = cfg.events.as_ref().and_then(|f| {
             let info = ev::ConnectionInfo {
                 side: p.side,
@@ -371,18 +394,11 @@ impl Connection {
         let mut conn = Connection {
             side: p.side,
             state: State::Handshake,
-            remote: p.remote,
             tls: p.tls,
             spaces,
             one_rtt: None,
             write_space: SpaceId::Initial,
-            rtt: RttEstimator::new(cfg.initial_rtt),
-            cc,
-            delivery: DeliveryRate::new(),
-            pacer,
-            pto_count: 0,
-            first_rtt_sample: None,
-            app_limited: false,
+            path,
             streams: Streams::new(p.side, &cfg),
             local_cids: LocalCids::new(p.local_cid),
             remote_cids: RemoteCids::new(p.remote_cid, cfg.active_connection_id_limit),
@@ -394,36 +410,19 @@ impl Connection {
             retry_scid: p.retry_scid,
             retry_token: p.token,
             peer_initial_scid: None,
-            handshake_complete: false,
-            handshake_confirmed: false,
-            connected_reported: false,
-            address_validated: p.side.is_client() || p.address_validated,
-            peer_validated_address: p.side.is_server(),
-            bytes_received_unvalidated: 0,
-            bytes_sent_unvalidated: 0,
+            handshake: HandshakePhase::InProgress,
             idle_timeout: cfg.handshake_timeout.unwrap_or(cfg.max_idle_timeout),
             idle_deadline: None,
             sent_ack_eliciting_since_rx: false,
             last_sent: None,
             last_ack_eliciting_sent: None,
             ack_only_sent: 0,
-            recovery_packet_allowed: false,
             handshake_speedups: 4,
-            loss_timer: None,
-            pacing_timer: None,
-            handshake_done_pending: false,
-            issued_token: None,
-            new_token_pending: false,
+            pending: PendingFrames::default(),
             received_token: None,
             zero_rtt: None,
             zero_rtt_sent_until: 0,
             zero_rtt_accepted: None,
-            path_responses: VecDeque::new(),
-            path_challenge: None,
-            path_challenge_pending: false,
-            migrated_from: None,
-            challenge_in_packet: false,
-            ping_pending: false,
             datagrams_in: VecDeque::new(),
             datagrams_out: VecDeque::new(),
             events: VecDeque::new(),
@@ -436,7 +435,6 @@ impl Connection {
             extensions: p.extensions,
             ext_actions: Vec::new(),
             running_ext_actions: false,
-            loss_episode: None,
             rx_dcid: p.local_cid,
             tracer,
             config: cfg,
@@ -458,24 +456,24 @@ impl Connection {
         self.side
     }
     pub fn remote_address(&self) -> SocketAddr {
-        self.remote
+        self.path.remote
     }
     pub fn stats(&self) -> ConnectionStats {
         self.stats
     }
     pub fn path_stats(&self) -> PathStats {
         PathStats {
-            rtt: self.rtt.smoothed(),
-            min_rtt: self.rtt.min(),
-            latest_rtt: self.rtt.latest(),
+            rtt: self.path.rtt.smoothed(),
+            min_rtt: self.path.rtt.min(),
+            latest_rtt: self.path.rtt.latest(),
             pto: self.pto_duration(SpaceId::Data),
-            cwnd: self.cc.window(),
+            cwnd: self.path.cc.window(),
             bytes_in_flight: self.bytes_in_flight(),
-            ssthresh: self.cc.ssthresh(),
+            ssthresh: self.path.cc.ssthresh(),
         }
     }
     pub fn rtt(&self) -> Duration {
-        self.rtt.smoothed()
+        self.path.rtt.smoothed()
     }
     pub fn is_handshaking(&self) -> bool {
         self.state == State::Handshake
@@ -492,8 +490,14 @@ impl Connection {
     pub fn is_drained(&self) -> bool {
         self.state == State::Drained
     }
+    /// The handshake completed and is confirmed (RFC 9001 §4.1.2).
     pub fn handshake_confirmed(&self) -> bool {
-        self.handshake_confirmed
+        self.handshake == HandshakePhase::Confirmed
+    }
+
+    /// TLS finished the handshake (confirmed or not yet).
+    pub(crate) fn handshake_complete(&self) -> bool {
+        self.handshake >= HandshakePhase::Complete
     }
     pub fn error(&self) -> Option<&ConnectionError> {
         self.error.as_ref()
@@ -580,7 +584,7 @@ impl Connection {
     /// is written goes out in 0-RTT packets. Replayable by an attacker: idempotent requests
     /// only.
     pub fn can_send_early_data(&self) -> bool {
-        self.side.is_client() && self.zero_rtt.is_some() && !self.handshake_complete
+        self.side.is_client() && self.zero_rtt.is_some() && !self.handshake_complete()
     }
 
     /// Client: whether the server accepted our 0-RTT data, once the handshake completed
@@ -598,8 +602,8 @@ impl Connection {
 
     /// Server: offers the client `token` in a NEW_TOKEN frame.
     pub(crate) fn issue_token(&mut self, token: Vec<u8>) {
-        self.issued_token = Some(token);
-        self.new_token_pending = true;
+        self.pending.issued_token = Some(token);
+        self.pending.new_token = true;
     }
 
     /// Bytes the peer's flow control lets stream `id` send beyond what was written: an
@@ -630,7 +634,7 @@ impl Connection {
         id: StreamId,
         max: usize,
     ) -> Result<Option<Bytes>, ReadError> {
-        let rtt = self.rtt.smoothed();
+        let rtt = self.path.rtt.smoothed();
         self.streams.read(id, max, now, rtt)
     }
 
@@ -680,7 +684,7 @@ impl Connection {
     /// The earliest a packet sent at `now` can reach the peer, for deadlines: half the
     /// minimum RTT later, so that nothing that might still arrive in time is dropped.
     pub(crate) fn earliest_arrival(&self, now: Instant) -> Instant {
-        now + self.rtt.min() / 2
+        now + self.path.rtt.min() / 2
     }
 
     pub fn recv_datagram(&mut self) -> Option<Bytes> {
@@ -689,14 +693,14 @@ impl Connection {
 
     /// Sends a PING (an ack-eliciting packet) soon.
     pub fn ping(&mut self) {
-        self.ping_pending = true;
+        self.pending.ping = true;
     }
 
     /// Starts a key update (RFC 9001 §6.1). Allowed once the handshake is confirmed and a
     /// packet of the current key phase was acknowledged.
     pub fn force_key_update(&mut self) -> bool {
-        let next_pn = self.spaces[SpaceId::Data.idx()].next_pn;
-        if !self.handshake_confirmed {
+        let next_pn = space_mut!(self, SpaceId::Data).next_pn;
+        if !self.handshake_confirmed() {
             return false;
         }
         let Some(k) = self.one_rtt.as_mut() else {
@@ -734,7 +738,7 @@ impl Connection {
     /// the endpoint refused, crediting those bytes to the amplification budget.
     pub(crate) fn refuse(&mut self, now: Instant, received: usize, e: TransportError) {
         self.stats.udp_rx_datagrams += 1;
-        self.bytes_received_unvalidated += received as u64;
+        self.path.amplification.received += received as u64;
         self.close_with_error(now, e);
     }
 
@@ -829,7 +833,10 @@ impl Connection {
     }
 
     fn bytes_in_flight(&self) -> u64 {
-        self.spaces.iter().map(|s| s.sent.bytes_in_flight()).sum()
+        SpaceId::ALL
+            .iter()
+            .map(|&s| space!(self, s).sent.bytes_in_flight())
+            .sum()
     }
 
     /// Open (send, receive) stream halves, for tests and statistics.
@@ -839,14 +846,17 @@ impl Connection {
 
     /// Sent packets still tracked by loss detection (awaiting acknowledgement or loss).
     pub fn unacked_packets(&self) -> usize {
-        self.spaces.iter().map(|s| s.sent.len()).sum()
+        SpaceId::ALL
+            .iter()
+            .map(|&s| space!(self, s).sent.len())
+            .sum()
     }
 
     /// A one-line picture of the sending state, for diagnosing stalls.
     pub fn diagnostics(&self) -> String {
-        let per_space: Vec<String> = self
-            .spaces
+        let per_space: Vec<String> = SpaceId::ALL
             .iter()
+            .map(|&s| space!(self, s))
             .map(|s| {
                 format!(
                     "{}{}/{}{}",
@@ -871,18 +881,18 @@ impl Connection {
                 State::Draining { .. } => "draining",
                 State::Drained => "drained",
             },
-            if self.handshake_confirmed {
+            if self.handshake_confirmed() {
                 " (confirmed)"
             } else {
                 ""
             },
             self.bytes_in_flight(),
             per_space.join(" "),
-            self.cc.window(),
-            self.loss_timer,
-            self.pacing_timer,
+            self.path.cc.window(),
+            self.path.recovery.loss_timer,
+            self.path.recovery.pacing_timer,
             self.idle_deadline,
-            self.pto_count,
+            self.path.recovery.pto_count,
             self.streams.diagnostics(),
         )
     }

@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::ack::AckParams;
 use super::extension::FrameOutcome;
+use super::path::Validation;
 use super::{Connection, ConnectionError, Event, SpaceId, State};
 use crate::coding::Reader;
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
@@ -41,8 +42,8 @@ impl Connection {
         }
         self.stats.udp_rx_datagrams += 1;
         self.stats.udp_rx_bytes += data.len() as u64;
-        if !self.address_validated {
-            self.bytes_received_unvalidated += data.len() as u64;
+        if !self.path.is_validated() {
+            self.path.amplification.received += data.len() as u64;
         }
         // Judged on the whole datagram before it is cut into packets (RFC 9000 §10.3.1).
         let maybe_reset = self.is_stateless_reset(&data);
@@ -72,13 +73,13 @@ impl Connection {
     }
 
     fn one_rtt_readable(&self) -> bool {
-        self.one_rtt.is_some() && (self.side.is_client() || self.handshake_complete)
+        self.one_rtt.is_some() && (self.side.is_client() || self.handshake_complete())
     }
 
     fn keys_available_for(&self, packet: &[u8]) -> bool {
         match packet.first() {
             Some(b) if b & 0x80 == 0 => self.one_rtt_readable(),
-            Some(b) if (b >> 4) & 0x03 == 2 => self.spaces[SpaceId::Handshake.idx()].keys.is_some(),
+            Some(b) if (b >> 4) & 0x03 == 2 => space!(self, SpaceId::Handshake).keys.is_some(),
             // 0-RTT: readable with the keys, or never (then replaying drops it).
             Some(b) if (b >> 4) & 0x03 == 1 => !self.zero_rtt_may_come(),
             _ => true,
@@ -87,7 +88,7 @@ impl Connection {
 
     /// A server that has not read the ClientHello yet may still get 0-RTT keys.
     fn zero_rtt_may_come(&self) -> bool {
-        self.side.is_server() && self.zero_rtt.is_none() && !self.handshake_complete
+        self.side.is_server() && self.zero_rtt.is_none() && !self.handshake_complete()
     }
 
     /// Handles the packet at the start of `rest` and removes it from there. `maybe_reset`:
@@ -211,7 +212,7 @@ impl Connection {
             }
             return packet_len;
         }
-        let sp = &self.spaces[space.idx()];
+        let sp = space!(self, space);
         if sp.discarded {
             if self.tracing() {
                 let h = self.trace_header(kind, None, rx_dcid, scid);
@@ -270,7 +271,7 @@ impl Connection {
                 return 0;
             }
         };
-        if self.spaces[space.idx()].is_duplicate(pn) {
+        if space_mut!(self, space).is_duplicate(pn) {
             if self.tracing() {
                 let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
                 self.trace_drop(now, Some(h), packet_len, DropReason::Duplicate);
@@ -294,7 +295,7 @@ impl Connection {
         }
         if space == SpaceId::Handshake && self.side.is_server() {
             // A Handshake packet proves the client owns its address (RFC 9000 §8.1).
-            self.address_validated = true;
+            self.path.validation = Validation::Validated;
             self.discard_space(now, SpaceId::Initial);
         }
         if let State::Closing { .. } = self.state {
@@ -305,7 +306,7 @@ impl Connection {
             }
             return 0;
         }
-        let newest = self.spaces[space.idx()]
+        let newest = space_mut!(self, space)
             .largest_received_pn()
             .is_none_or(|l| pn > l);
         let packet_bytes = payload.len() as u64;
@@ -315,7 +316,7 @@ impl Connection {
             // frames, comes from another address.
             Ok(non_probing) => {
                 if kind == PacketKind::OneRtt
-                    && remote != self.remote
+                    && remote != self.path.remote
                     && self.side.is_server()
                     && newest
                     && non_probing
@@ -351,7 +352,7 @@ impl Connection {
             let hp = match space {
                 SpaceId::Data if zero_rtt => &self.zero_rtt.as_ref()?.header,
                 SpaceId::Data => &self.one_rtt.as_ref()?.remote_header,
-                _ => &self.spaces[space.idx()].keys.as_ref()?.remote.header,
+                _ => &space!(self, space).keys.as_ref()?.remote.header,
             };
             hp.decrypt_in_place(&sample, &mut first[0], pn_bytes).ok()?;
         }
@@ -361,7 +362,7 @@ impl Connection {
         for b in &pkt[pn_offset..pn_offset + pn_len] {
             truncated = (truncated << 8) | u64::from(*b);
         }
-        let largest = self.spaces[space.idx()].largest_received_pn();
+        let largest = space_mut!(self, space).largest_received_pn();
         let pn = packet::decode_pn(truncated, pn_len, largest);
         let header_len = pn_offset + pn_len;
         if pkt.len() < header_len + TAG_LEN {
@@ -409,7 +410,7 @@ impl Connection {
                 }
             }
             _ => {
-                let key = &self.spaces[space.idx()].keys.as_ref()?.remote.packet;
+                let key = &space!(self, space).keys.as_ref()?.remote.packet;
                 (
                     key.decrypt_in_place(pn, header, body).ok()?.len(),
                     KeyUsed::Current,
@@ -441,14 +442,15 @@ impl Connection {
     /// Tracks key phases of received 1-RTT packets; a packet under the next keys means the
     /// peer started a key update, which we follow (RFC 9001 §6.2).
     fn on_key_phase(&mut self, now: Instant, pn: u64, used: KeyUsed) -> Result<(), TransportError> {
-        let next_pn = self.spaces[SpaceId::Data.idx()].next_pn;
+        let next_pn = space!(self, SpaceId::Data).next_pn;
         let pto3 = self.pto_duration(SpaceId::Data) * 3;
+        let confirmed = self.handshake_confirmed();
         let Some(keys) = self.one_rtt.as_mut() else {
             return Ok(());
         };
         match used {
             KeyUsed::Next => {
-                if !self.handshake_confirmed && self.side.is_server() {
+                if !confirmed && self.side.is_server() {
                     return Err(TransportError::new(
                         error_code::KEY_UPDATE_ERROR,
                         "key update before the handshake was confirmed",
@@ -545,13 +547,13 @@ impl Connection {
         self.retry_scid = Some(scid);
         self.retry_token = token.to_vec();
         self.remote_cids.set_initial(scid);
-        self.spaces[SpaceId::Initial.idx()].keys =
+        space_mut!(self, SpaceId::Initial).keys =
             Some(crate::crypto::initial_keys(&scid, self.side));
         // Everything sent in Initial packets must go again under the new keys.
-        let sp = &mut self.spaces[SpaceId::Initial.idx()];
+        let sp = space_mut!(self, SpaceId::Initial);
         sp.sent.drain(|_, _| {});
         sp.crypto_send.requeue_unacked();
-        self.pto_count = 0;
+        self.path.recovery.pto_count = 0;
         self.set_loss_timer(now);
     }
 
@@ -559,38 +561,30 @@ impl Connection {
     /// send there to three times what it sent until then, and start congestion control
     /// afresh unless only the port changed (RFC 9000 §8.2, §9.3, §9.4).
     fn on_peer_address_change(&mut self, now: Instant, remote: SocketAddr, received: u64) {
-        tracing::debug!(from = %self.remote, to = %remote, "peer address changed");
-        let old = std::mem::replace(&mut self.remote, remote);
+        tracing::debug!(from = %self.path.remote, to = %remote, "peer address changed");
+        let old = std::mem::replace(&mut self.path.remote, remote);
         if old.ip() != remote.ip() {
-            let mtu = self.config.max_udp_payload_size;
-            self.cc = self.config.congestion_controller.build(now, mtu);
-            self.rtt = crate::recovery::rtt::RttEstimator::new(self.config.initial_rtt);
-            self.pacer = crate::recovery::pacing::Pacer::new(
-                self.config.initial_rtt,
-                self.cc.window(),
-                mtu,
-                now,
-            );
+            self.path.reset_congestion(&self.config, now);
         }
-        if self.migrated_from.is_none() {
-            self.migrated_from = Some(old);
+        if self.path.migrated_from.is_none() {
+            self.path.migrated_from = Some(old);
         }
-        self.address_validated = false;
-        self.bytes_received_unvalidated = received;
-        self.bytes_sent_unvalidated = 0;
+        self.path.amplification.received = received;
+        self.path.amplification.sent = 0;
         let mut challenge = [0u8; 8];
         rand::RngCore::fill_bytes(&mut self.rng, &mut challenge);
         let deadline = now + self.pto_duration(SpaceId::Data) * 3;
-        self.path_challenge = Some((challenge, deadline));
-        self.path_challenge_pending = true;
+        self.path.validation = Validation::Challenged {
+            data: challenge,
+            deadline,
+            pending: true,
+        };
     }
 
     /// The new path answered our challenge.
     pub(super) fn on_path_validated(&mut self) {
-        self.path_challenge = None;
-        self.path_challenge_pending = false;
-        self.migrated_from = None;
-        self.address_validated = true;
+        self.path.migrated_from = None;
+        self.path.validation = Validation::Validated;
     }
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
@@ -616,7 +610,7 @@ impl Connection {
     ) -> Result<bool, TransportError> {
         let (ack_eliciting, non_probing) =
             self.process_frames(now, space, kind, Some(pn), &payload)?;
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         let out_of_order = sp.on_packet_received(now, pn);
         sp.ack.on_packet(
             now,
@@ -757,12 +751,12 @@ impl Connection {
                 }
             }
             Frame::PathChallenge(data) => {
-                if self.path_responses.len() < 4 {
-                    self.path_responses.push_back(data);
+                if self.path.path_responses.len() < 4 {
+                    self.path.path_responses.push_back(data);
                 }
             }
             Frame::PathResponse(data) => {
-                if self.path_challenge.is_some_and(|(c, _)| c == data) {
+                if self.path.challenge().is_some_and(|(c, _)| c == data) {
                     self.on_path_validated();
                 }
             }
@@ -829,14 +823,14 @@ impl Connection {
                     max_ack_delay: delay,
                     reordering: reordering_threshold,
                 };
-                let acks = &mut self.spaces[SpaceId::Data.idx()].ack;
+                let acks = &mut space_mut!(self, SpaceId::Data).ack;
                 let before = acks.params();
                 acks.on_ack_frequency(seq, params);
                 if acks.params() != before {
                     self.stats.ack_frequency_applied += 1;
                 }
             }
-            Frame::ImmediateAck => self.spaces[space.idx()].ack.request_immediate(),
+            Frame::ImmediateAck => space_mut!(self, space).ack.request_immediate(),
             Frame::Extension { ty, body } => {
                 let rest = payload.slice(rest..);
                 let outcome = self.with_extensions(now, pn, |exts, cx| {

@@ -197,27 +197,27 @@ impl Connection {
         if self.tracer.is_none() {
             return;
         }
-        let has_sample = self.rtt.has_sample();
-        let cwnd = self.cc.window();
-        let ssthresh = self.cc.ssthresh();
-        let srtt = self.rtt.smoothed();
-        let pacing_rate = self.cc.pacing_rate().or_else(|| {
+        let has_sample = self.path.rtt.has_sample();
+        let cwnd = self.path.cc.window();
+        let ssthresh = self.path.cc.ssthresh();
+        let srtt = self.path.rtt.smoothed();
+        let pacing_rate = self.path.cc.pacing_rate().or_else(|| {
             (self.config.pacing && !srtt.is_zero())
                 .then(|| (1.25 * cwnd as f64 / srtt.as_secs_f64()) as u64)
         });
         let m = RecoveryMetrics {
-            min_rtt: has_sample.then(|| self.rtt.min()),
+            min_rtt: has_sample.then(|| self.path.rtt.min()),
             smoothed_rtt: Some(srtt),
-            latest_rtt: has_sample.then(|| self.rtt.latest()),
-            rtt_variance: Some(self.rtt.rttvar()),
-            pto_count: Some(self.pto_count),
+            latest_rtt: has_sample.then(|| self.path.rtt.latest()),
+            rtt_variance: Some(self.path.rtt.rttvar()),
+            pto_count: Some(self.path.recovery.pto_count),
             congestion_window: Some(cwnd),
             bytes_in_flight: Some(self.bytes_in_flight()),
             ssthresh: (ssthresh != u64::MAX).then_some(ssthresh),
             pacing_rate,
         };
-        let app_limited = self.app_limited;
-        let slow_start = self.cc.in_slow_start();
+        let app_limited = self.path.recovery.app_limited;
+        let slow_start = self.path.cc.in_slow_start();
         let Some(t) = self.tracer.as_mut() else {
             return;
         };

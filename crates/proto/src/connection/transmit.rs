@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use super::extension::{ProtectedRegion, SentPacketInfo};
+use super::path::Validation;
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{CloseInfo, Connection, SpaceId, State, Transmit};
 use crate::crypto::TAG_LEN;
@@ -89,10 +90,10 @@ impl Connection {
                 Some(s) if len == s => {}
                 Some(_) => break, // a shorter datagram ends the batch
             }
-            if len < mtu || max_datagrams <= 1 || !self.handshake_confirmed {
+            if len < mtu || max_datagrams <= 1 || !self.handshake_confirmed() {
                 break;
             }
-            if self.bytes_in_flight() + mtu as u64 > self.cc.window() {
+            if self.bytes_in_flight() + mtu as u64 > self.path.cc.window() {
                 break;
             }
         }
@@ -102,7 +103,7 @@ impl Connection {
         }
         let seg = segment.unwrap_or(size);
         Some(Transmit {
-            destination: self.remote,
+            destination: self.path.remote,
             size,
             segment_size: (size > seg).then_some(seg),
         })
@@ -111,9 +112,8 @@ impl Connection {
     /// Builds one datagram of up to `mtu` bytes; false when there is nothing to send.
     fn build_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, mtu: usize) -> bool {
         let mut limit = mtu;
-        if !self.address_validated {
-            let budget =
-                (3 * self.bytes_received_unvalidated).saturating_sub(self.bytes_sent_unvalidated);
+        if !self.path.is_validated() {
+            let budget = self.path.amplification.budget();
             limit = limit.min(budget as usize);
             if limit < MIN_INITIAL_DATAGRAM {
                 return false;
@@ -123,14 +123,14 @@ impl Connection {
             data: self.congestion_allows(now, mtu),
         };
         if allowance.data
-            && self.cc.uses_rate_samples()
-            && self.handshake_complete
-            && self.bytes_in_flight() < self.cc.window()
+            && self.path.cc.uses_rate_samples()
+            && self.handshake_complete()
+            && self.bytes_in_flight() < self.path.cc.window()
             && self.out_of_data()
         {
             // Window and pacer would let data go, but there is none: the delivery rate the
             // next round measures is the application's, not the path's.
-            self.delivery.mark_app_limited(self.bytes_in_flight());
+            self.path.delivery.mark_app_limited(self.bytes_in_flight());
         }
         let start = buf.len();
         let mut contains_initial = false;
@@ -148,7 +148,8 @@ impl Connection {
                 .iter()
                 .any(|&s| self.space_can_send(s) && self.space_wants(s, allowance));
             let pad_needed = space == SpaceId::Initial
-                && (self.side == Side::Client || self.spaces[0].crypto_send.has_pending());
+                && (self.side == Side::Client
+                    || space!(self, SpaceId::Initial).crypto_send.has_pending());
             contains_initial |= pad_needed;
             // Pad the last packet of a datagram that carries an Initial.
             let pad_to = if contains_initial && !later {
@@ -168,8 +169,8 @@ impl Connection {
             return false;
         }
         let len = buf.len() - start;
-        if !self.address_validated {
-            self.bytes_sent_unvalidated += len as u64;
+        if !self.path.is_validated() {
+            self.path.amplification.sent += len as u64;
         }
         self.last_sent = Some(now);
         true
@@ -194,13 +195,13 @@ impl Connection {
     }
 
     fn space_can_send(&self, space: SpaceId) -> bool {
-        let sp = &self.spaces[space.idx()];
+        let sp = space!(self, space);
         if sp.discarded {
             return false;
         }
         match space {
             SpaceId::Data => {
-                (self.one_rtt.is_some() && (self.handshake_complete || self.side.is_server()))
+                (self.one_rtt.is_some() && (self.handshake_complete() || self.side.is_server()))
                     || self.sending_zero_rtt()
             }
             _ => sp.keys.is_some(),
@@ -214,7 +215,7 @@ impl Connection {
 
     /// Whether `space` has anything worth a packet now.
     fn space_wants(&self, space: SpaceId, allowance: Allowance) -> bool {
-        let sp = &self.spaces[space.idx()];
+        let sp = space!(self, space);
         if sp.ack.is_immediate() {
             return true;
         }
@@ -230,16 +231,17 @@ impl Connection {
         if space != SpaceId::Data {
             return false;
         }
-        if !self.handshake_complete {
+        if !self.handshake_complete() {
             // Before it, only early data: streams and datagrams in 0-RTT packets.
             return self.sending_zero_rtt()
                 && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
-        self.handshake_done_pending
-            || self.new_token_pending
-            || !self.path_responses.is_empty()
-            || self.path_challenge_pending
-            || self.ping_pending
+        self.pending.any()
+            || !self.path.path_responses.is_empty()
+            || matches!(
+                self.path.validation,
+                Validation::Challenged { pending: true, .. }
+            )
             || !self.local_cids.pending_new.is_empty()
             || !self.remote_cids.pending_retire.is_empty()
             || !self.datagrams_out.is_empty()
@@ -256,30 +258,35 @@ impl Connection {
 
     /// Congestion window and pacer permit another full-size ack-eliciting packet.
     fn congestion_allows(&mut self, now: Instant, mtu: usize) -> bool {
-        if !self.cc.limits_sending() {
+        if !self.path.cc.limits_sending() {
             return true;
         }
-        let window = self.cc.window();
-        if self.recovery_packet_allowed {
+        let window = self.path.cc.window();
+        if self.path.recovery.recovery_packet_allowed {
             // RFC 9002 §7.3.2: entering recovery, one packet may go out regardless of the
             // window, so that lost data (e.g. a lost handshake flight) is repaired even
             // when packets without a timer fill the window.
             return true;
         }
         if self.bytes_in_flight() + mtu as u64 > window {
-            self.app_limited = false;
+            self.path.recovery.app_limited = false;
             return false;
         }
-        if self.config.pacing && self.handshake_complete {
-            let delay = match self.cc.pacing_rate() {
-                Some(rate) => self.pacer.delay_at_rate(now, mtu as u64, mtu as u16, rate),
+        if self.config.pacing && self.handshake_complete() {
+            let delay = match self.path.cc.pacing_rate() {
+                Some(rate) => self
+                    .path
+                    .pacer
+                    .delay_at_rate(now, mtu as u64, mtu as u16, rate),
                 None => {
-                    let srtt = self.rtt.smoothed();
-                    self.pacer.delay(now, mtu as u64, mtu as u16, srtt, window)
+                    let srtt = self.path.rtt.smoothed();
+                    self.path
+                        .pacer
+                        .delay(now, mtu as u64, mtu as u16, srtt, window)
                 }
             };
             if let Some(t) = delay {
-                self.pacing_timer = Some(t);
+                self.path.recovery.pacing_timer = Some(t);
                 return false;
             }
         }
@@ -336,7 +343,7 @@ impl Connection {
             0
         };
         // ACK first: it is what keeps the peer's recovery going.
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         if sp.ack.pending() && !sp.received.is_empty() {
             let delay_us = sp.largest_received.map_or(0, |(_, t)| {
                 now.saturating_duration_since(t).as_micros() as u64
@@ -364,7 +371,7 @@ impl Connection {
                     break;
                 }
                 let hdr = frame::crypto_header_len(1 << 40, room);
-                let sp = &mut self.spaces[space.idx()];
+                let sp = space_mut!(self, space);
                 let Some((offset, data)) = sp.crypto_send.next_chunk(room - hdr) else {
                     break;
                 };
@@ -385,14 +392,14 @@ impl Connection {
                 protected = d.protected;
                 protected_deadline = d.deadline;
             }
-            let want_ping = probe || (space == SpaceId::Data && self.ping_pending);
+            let want_ping = probe || (space == SpaceId::Data && self.pending.ping);
             if want_ping && !ack_eliciting && buf.len() < max_payload_end {
                 Frame::Ping.encode(buf);
                 frames.push(SentFrame::Ping);
                 ack_eliciting = true;
-                self.ping_pending = false;
+                self.pending.ping = false;
             }
-            let sp = &mut self.spaces[space.idx()];
+            let sp = space_mut!(self, space);
             if probe && ack_eliciting {
                 sp.probes -= 1;
             }
@@ -409,7 +416,7 @@ impl Connection {
             && self.ack_only_sent >= ACK_ONLY_BEFORE_PING
             && self
                 .last_ack_eliciting_sent
-                .is_none_or(|t| now.saturating_duration_since(t) >= self.rtt.smoothed())
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.path.rtt.smoothed())
         {
             Frame::Ping.encode(buf);
             frames.push(SentFrame::Ping);
@@ -427,7 +434,7 @@ impl Connection {
         }
         // RFC 9000 §8.2.1: a PATH_CHALLENGE goes in a datagram of at least 1200 bytes (as far
         // as the amplification limit allows), which also probes the path's MTU.
-        if std::mem::take(&mut self.challenge_in_packet) {
+        if std::mem::take(&mut self.path.challenge_in_packet) {
             target =
                 target.max((packet_start + MIN_INITIAL_DATAGRAM - TAG_LEN).min(max_payload_end));
         }
@@ -470,11 +477,11 @@ impl Connection {
         debug_assert_eq!(size, buf.len() - packet_start);
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
-        if in_flight && self.cc.uses_rate_samples() {
+        if in_flight && self.path.cc.uses_rate_samples() {
             let after = self.bytes_in_flight() + size as u64;
-            info.delivery = Some(self.delivery.on_sent(now, size as u64, after));
+            info.delivery = Some(self.path.delivery.on_sent(now, size as u64, after));
         }
-        let sp = &mut self.spaces[space.idx()];
+        let sp = space_mut!(self, space);
         sp.next_pn += 1;
         sp.sent.on_sent(
             pn,
@@ -489,15 +496,15 @@ impl Connection {
         self.stats.packets_sent += 1;
         if in_flight {
             let inflight = self.bytes_in_flight();
-            self.cc.on_sent(now, size as u64, inflight);
-            self.pacer.on_sent(size as u64);
+            self.path.cc.on_sent(now, size as u64, inflight);
+            self.path.pacer.on_sent(size as u64);
             self.trace_metrics(now);
         }
         if !ack_eliciting {
             self.ack_only_sent += 1;
         }
         if ack_eliciting {
-            self.recovery_packet_allowed = false;
+            self.path.recovery.recovery_packet_allowed = false;
             self.ack_only_sent = 0;
             self.last_ack_eliciting_sent = Some(now);
             if !self.sent_ack_eliciting_since_rx {
@@ -513,7 +520,7 @@ impl Connection {
             && let Some(k) = self.one_rtt.as_mut()
         {
             k.sent_in_phase += 1;
-            if k.should_update() && self.handshake_confirmed {
+            if k.should_update() && self.handshake_confirmed() {
                 self.force_key_update();
             }
         }
@@ -531,34 +538,38 @@ impl Connection {
     ) -> DataFrames {
         let start = buf.len();
         let room = |buf: &Vec<u8>| end.saturating_sub(buf.len());
-        if self.handshake_done_pending && room(buf) >= 1 {
+        if self.pending.handshake_done && room(buf) >= 1 {
             Frame::HandshakeDone.encode(buf);
             frames.push(SentFrame::HandshakeDone);
-            self.handshake_done_pending = false;
+            self.pending.handshake_done = false;
         }
-        if self.new_token_pending
-            && let Some(token) = &self.issued_token
+        if self.pending.new_token
+            && let Some(token) = &self.pending.issued_token
         {
             let frame = Frame::NewToken { token };
             if room(buf) >= frame.encoded_len() {
                 frame.encode(buf);
                 frames.push(SentFrame::NewToken);
-                self.new_token_pending = false;
+                self.pending.new_token = false;
             }
         }
-        while let Some(&data) = self.path_responses.front() {
+        while let Some(&data) = self.path.path_responses.front() {
             if room(buf) < 9 {
                 break;
             }
             Frame::PathResponse(data).encode(buf);
-            self.path_responses.pop_front();
+            self.path.path_responses.pop_front();
         }
-        if self.path_challenge_pending && room(buf) >= 9 {
-            if let Some((c, _)) = self.path_challenge {
-                Frame::PathChallenge(c).encode(buf);
-                self.challenge_in_packet = true;
-            }
-            self.path_challenge_pending = false;
+        if let Validation::Challenged {
+            data,
+            pending: pending @ true,
+            ..
+        } = &mut self.path.validation
+            && room(buf) >= 9
+        {
+            Frame::PathChallenge(*data).encode(buf);
+            *pending = false;
+            self.path.challenge_in_packet = true;
         }
         while let Some(&seq) = self.local_cids.pending_new.first() {
             let Some(&cid) = self.local_cids.active.get(&seq) else {
@@ -652,9 +663,9 @@ impl Connection {
             self.stats.immediate_acks_sent += 1;
         }
         if !self.streams.has_stream_data() && buf.len() == start {
-            self.app_limited = true;
+            self.path.recovery.app_limited = true;
         } else if self.streams.has_stream_data() {
-            self.app_limited = false;
+            self.path.recovery.app_limited = false;
         }
         let protected = region.and_then(|(owner, g)| {
             let header = app_start - g.header_len..app_start;
@@ -735,7 +746,7 @@ impl Connection {
         space: SpaceId,
         buf: &mut Vec<u8>,
     ) -> (u64, usize, usize, Option<packet::LongHeaderOffsets>) {
-        let sp = &self.spaces[space.idx()];
+        let sp = space!(self, space);
         let pn = sp.next_pn;
         let pn_len = packet::pn_len_for(pn, sp.sent.largest_acked());
         let dcid = self.remote_cids.active.1;
@@ -789,7 +800,7 @@ impl Connection {
             let len = buf.len() - pn_offset + TAG_LEN;
             packet::set_long_length(buf, o, len);
         }
-        let pn = self.spaces[space.idx()].next_pn;
+        let pn = space_mut!(self, space).next_pn;
         let (header, payload) = buf[packet_start..].split_at_mut(payload_start - packet_start);
         let zero_rtt = space == SpaceId::Data && self.sending_zero_rtt();
         let tag = match space {
@@ -802,7 +813,7 @@ impl Connection {
                 k.local.encrypt_in_place(pn, header, payload)
             }
             _ => {
-                let k = self.spaces[space.idx()].keys.as_ref().expect("space keys");
+                let k = space_mut!(self, space).keys.as_ref().expect("space keys");
                 k.local.packet.encrypt_in_place(pn, header, payload)
             }
         }
@@ -818,7 +829,7 @@ impl Connection {
             SpaceId::Data if zero_rtt => &self.zero_rtt.as_ref().expect("0-RTT keys").header,
             SpaceId::Data => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
             _ => {
-                &self.spaces[space.idx()]
+                &space!(self, space)
                     .keys
                     .as_ref()
                     .expect("space keys")
@@ -840,16 +851,14 @@ impl Connection {
         let start = buf.len();
         let mtu = self.max_datagram_size();
         let mut limit = mtu;
-        if !self.address_validated {
-            let budget =
-                (3 * self.bytes_received_unvalidated).saturating_sub(self.bytes_sent_unvalidated);
-            limit = limit.min(budget as usize);
+        if !self.path.is_validated() {
+            limit = limit.min(self.path.amplification.budget() as usize);
         }
         for space in SpaceId::ALL {
             if !self.space_can_send(space) {
                 continue;
             }
-            if space != SpaceId::Data && self.handshake_confirmed {
+            if space != SpaceId::Data && self.handshake_confirmed() {
                 continue;
             }
             let room = (start + limit).saturating_sub(buf.len());
@@ -876,7 +885,7 @@ impl Connection {
                 frame_type: ft,
                 reason,
             });
-            self.spaces[space.idx()].probes = 0;
+            space_mut!(self, space).probes = 0;
             let mut payload = Vec::new();
             f.encode(&mut payload);
             self.build_raw_packet(now, space, buf, start + limit, &payload);
@@ -886,11 +895,11 @@ impl Connection {
         if size == 0 {
             return None;
         }
-        if !self.address_validated {
-            self.bytes_sent_unvalidated += size as u64;
+        if !self.path.is_validated() {
+            self.path.amplification.sent += size as u64;
         }
         Some(Transmit {
-            destination: self.remote,
+            destination: self.path.remote,
             size,
             segment_size: None,
         })
@@ -925,12 +934,12 @@ impl Connection {
             frame::encode_padding(buf, target - buf.len());
         }
         if self.tracing() {
-            let pn = self.spaces[space.idx()].next_pn;
+            let pn = space_mut!(self, space).next_pn;
             let size = buf.len() - packet_start + TAG_LEN;
             self.trace_sent(now, space, pn, size, false, &buf[payload_start..]);
         }
         self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
-        self.spaces[space.idx()].next_pn += 1;
+        space_mut!(self, space).next_pn += 1;
         self.stats.packets_sent += 1;
     }
 
