@@ -9,7 +9,7 @@ use qfec_proto::coding::Reader;
 use qfec_proto::frame::{FrameError, PacketKind};
 use qfec_proto::transport_params::TransportParameters;
 use qfec_proto::{
-    ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, ProtectedRegion,
+    ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, PacketId, ProtectedRegion,
     SentPacketInfo, Side, TransportError,
 };
 
@@ -230,14 +230,14 @@ impl ConnectionExtension for FecExtension {
 
     fn on_packet_sent(&mut self, cx: &mut ExtensionCx<'_>, p: &SentPacketInfo<'_>) {
         if let Some(r) = self.receiver.as_mut() {
-            r.on_packet_sent(p.pn);
+            r.on_packet_sent(p.packet);
         }
         if let Some(s) = self.sender.as_mut() {
             s.on_packet_sent(cx, p, &mut self.stats);
         }
     }
 
-    fn on_packets_acked(&mut self, cx: &mut ExtensionCx<'_>, pns: &[u64]) {
+    fn on_packets_acked(&mut self, cx: &mut ExtensionCx<'_>, pns: &[PacketId]) {
         if let Some(r) = self.receiver.as_mut() {
             r.on_packets_acked(pns);
         }
@@ -246,7 +246,7 @@ impl ConnectionExtension for FecExtension {
         }
     }
 
-    fn on_packets_lost(&mut self, cx: &mut ExtensionCx<'_>, pns: &[u64]) {
+    fn on_packets_lost(&mut self, cx: &mut ExtensionCx<'_>, pns: &[PacketId]) {
         if let Some(r) = self.receiver.as_mut() {
             r.on_packets_lost(pns);
         }

@@ -12,7 +12,7 @@ use std::ops::Range;
 use bytes::Bytes;
 use qfec_erasure::{DecoderLimits, FecDecoder, FecError, Field, Recovered, Scheme};
 use qfec_proto::range_set::RangeSet;
-use qfec_proto::{ExtensionCx, FrameOutcome, TransportError, error_code};
+use qfec_proto::{ExtensionCx, FrameOutcome, PacketId, TransportError, error_code};
 
 use crate::FecStats;
 use crate::wire::{self, Repair, SchemeId};
@@ -67,13 +67,13 @@ pub(crate) struct Receiver {
     symbol_ack_pending: bool,
     /// The SYMBOL_ACK ranges of the packet being built.
     ack_in_packet: Option<Vec<Range<u64>>>,
-    acks_in_flight: VecDeque<(u64, Vec<Range<u64>>)>,
+    acks_in_flight: VecDeque<(PacketId, Vec<Range<u64>>)>,
     /// The packet whose SID frame was seen last (one SID per packet).
-    last_sid_packet: Option<u64>,
+    last_sid_packet: Option<PacketId>,
     /// FEC_WINDOW to send (epoch, size), and the packet that carries the latest.
     window_frame_pending: bool,
     window_epoch: Option<u64>,
-    window_frame_pn: Option<u64>,
+    window_frame_pn: Option<PacketId>,
     window_in_packet: bool,
     scratch: Vec<Recovered>,
 }
@@ -115,7 +115,7 @@ impl Receiver {
         rest: &Bytes,
         stats: &mut FecStats,
     ) -> Result<FrameOutcome, TransportError> {
-        let Some(pn) = cx.packet_number else {
+        let Some(pn) = cx.packet else {
             return Err(violation("SID frame inside a recovered symbol"));
         };
         if self.last_sid_packet == Some(pn) {
@@ -362,7 +362,7 @@ impl Receiver {
         self.symbol_ack_pending && !self.unconfirmed.is_empty()
     }
 
-    pub fn on_packet_sent(&mut self, pn: u64) {
+    pub fn on_packet_sent(&mut self, pn: PacketId) {
         if let Some(ranges) = self.ack_in_packet.take() {
             if self.acks_in_flight.len() >= MAX_ACKS_IN_FLIGHT {
                 self.acks_in_flight.pop_front();
@@ -374,7 +374,7 @@ impl Receiver {
         }
     }
 
-    pub fn on_packets_acked(&mut self, pns: &[u64]) {
+    pub fn on_packets_acked(&mut self, pns: &[PacketId]) {
         if self.acks_in_flight.is_empty() && self.window_frame_pn.is_none() {
             return;
         }
@@ -392,7 +392,7 @@ impl Receiver {
         }
     }
 
-    pub fn on_packets_lost(&mut self, pns: &[u64]) {
+    pub fn on_packets_lost(&mut self, pns: &[PacketId]) {
         for &pn in pns {
             if let Ok(i) = self.acks_in_flight.binary_search_by_key(&pn, |a| a.0) {
                 self.acks_in_flight.remove(i);

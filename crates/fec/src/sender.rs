@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use qfec_erasure::{FecEncoder, RepairSymbol, Scheme};
 use qfec_proto::frame::AckRanges;
-use qfec_proto::{ExtensionCx, Instant, RecoveredLossMode, SentPacketInfo, TransportError};
+use qfec_proto::{
+    ExtensionCx, Instant, PacketId, RecoveredLossMode, SentPacketInfo, TransportError,
+};
 
 use crate::FecStats;
 use crate::events::FecEvent;
@@ -101,13 +103,14 @@ struct SidMap {
 
 #[derive(Debug, Clone, Copy)]
 struct SidEntry {
-    pn: u64,
+    /// The packet that carried the symbol.
+    packet: PacketId,
     sent: Instant,
     reported: bool,
 }
 
 impl SidMap {
-    fn push(&mut self, sid: u64, pn: u64, sent: Instant) {
+    fn push(&mut self, sid: u64, packet: PacketId, sent: Instant) {
         if self.entries.is_empty() {
             self.base = sid;
         }
@@ -117,14 +120,18 @@ impl SidMap {
             self.base += 1;
         }
         self.entries.push_back(SidEntry {
-            pn,
+            packet,
             sent,
             reported: false,
         });
     }
 
-    fn has_pn(&self, pn: u64) -> bool {
-        self.entries.binary_search_by_key(&pn, |e| e.pn).is_ok()
+    /// Whether `packet` carried a symbol. The entries are in SID order, which is the order of
+    /// packet numbers on one path.
+    fn has_packet(&self, packet: PacketId) -> bool {
+        self.entries
+            .binary_search_by_key(&packet, |e| e.packet)
+            .is_ok()
     }
 
     /// Forgets SIDs sent more than `keep` before `now`.
@@ -167,9 +174,9 @@ pub(crate) struct Sender {
     /// Largest 1-RTT payload seen: a repair that cannot fit is dropped, not waited for.
     max_payload: usize,
     /// The packet whose SYMBOL_ACK frames are being processed, and the SIDs they visited.
-    ack_budget: (Option<u64>, usize),
+    ack_budget: (Option<PacketId>, usize),
     /// Packets that carried repair symbols, in packet-number order (kept for feedback only).
-    repair_pns: VecDeque<u64>,
+    repair_pns: VecDeque<PacketId>,
     /// The packet being built carries a repair symbol.
     repair_in_packet: bool,
 }
@@ -359,7 +366,7 @@ impl Sender {
         packet: &SentPacketInfo<'_>,
         stats: &mut FecStats,
     ) {
-        let (pn, size) = (packet.pn, packet.size);
+        let (pn, size) = (packet.packet, packet.size);
         if std::mem::take(&mut self.repair_in_packet) {
             stats.fec_bytes_sent += size as u64;
             if self.feedback {
@@ -381,7 +388,7 @@ impl Sender {
             let len = data.len();
             cx.emit(&FecEvent::SourceProtected {
                 sid,
-                packet_number: pn,
+                packet_number: pn.pn,
                 len,
             });
         }
@@ -454,11 +461,11 @@ impl Sender {
         }
     }
 
-    pub fn on_packets_acked(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {
+    pub fn on_packets_acked(&mut self, cx: &ExtensionCx<'_>, pns: &[PacketId]) {
         if self.feedback {
             let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
             for &pn in pns {
-                if self.sids.has_pn(pn) {
+                if self.sids.has_packet(pn) {
                     self.controller.on_feedback(&rcx, Feedback::SourceAcked);
                 } else if take_pn(&mut self.repair_pns, pn) {
                     self.controller.on_feedback(&rcx, Feedback::RepairAcked);
@@ -470,13 +477,13 @@ impl Sender {
         self.sids.trim(cx.now, cx.path().pto * 6);
     }
 
-    pub fn on_packets_lost(&mut self, cx: &ExtensionCx<'_>, pns: &[u64]) {
+    pub fn on_packets_lost(&mut self, cx: &ExtensionCx<'_>, pns: &[PacketId]) {
         if !self.feedback {
             return;
         }
         let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
         for &pn in pns {
-            if self.sids.has_pn(pn) {
+            if self.sids.has_packet(pn) {
                 self.controller.on_feedback(&rcx, Feedback::SourceLost);
             } else if take_pn(&mut self.repair_pns, pn) {
                 self.controller.on_feedback(&rcx, Feedback::RepairLost);
@@ -498,8 +505,8 @@ impl Sender {
         }
         let base = self.sids.base;
         let mut recovered = Vec::new();
-        if self.ack_budget.0 != cx.packet_number {
-            self.ack_budget = (cx.packet_number, 0);
+        if self.ack_budget.0 != cx.packet {
+            self.ack_budget = (cx.packet, 0);
         }
         // Ranges descend without overlap; what one packet's frames make us visit is bounded.
         'ranges: for r in ranges.iter() {
@@ -518,7 +525,7 @@ impl Sender {
                 }
                 if !e.reported {
                     e.reported = true;
-                    recovered.push(e.pn);
+                    recovered.push(e.packet);
                 }
             }
         }
@@ -558,7 +565,7 @@ fn repair_len(id: SchemeId, r: &RepairSymbol) -> usize {
 }
 
 /// Removes `pn` from an ascending list; whether it was there.
-fn take_pn(pns: &mut VecDeque<u64>, pn: u64) -> bool {
+fn take_pn(pns: &mut VecDeque<PacketId>, pn: PacketId) -> bool {
     match pns.binary_search(&pn) {
         Ok(i) => {
             pns.remove(i);

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use qfec_proto::{
-    ConnectionExtension, ExtensionCx, ExtensionFactory, ProtectedRegion, RecoveredLossMode,
-    SentPacketInfo, Side, TransportConfig,
+    ConnectionExtension, ExtensionCx, ExtensionFactory, PacketId, ProtectedRegion,
+    RecoveredLossMode, SentPacketInfo, Side, TransportConfig,
 };
 use qfec_testkit::{Datagram, Exchange, LinkSpec, Pair, payload};
 use sha2::{Digest, Sha256};
@@ -54,8 +54,8 @@ struct Oracle {
     shared: Arc<Mutex<Shared>>,
     report: Option<RecoveredLossMode>,
     first_after: Option<usize>,
-    lost: Vec<u64>,
-    copies: BTreeMap<u64, Vec<u8>>,
+    lost: Vec<PacketId>,
+    copies: BTreeMap<PacketId, Vec<u8>>,
 }
 
 impl ConnectionExtension for Oracle {
@@ -74,15 +74,15 @@ impl ConnectionExtension for Oracle {
     }
     fn on_packet_sent(&mut self, _cx: &mut ExtensionCx<'_>, p: &SentPacketInfo<'_>) {
         if let Some(b) = p.protected {
-            self.copies.insert(p.pn, b.to_vec());
+            self.copies.insert(p.packet, b.to_vec());
         }
     }
-    fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, pns: &[u64]) {
+    fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, pns: &[PacketId]) {
         for pn in pns {
             self.copies.remove(pn);
         }
     }
-    fn on_packets_lost(&mut self, cx: &mut ExtensionCx<'_>, pns: &[u64]) {
+    fn on_packets_lost(&mut self, cx: &mut ExtensionCx<'_>, pns: &[PacketId]) {
         for &pn in pns {
             if let Some(b) = self.copies.remove(&pn) {
                 self.shared.lock().unwrap().lost.push(b.into());

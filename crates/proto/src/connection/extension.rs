@@ -22,7 +22,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use super::{Connection, ConnectionStats, PathStats};
+use super::{Connection, ConnectionStats, PacketId, PathId, PathStats};
 use crate::coding::Reader;
 use crate::frame::{FrameError, PacketKind};
 use crate::time::Instant;
@@ -80,8 +80,11 @@ impl std::str::FromStr for RecoveredLossMode {
 pub(crate) enum ExtensionAction {
     /// Process these frames (a packet the extension recovered) as if they had arrived.
     DeliverRecovered(Bytes),
-    /// The peer recovered our 1-RTT packet `pn`.
-    PeerRecovered { pn: u64, mode: RecoveredLossMode },
+    /// The peer recovered our 1-RTT packet.
+    PeerRecovered {
+        packet: PacketId,
+        mode: RecoveredLossMode,
+    },
     /// Send an ACK frame without waiting for the ack delay.
     AckImmediately,
 }
@@ -90,9 +93,12 @@ pub(crate) enum ExtensionAction {
 /// reads is computed on demand, so a hook that looks at nothing costs nothing.
 pub struct ExtensionCx<'a> {
     pub now: Instant,
-    /// In a frame hook: the number of the packet the frame came in; `None` for frames of a
-    /// recovered payload (and outside frame hooks).
-    pub packet_number: Option<u64>,
+    /// In a frame hook: the packet the frame came in (its path and number); `None` for frames
+    /// of a recovered payload (and outside frame hooks).
+    pub packet: Option<PacketId>,
+    /// The path this hook is about: the one of the packet being built, sent or received; the
+    /// path the connection sends on in hooks about no one packet.
+    path: PathId,
     conn: &'a Connection,
     pub(crate) actions: &'a mut Vec<ExtensionAction>,
     /// The connection's event sink, lent for the hook.
@@ -104,9 +110,28 @@ impl ExtensionCx<'_> {
         self.conn.side
     }
 
-    /// RTT, congestion window, bytes in flight, PTO.
+    /// RTT, congestion window, bytes in flight and PTO of the path this hook is about (see
+    /// [`ExtensionCx::path_id`]).
     pub fn path(&self) -> PathStats {
-        self.conn.path_stats()
+        self.conn
+            .stats_of(self.path)
+            .expect("the hook's path exists")
+    }
+
+    /// The path this hook is about: the one of the packet being built, sent or received; the
+    /// path the connection sends on in hooks about no one packet.
+    pub fn path_id(&self) -> PathId {
+        self.path
+    }
+
+    /// The state of path `id`, if the connection has it.
+    pub fn path_stats(&self, id: PathId) -> Option<PathStats> {
+        self.conn.stats_of(id)
+    }
+
+    /// Every path's state.
+    pub fn paths(&self) -> impl Iterator<Item = PathStats> + '_ {
+        self.conn.path_ids().filter_map(|id| self.conn.stats_of(id))
     }
 
     pub fn stats(&self) -> &ConnectionStats {
@@ -134,13 +159,13 @@ impl ExtensionCx<'_> {
         self.actions.push(ExtensionAction::DeliverRecovered(frames));
     }
 
-    /// The peer reports that it recovered the protected region of our 1-RTT packet `pn`:
-    /// those frames count as delivered, the others as lost, and congestion control learns of
-    /// the loss as `mode` says. Also cancels a retransmission of the region that is queued but
-    /// not yet sent.
-    pub fn peer_recovered(&mut self, pn: u64, mode: RecoveredLossMode) {
+    /// The peer reports that it recovered the protected region of our 1-RTT packet `packet`:
+    /// those frames count as delivered, the others as lost, and congestion control of its
+    /// path learns of the loss as `mode` says. Also cancels a retransmission of the region
+    /// that is queued but not yet sent.
+    pub fn peer_recovered(&mut self, packet: PacketId, mode: RecoveredLossMode) {
         self.actions
-            .push(ExtensionAction::PeerRecovered { pn, mode });
+            .push(ExtensionAction::PeerRecovered { packet, mode });
     }
 
     /// Asks for an ACK frame as soon as possible (e.g. to carry news the peer needs now).
@@ -183,7 +208,8 @@ pub struct ProtectedRegion {
 /// A 1-RTT packet about to be encrypted.
 #[derive(Debug, Clone, Copy)]
 pub struct SentPacketInfo<'a> {
-    pub pn: u64,
+    /// The packet: its path and number.
+    pub packet: PacketId,
     /// Bytes on the wire, header and tag included.
     pub size: usize,
     /// The frames of the protected region this extension opened (after its header, without
@@ -278,13 +304,13 @@ pub trait ConnectionExtension: Send + Any {
     /// A 1-RTT packet is final (before encryption).
     fn on_packet_sent(&mut self, _cx: &mut ExtensionCx<'_>, _packet: &SentPacketInfo<'_>) {}
 
-    /// 1-RTT packets newly acknowledged by one ACK frame (in no particular order; packets
-    /// declared lost earlier and acknowledged late come last).
-    fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, _pns: &[u64]) {}
+    /// 1-RTT packets of one path newly acknowledged by one ACK frame (in no particular order;
+    /// packets declared lost earlier and acknowledged late come last).
+    fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, _packets: &[PacketId]) {}
 
-    /// 1-RTT packets declared lost at once, in increasing order; also a packet whose
-    /// protected region the peer recovered (the frames outside the region are lost).
-    fn on_packets_lost(&mut self, _cx: &mut ExtensionCx<'_>, _pns: &[u64]) {}
+    /// 1-RTT packets of one path declared lost at once, in increasing order; also a packet
+    /// whose protected region the peer recovered (the frames outside the region are lost).
+    fn on_packets_lost(&mut self, _cx: &mut ExtensionCx<'_>, _packets: &[PacketId]) {}
 
     /// Whether `write_frames` has something to send (it is called only then).
     fn wants_to_send(&self) -> bool {
@@ -351,16 +377,18 @@ impl Connection {
     pub(super) fn with_extensions<R>(
         &mut self,
         now: Instant,
-        packet_number: Option<u64>,
+        packet: Option<PacketId>,
         f: impl FnOnce(&mut [Box<dyn ConnectionExtension>], &mut ExtensionCx<'_>) -> R,
     ) -> R {
         let mut exts = std::mem::take(&mut self.extensions);
         let mut actions = std::mem::take(&mut self.ext_actions);
         let mut tracer = self.tracer.take();
         let r = {
+            let path = packet.map_or(self.path.id, |p| p.path);
             let mut cx = ExtensionCx {
                 now,
-                packet_number,
+                packet,
+                path,
                 conn: self,
                 actions: &mut actions,
                 tracer: tracer.as_deref_mut(),
@@ -403,8 +431,8 @@ impl Connection {
                     ExtensionAction::DeliverRecovered(frames) => {
                         self.handle_recovered_payload(now, frames)
                     }
-                    ExtensionAction::PeerRecovered { pn, mode } => {
-                        self.on_peer_recovered(now, pn, mode);
+                    ExtensionAction::PeerRecovered { packet, mode } => {
+                        self.on_peer_recovered(now, packet, mode);
                     }
                     ExtensionAction::AckImmediately => {
                         space_mut!(self, SpaceId::Data).ack.request_immediate();
@@ -445,9 +473,13 @@ impl Connection {
     pub(super) fn on_peer_recovered(
         &mut self,
         now: Instant,
-        pn: u64,
+        packet: PacketId,
         mode: RecoveredLossMode,
     ) -> bool {
+        if packet.path != self.path.id {
+            return false;
+        }
+        let pn = packet.pn;
         if let Some(p) = space_mut!(self, SpaceId::Data).sent.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
             if p.in_flight {
@@ -485,7 +517,7 @@ impl Connection {
             self.requeue_frames(SpaceId::Data, &outside);
             self.release_frames(SpaceId::Data, inside);
             // What the extensions put outside the region (theirs to resend) is lost too.
-            self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &[pn]));
+            self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &[packet]));
             self.set_loss_timer(now);
             self.trace_metrics(now);
             return true;

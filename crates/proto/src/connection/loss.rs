@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::extension::LostPacket;
 use super::path::Validation;
 use super::sent::{SentFrame, SentFrames, SentInfo};
-use super::{Connection, ConnectionError, SpaceId, State};
+use super::{Connection, ConnectionError, PacketId, SpaceId, State};
 use crate::frame::Ack;
 use crate::recovery::PersistentCongestion;
 use crate::recovery::rtt::GRANULARITY;
@@ -118,7 +118,7 @@ impl Connection {
         let app_limited = self.path.recovery.app_limited;
         let tracing = self.tracing();
         let tell_extensions = space == SpaceId::Data && !self.extensions.is_empty();
-        let mut acked_pns: Vec<u64> = Vec::new();
+        let mut acked_pns: Vec<PacketId> = Vec::new();
         let mut traced_pns: Vec<u64> = Vec::new();
         for (pn, p) in acked {
             if tracing {
@@ -140,7 +140,7 @@ impl Connection {
                 self.path.delivery.on_delivered(now, d);
             }
             if tell_extensions {
-                acked_pns.push(pn);
+                acked_pns.push(self.path.packet(pn));
             }
             self.on_packet_acked(space, pn, p.info);
         }
@@ -154,7 +154,7 @@ impl Connection {
             }
             self.explain_loss(l.pn, false);
             if tell_extensions {
-                acked_pns.push(l.pn);
+                acked_pns.push(self.path.packet(l.pn));
             }
             self.on_packet_acked(space, l.pn, l.info);
         }
@@ -290,7 +290,7 @@ impl Connection {
             self.ack_frequency.want_immediate_ack();
         }
         if space == SpaceId::Data && !self.extensions.is_empty() {
-            let pns: Vec<u64> = lost.iter().map(|(pn, _)| *pn).collect();
+            let pns: Vec<PacketId> = lost.iter().map(|(pn, _)| self.path.packet(*pn)).collect();
             self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &pns));
         }
         let keep = self.pto_duration(SpaceId::Data) * 3;

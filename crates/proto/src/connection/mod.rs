@@ -71,6 +71,7 @@ use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError};
 use cid::{LocalCids, RemoteCids};
 use keys::OneRttKeys;
 use path::Path;
+pub use path::{PacketId, PathId};
 use spaces::PacketSpace;
 use streams::Streams;
 
@@ -193,9 +194,10 @@ pub struct ConnectionStats {
     pub ack_frequency_applied: u64,
 }
 
-/// A snapshot of the path state, for traces.
+/// A snapshot of a path's state, for traces and extensions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathStats {
+    pub id: PathId,
     /// Smoothed RTT.
     pub rtt: Duration,
     pub min_rtt: Duration,
@@ -374,6 +376,7 @@ impl Connection {
         ];
         spaces[0].keys = Some(crate::crypto::initial_keys(&p.initial_dcid, p.side));
         let path = Path::new(
+            PathId::INITIAL,
             p.remote,
             PacketSpace::new(data_acks),
             p.side.is_client() || p.address_validated,
@@ -463,6 +466,7 @@ impl Connection {
     }
     pub fn path_stats(&self) -> PathStats {
         PathStats {
+            id: self.path.id,
             rtt: self.path.rtt.smoothed(),
             min_rtt: self.path.rtt.min(),
             latest_rtt: self.path.rtt.latest(),
@@ -472,6 +476,16 @@ impl Connection {
             ssthresh: self.path.cc.ssthresh(),
         }
     }
+    /// The state of path `id`, if the connection has it.
+    pub fn stats_of(&self, id: PathId) -> Option<PathStats> {
+        (id == self.path.id).then(|| self.path_stats())
+    }
+
+    /// The connection's paths.
+    pub fn path_ids(&self) -> impl Iterator<Item = PathId> + '_ {
+        std::iter::once(self.path.id)
+    }
+
     pub fn rtt(&self) -> Duration {
         self.path.rtt.smoothed()
     }

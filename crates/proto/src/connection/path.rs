@@ -14,6 +14,35 @@ use crate::recovery::pacing::Pacer;
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 
+/// Identifies a path of a connection. Path 0 is the one the handshake used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct PathId(pub u32);
+
+impl PathId {
+    /// The path of the handshake.
+    pub const INITIAL: PathId = PathId(0);
+}
+
+impl std::fmt::Display for PathId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A 1-RTT packet we sent, named as multipath QUIC names it: the path it went on and its
+/// number in that path's application-data packet-number space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PacketId {
+    pub path: PathId,
+    pub pn: u64,
+}
+
+impl std::fmt::Display for PacketId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.path, self.pn)
+    }
+}
+
 /// Whether the peer's address on a path is known to be the peer's (RFC 9000 §8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Validation {
@@ -51,6 +80,7 @@ impl Amplification {
 
 /// One network path and its congestion state.
 pub(super) struct Path {
+    pub id: PathId,
     pub remote: SocketAddr,
     pub validation: Validation,
     /// Counted while the remote address is not validated.
@@ -79,6 +109,7 @@ pub(super) struct Path {
 impl Path {
     /// A new path to `remote` with fresh congestion state from `config`.
     pub fn new(
+        id: PathId,
         remote: SocketAddr,
         space: PacketSpace,
         validated: bool,
@@ -90,6 +121,7 @@ impl Path {
         let cc = config.congestion_controller.build(now, mtu);
         let pacer = Pacer::new(config.initial_rtt, cc.window(), mtu, now);
         Path {
+            id,
             remote,
             validation: if validated {
                 Validation::Validated
@@ -121,6 +153,11 @@ impl Path {
         self.cc = config.congestion_controller.build(now, mtu);
         self.rtt = RttEstimator::new(config.initial_rtt);
         self.pacer = Pacer::new(config.initial_rtt, self.cc.window(), mtu, now);
+    }
+
+    /// Our packet `pn` of this path.
+    pub fn packet(&self, pn: u64) -> PacketId {
+        PacketId { path: self.id, pn }
     }
 
     /// The challenge out on this path and its deadline, if one is.

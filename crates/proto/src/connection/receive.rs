@@ -833,7 +833,8 @@ impl Connection {
             Frame::ImmediateAck => space_mut!(self, space).ack.request_immediate(),
             Frame::Extension { ty, body } => {
                 let rest = payload.slice(rest..);
-                let outcome = self.with_extensions(now, pn, |exts, cx| {
+                let packet = pn.map(|pn| self.path.packet(pn));
+                let outcome = self.with_extensions(now, packet, |exts, cx| {
                     match exts.iter_mut().find(|e| e.owns_frame(ty)) {
                         Some(e) => e.on_frame(cx, ty, body, &rest),
                         None => Ok(FrameOutcome::Continue),

@@ -450,6 +450,7 @@ impl Connection {
         if space == SpaceId::Data && !self.extensions.is_empty() {
             let size = buf.len() - packet_start + TAG_LEN;
             let plain: &[u8] = buf;
+            let packet = self.path.packet(pn);
             self.with_extensions(now, None, |exts, cx| {
                 for (i, e) in exts.iter_mut().enumerate() {
                     let region = match &protected {
@@ -457,7 +458,7 @@ impl Connection {
                         _ => None,
                     };
                     let sent = SentPacketInfo {
-                        pn,
+                        packet,
                         size,
                         protected: region,
                         deadline: region.and(protected_deadline),
