@@ -44,6 +44,27 @@ fn server_and_client_move_files_identical_by_hash() {
     assert!(stdout.contains(&hex), "client prints the SHA-256");
 }
 
+/// A server bound to every address answers from the one the client wrote to: the client's
+/// socket is connected to 127.0.0.5 and would drop replies from the kernel's default source
+/// (127.0.0.1).
+#[test]
+fn a_wildcard_server_answers_from_the_address_the_client_used() {
+    let root = temp_dir("wildcard-root");
+    let out = temp_dir("wildcard-out");
+    std::fs::write(root.join("small.txt"), b"hello\n").unwrap();
+    let server = common::start_server_on("0.0.0.0:0", &root, &[], &[]);
+    let port = server.addr.rsplit(':').next().unwrap();
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--timeout", "10", "-o"])
+        .arg(&out)
+        .arg(format!("https://127.0.0.5:{port}/small.txt"))
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert!(stdout.contains("1 of 1 files"), "{stdout}");
+    assert_eq!(std::fs::read(out.join("small.txt")).unwrap(), b"hello\n");
+}
+
 #[test]
 fn fec_server_and_client_negotiate_and_report() {
     let root = temp_dir("root-fec");

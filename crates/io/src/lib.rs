@@ -8,7 +8,7 @@ mod clock;
 mod udp;
 
 pub use clock::Clock;
-pub use udp::UdpIo;
+use udp::UdpIo;
 
 use std::io;
 use std::net::SocketAddr;
@@ -53,18 +53,14 @@ pub struct Driver {
 
 impl Driver {
     pub fn bind(addr: SocketAddr, endpoint: Endpoint) -> io::Result<Self> {
-        Self::with_io(UdpIo::bind(addr)?, endpoint)
+        Self::from_std(std::net::UdpSocket::bind(addr)?, endpoint)
     }
 
     /// Drives `endpoint` over a socket bound elsewhere: sockets keep the network namespace
     /// they were made in, so one thread can drive endpoints of several namespaces.
     pub fn from_std(socket: std::net::UdpSocket, endpoint: Endpoint) -> io::Result<Self> {
-        Self::with_io(UdpIo::from_std(socket)?, endpoint)
-    }
-
-    fn with_io(io: UdpIo, endpoint: Endpoint) -> io::Result<Self> {
         Ok(Driver {
-            io,
+            io: UdpIo::from_std(socket)?,
             endpoint,
             clock: Clock::new(),
             recv_buf: bytes::BytesMut::new(),
@@ -113,13 +109,13 @@ impl Driver {
             let mut received = 0;
             while received < 256 {
                 match self.io.try_recv_buf(&mut self.recv_buf) {
-                    Ok(Some((mut batch, from, segment))) => {
+                    Ok(Some((mut batch, info, segment))) => {
                         received += 1;
                         let seg = segment.unwrap_or(batch.len()).max(1);
                         while !batch.is_empty() {
                             let datagram = batch.split_to(seg.min(batch.len()));
                             self.stats.rx_datagrams += 1;
-                            self.endpoint.handle_buf(now, from, datagram);
+                            self.endpoint.handle_buf(now, info, datagram);
                         }
                     }
                     Ok(None) => break,
@@ -180,7 +176,11 @@ impl Driver {
                 t.size.div_ceil(t.segment_size.unwrap_or(t.size).max(1)) as u64;
             self.stats.tx_calls += 1;
             loop {
-                match self.io.send(t.destination, data, t.segment_size).await {
+                match self
+                    .io
+                    .send(t.destination, t.source, t.ecn, data, t.segment_size)
+                    .await
+                {
                     Ok(()) => break,
                     Err(e) if is_transient(&e) => continue,
                     // A peer that went away (ICMP unreachable) must not stop a server.

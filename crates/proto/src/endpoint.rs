@@ -20,7 +20,7 @@ use crate::events::{DropReason, Event, PacketEvent, PacketHeader, PacketType};
 use crate::packet::{self, ParsedHeader};
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
-use crate::types::{ConnectionId, Side, TransportError, error_code};
+use crate::types::{ConnectionId, DatagramInfo, Side, TransportError, error_code};
 
 /// Index of a connection inside its endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -64,7 +64,8 @@ pub struct Endpoint {
     reset_key: ResetKey,
     token_key: ring::aead::LessSafeKey,
     /// Stateless packets to send: (destination, bytes).
-    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Stateless responses: (destination, our address to send from, datagram).
+    stateless: VecDeque<(SocketAddr, Option<SocketAddr>, Vec<u8>)>,
     incoming: VecDeque<ConnectionHandle>,
     /// Each connection's next timer, filed once: the endpoint's work per event never grows
     /// with the number of idle connections.
@@ -359,10 +360,10 @@ impl Endpoint {
     pub fn handle(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
+        info: impl Into<DatagramInfo>,
         data: &[u8],
     ) -> Option<ConnectionHandle> {
-        self.handle_buf(now, remote, BytesMut::from(data))
+        self.handle_buf(now, info, BytesMut::from(data))
     }
 
     /// Like `handle`, taking ownership of the buffer so packets are decrypted in place
@@ -370,9 +371,11 @@ impl Endpoint {
     pub fn handle_buf(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
+        info: impl Into<DatagramInfo>,
         data: BytesMut,
     ) -> Option<ConnectionHandle> {
+        let info = info.into();
+        let remote = info.remote;
         let header = packet::parse_header(&data, self.config.local_cid_len).ok();
         let Some(header) = header else {
             // Maybe a short packet for a connection we know under a zero-length CID.
@@ -414,7 +417,7 @@ impl Endpoint {
                         p.supported_versions = &[packet::VERSION_1];
                         f.endpoint_event(now, &Event::PacketSent(&p));
                     }
-                    self.stateless.push_back((remote, buf));
+                    self.stateless.push_back((remote, info.local, buf));
                 } else {
                     let h = PacketHeader::new(PacketType::Unknown);
                     self.trace_drop(now, Some(h), data.len(), DropReason::UnsupportedVersion);
@@ -431,13 +434,13 @@ impl Endpoint {
         if let Some(h) = h {
             self.flush_dirty(now);
             if let Some(slot) = self.slot_mut(h.0) {
-                slot.conn.handle_datagram_buf(now, remote, data);
+                slot.conn.handle_datagram_buf(now, info, data);
             }
             self.touch(h.0, now);
             return Some(h);
         }
         if let Some((scid, token)) = long_initial {
-            return self.accept_initial(now, remote, dcid, scid, &token, data);
+            return self.accept_initial(now, info, dcid, scid, &token, data);
         }
         if is_short {
             // A stateless reset looks like a short-header packet for an unknown ID (§10.3.1).
@@ -448,7 +451,7 @@ impl Endpoint {
                 self.touch(h.0, now);
                 return Some(h);
             }
-            if !self.maybe_stateless_reset(now, remote, &dcid, data.len()) {
+            if !self.maybe_stateless_reset(now, info, &dcid, data.len()) {
                 self.trace_drop(now, None, data.len(), DropReason::ConnectionUnknown);
             }
         } else {
@@ -482,12 +485,13 @@ impl Endpoint {
     fn accept_initial(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
+        info: DatagramInfo,
         dcid: ConnectionId,
         scid: ConnectionId,
         token: &[u8],
         data: BytesMut,
     ) -> Option<ConnectionHandle> {
+        let remote = info.remote;
         let Some(server) = self.server.clone() else {
             self.trace_drop(now, None, data.len(), DropReason::ConnectionUnknown);
             return None;
@@ -519,7 +523,7 @@ impl Endpoint {
         } else if stale_retry {
             (dcid, None, false)
         } else if server.retry || self.half_open >= server.retry_above_half_open {
-            self.send_retry(now, remote, dcid, scid);
+            self.send_retry(now, info, dcid, scid);
             return None;
         } else {
             (dcid, None, false)
@@ -562,7 +566,7 @@ impl Endpoint {
                 TransportError::new(error_code::INVALID_TOKEN, "expired or misaddressed token"),
             );
         } else {
-            conn.handle_datagram_buf(now, remote, data);
+            conn.handle_datagram_buf(now, info, data);
             if conn.stats().packets_received == 0 {
                 // Nothing in it decrypted: no state for datagrams anyone can forge.
                 return None;
@@ -618,10 +622,11 @@ impl Endpoint {
     fn send_retry(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
+        info: DatagramInfo,
         dcid: ConnectionId,
         scid: ConnectionId,
     ) {
+        let remote = info.remote;
         let token = self.seal_token(now, TokenKind::Retry, remote, Some(&dcid));
         let new_scid = self.new_cid();
         let mut buf = Vec::new();
@@ -638,7 +643,7 @@ impl Endpoint {
                 &Event::PacketSent(&PacketEvent::new(h, &[], buf.len())),
             );
         }
-        self.stateless.push_back((remote, buf));
+        self.stateless.push_back((remote, info.local, buf));
     }
 
     /// What a client's token proves, if it is ours, unexpired and from this address.
@@ -698,7 +703,7 @@ impl Endpoint {
     fn maybe_stateless_reset(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
+        info: DatagramInfo,
         dcid: &ConnectionId,
         len: usize,
     ) -> bool {
@@ -721,7 +726,7 @@ impl Endpoint {
             p.stateless_reset_token = Some(token);
             f.endpoint_event(now, &Event::PacketSent(&p));
         }
-        self.stateless.push_back((remote, buf));
+        self.stateless.push_back((info.remote, info.local, buf));
         true
     }
 
@@ -862,10 +867,12 @@ impl Endpoint {
         max_datagrams: usize,
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
-        if let Some((dest, data)) = self.stateless.pop_front() {
+        if let Some((dest, source, data)) = self.stateless.pop_front() {
             buf.extend_from_slice(&data);
             return Some(Transmit {
                 destination: dest,
+                source,
+                ecn: None,
                 size: data.len(),
                 segment_size: None,
             });

@@ -15,7 +15,10 @@ pub mod transport_params;
 pub mod types;
 
 pub use time::Instant;
-pub use types::{ConnectionId, Dir, Side, StreamId, TransportError, error_code};
+pub use types::{
+    ConnectionId, DatagramInfo, Dir, EcnCodepoint, EcnCounts, Side, StreamId, TransportError,
+    error_code,
+};
 
 mod application;
 pub mod config;

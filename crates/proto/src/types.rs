@@ -226,3 +226,110 @@ mod tests {
         assert!(ConnectionId::try_new(&[0; 21]).is_none());
     }
 }
+
+/// The ECN codepoint of an IP packet (RFC 3168 §5); Not-ECT is `None` where one is optional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EcnCodepoint {
+    /// ECT(0), `0b10`.
+    Ect0,
+    /// ECT(1), `0b01`.
+    Ect1,
+    /// Congestion Experienced, `0b11`.
+    Ce,
+}
+
+impl EcnCodepoint {
+    /// From the two low bits of the IP TOS / traffic class byte; `None` for Not-ECT.
+    pub fn from_bits(bits: u8) -> Option<Self> {
+        match bits & 0b11 {
+            0b10 => Some(EcnCodepoint::Ect0),
+            0b01 => Some(EcnCodepoint::Ect1),
+            0b11 => Some(EcnCodepoint::Ce),
+            _ => None,
+        }
+    }
+
+    /// The two ECN bits of the IP header.
+    pub fn bits(self) -> u8 {
+        match self {
+            EcnCodepoint::Ect0 => 0b10,
+            EcnCodepoint::Ect1 => 0b01,
+            EcnCodepoint::Ce => 0b11,
+        }
+    }
+}
+
+/// Packets received with each ECN codepoint (RFC 9000 §13.4.1: what ACK_ECN frames report).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EcnCounts {
+    pub ect0: u64,
+    pub ect1: u64,
+    pub ce: u64,
+}
+
+impl EcnCounts {
+    /// Counts one packet that arrived with `ecn`.
+    pub fn add(&mut self, ecn: Option<EcnCodepoint>) {
+        match ecn {
+            Some(EcnCodepoint::Ect0) => self.ect0 += 1,
+            Some(EcnCodepoint::Ect1) => self.ect1 += 1,
+            Some(EcnCodepoint::Ce) => self.ce += 1,
+            None => {}
+        }
+    }
+}
+
+/// What the socket reports of a received datagram besides its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramInfo {
+    /// Where it came from.
+    pub remote: std::net::SocketAddr,
+    /// Our address it was sent to (IP_PKTINFO / IPV6_PKTINFO), when the driver knows it:
+    /// replies go out from the same address.
+    pub local: Option<std::net::SocketAddr>,
+    /// Its IP header's ECN codepoint (IP_RECVTOS / IPV6_RECVTCLASS), when the driver reads it.
+    pub ecn: Option<EcnCodepoint>,
+}
+
+impl From<std::net::SocketAddr> for DatagramInfo {
+    /// A datagram known only by its source address.
+    fn from(remote: std::net::SocketAddr) -> Self {
+        DatagramInfo {
+            remote,
+            local: None,
+            ecn: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod ecn_tests {
+    use super::*;
+
+    #[test]
+    fn codepoints_round_trip_through_their_bits() {
+        for c in [EcnCodepoint::Ect0, EcnCodepoint::Ect1, EcnCodepoint::Ce] {
+            assert_eq!(EcnCodepoint::from_bits(c.bits()), Some(c));
+            // The DSCP bits above do not matter.
+            assert_eq!(EcnCodepoint::from_bits(0xb8 | c.bits()), Some(c));
+        }
+        assert_eq!(EcnCodepoint::from_bits(0xb8), None);
+        let mut n = EcnCounts::default();
+        for c in [
+            Some(EcnCodepoint::Ce),
+            None,
+            Some(EcnCodepoint::Ect0),
+            Some(EcnCodepoint::Ce),
+        ] {
+            n.add(c);
+        }
+        assert_eq!(
+            n,
+            EcnCounts {
+                ect0: 1,
+                ect1: 0,
+                ce: 2
+            }
+        );
+    }
+}

@@ -48,8 +48,13 @@ pub fn start_server(root: &Path, extra: &[&str]) -> Server {
 
 /// `start_server` with environment variables set for the server.
 pub fn start_server_env(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    start_server_on("127.0.0.1:0", root, extra, env)
+}
+
+/// `qfec server --listen LISTEN --root ROOT EXTRA...`, once it says it listens.
+pub fn start_server_on(listen: &str, root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut child = Command::new(QFEC)
-        .args(["server", "--listen", "127.0.0.1:0", "--root"])
+        .args(["server", "--listen", listen, "--root"])
         .arg(root)
         .args(extra)
         .envs(env.iter().copied())

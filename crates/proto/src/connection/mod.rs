@@ -143,6 +143,11 @@ pub enum EndpointEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
     pub destination: SocketAddr,
+    /// Our address to send from (the one the peer sends to), when known; `None`: the
+    /// socket's choice.
+    pub source: Option<SocketAddr>,
+    /// The ECN codepoint to set in the IP header; `None`: Not-ECT.
+    pub ecn: Option<crate::types::EcnCodepoint>,
     /// Total bytes written.
     pub size: usize,
     /// When several datagrams were batched, the size of each (the last may be shorter).
@@ -205,6 +210,8 @@ pub struct PathStats {
     /// Probe timeout without backoff (RFC 9002 §6.2.1).
     pub pto: Duration,
     pub cwnd: u64,
+    /// Packets received on the path with each ECN codepoint.
+    pub ecn_received: crate::types::EcnCounts,
     pub bytes_in_flight: u64,
     pub ssthresh: u64,
 }
@@ -322,7 +329,7 @@ pub struct Connection {
     events: VecDeque<Event>,
     endpoint_events: VecDeque<EndpointEvent>,
     /// Packets that arrived before their keys, replayed when the keys come.
-    undecryptable: Vec<(SocketAddr, bytes::BytesMut)>,
+    undecryptable: Vec<(crate::types::DatagramInfo, bytes::BytesMut)>,
     rng: ChaCha8Rng,
     error: Option<ConnectionError>,
     close_sent_at: Option<Instant>,
@@ -472,6 +479,7 @@ impl Connection {
             latest_rtt: self.path.rtt.latest(),
             pto: self.pto_duration(SpaceId::Data),
             cwnd: self.path.cc.window(),
+            ecn_received: self.path.space.ecn_received,
             bytes_in_flight: self.bytes_in_flight(),
             ssthresh: self.path.cc.ssthresh(),
         }

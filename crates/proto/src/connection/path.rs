@@ -81,6 +81,8 @@ impl Amplification {
 /// One network path and its congestion state.
 pub(super) struct Path {
     pub id: PathId,
+    /// Our address on the path, once a datagram told it (packets leave from it).
+    pub local: Option<SocketAddr>,
     pub remote: SocketAddr,
     pub validation: Validation,
     /// Counted while the remote address is not validated.
@@ -122,6 +124,7 @@ impl Path {
         let pacer = Pacer::new(config.initial_rtt, cc.window(), mtu, now);
         Path {
             id,
+            local: None,
             remote,
             validation: if validated {
                 Validation::Validated

@@ -1,7 +1,6 @@
 //! Incoming datagrams: coalesced packets, header protection removal, decryption, key phase
 //! handling and the frame loop (RFC 9000 §12, §17; RFC 9001 §5-6).
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -16,7 +15,7 @@ use crate::events::{self as ev, DropReason, PacketHeader, PacketType};
 use crate::frame::{Frame, FrameRegistry, PacketKind, decode_frame, parse_frames};
 use crate::packet::{self, LongType, ParsedHeader};
 use crate::time::Instant;
-use crate::types::{ConnectionId, Side, TransportError, error_code};
+use crate::types::{ConnectionId, DatagramInfo, Side, TransportError, error_code};
 
 /// Packets kept while waiting for their keys (reordering around the handshake).
 const MAX_UNDECRYPTABLE: usize = 16;
@@ -30,13 +29,20 @@ enum KeyUsed {
 }
 
 impl Connection {
-    /// A UDP datagram from the peer (see `handle_datagram_buf` to avoid a copy).
-    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
-        self.handle_datagram_buf(now, remote, BytesMut::from(data));
+    /// A UDP datagram from the peer (see `handle_datagram_buf` to avoid a copy). `info` is
+    /// its source address, or all the socket told of it ([`DatagramInfo`]).
+    pub fn handle_datagram(&mut self, now: Instant, info: impl Into<DatagramInfo>, data: &[u8]) {
+        self.handle_datagram_buf(now, info, BytesMut::from(data));
     }
 
     /// A UDP datagram from the peer, decrypted in place in the given buffer.
-    pub fn handle_datagram_buf(&mut self, now: Instant, remote: SocketAddr, data: BytesMut) {
+    pub fn handle_datagram_buf(
+        &mut self,
+        now: Instant,
+        info: impl Into<DatagramInfo>,
+        data: BytesMut,
+    ) {
+        let info = info.into();
         if self.state == State::Drained {
             return;
         }
@@ -50,7 +56,7 @@ impl Connection {
         let mut rest = data;
         let mut first = true;
         while !rest.is_empty() {
-            self.handle_packet(now, remote, &mut rest, first && maybe_reset);
+            self.handle_packet(now, info, &mut rest, first && maybe_reset);
             first = false;
         }
         if !self.undecryptable.is_empty() {
@@ -63,11 +69,11 @@ impl Connection {
 
     fn replay_undecryptable(&mut self, now: Instant) {
         let buffered = std::mem::take(&mut self.undecryptable);
-        for (remote, mut packet) in buffered {
+        for (info, mut packet) in buffered {
             if self.keys_available_for(&packet) {
-                self.handle_packet(now, remote, &mut packet, false);
+                self.handle_packet(now, info, &mut packet, false);
             } else {
-                self.undecryptable.push((remote, packet));
+                self.undecryptable.push((info, packet));
             }
         }
     }
@@ -96,11 +102,11 @@ impl Connection {
     fn handle_packet(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
+        info: DatagramInfo,
         rest: &mut BytesMut,
         maybe_reset: bool,
     ) {
-        let consumed = self.handle_packet_at(now, remote, rest, maybe_reset);
+        let consumed = self.handle_packet_at(now, info, rest, maybe_reset);
         if consumed >= rest.len() {
             rest.clear();
         } else {
@@ -113,7 +119,7 @@ impl Connection {
     fn handle_packet_at(
         &mut self,
         now: Instant,
-        remote: SocketAddr,
+        info: DatagramInfo,
         rest: &mut BytesMut,
         maybe_reset: bool,
     ) -> usize {
@@ -244,7 +250,7 @@ impl Connection {
                 }
             }
             if buffered {
-                self.undecryptable.push((remote, rest.split_to(packet_len)));
+                self.undecryptable.push((info, rest.split_to(packet_len)));
                 return 0;
             }
             return packet_len;
@@ -279,6 +285,12 @@ impl Connection {
             return 0;
         }
         self.stats.packets_received += 1;
+        space_mut!(self, space).ecn_received.add(info.ecn);
+        if info.local.is_some() && info.remote == self.path.remote {
+            // Replies leave from the address the peer sends to (a server bound to a wildcard
+            // address has several).
+            self.path.local = info.local;
+        }
         if self.tracing() {
             let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
             let p = ev::PacketEvent::new(h, &[], packet_len);
@@ -316,13 +328,13 @@ impl Connection {
             // frames, comes from another address.
             Ok(non_probing) => {
                 if kind == PacketKind::OneRtt
-                    && remote != self.path.remote
+                    && info.remote != self.path.remote
                     && self.side.is_server()
                     && newest
                     && non_probing
                     && !self.is_closed()
                 {
-                    self.on_peer_address_change(now, remote, packet_bytes);
+                    self.on_peer_address_change(now, info, packet_bytes);
                 }
             }
             Err(e) => self.close_with_error(now, e),
@@ -560,9 +572,13 @@ impl Connection {
     /// The client moved (NAT rebinding or migration): validate the new path, limit what we
     /// send there to three times what it sent until then, and start congestion control
     /// afresh unless only the port changed (RFC 9000 §8.2, §9.3, §9.4).
-    fn on_peer_address_change(&mut self, now: Instant, remote: SocketAddr, received: u64) {
+    fn on_peer_address_change(&mut self, now: Instant, info: DatagramInfo, received: u64) {
+        let remote = info.remote;
         tracing::debug!(from = %self.path.remote, to = %remote, "peer address changed");
         let old = std::mem::replace(&mut self.path.remote, remote);
+        if info.local.is_some() {
+            self.path.local = info.local;
+        }
         if old.ip() != remote.ip() {
             self.path.reset_congestion(&self.config, now);
         }

@@ -185,6 +185,8 @@ pub struct PacketSpace {
     /// Packets declared lost lately, in packet-number order, with their content: a late
     /// acknowledgement (a spurious loss) or a peer's recovery report still counts it delivered.
     pub lost: VecDeque<LostPacket>,
+    /// Packets received with each ECN codepoint (RFC 9000 §13.4.1).
+    pub ecn_received: crate::types::EcnCounts,
 }
 
 impl PacketSpace {
@@ -204,6 +206,7 @@ impl PacketSpace {
             probes: 0,
             discarded: false,
             lost: VecDeque::new(),
+            ecn_received: crate::types::EcnCounts::default(),
         }
     }
 

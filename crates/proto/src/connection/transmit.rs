@@ -104,6 +104,8 @@ impl Connection {
         let seg = segment.unwrap_or(size);
         Some(Transmit {
             destination: self.path.remote,
+            source: self.path.local,
+            ecn: None,
             size,
             segment_size: (size > seg).then_some(seg),
         })
@@ -901,6 +903,8 @@ impl Connection {
         }
         Some(Transmit {
             destination: self.path.remote,
+            source: self.path.local,
+            ecn: None,
             size,
             segment_size: None,
         })

@@ -204,7 +204,8 @@ mod tests {
                 .unwrap();
             let mut c1 = Vec::new();
             client.poll_transmit(Instant::ZERO, 1, &mut c1).unwrap();
-            server.handle(Instant::ZERO, "10.0.0.2:5000".parse().unwrap(), &c1);
+            let from: std::net::SocketAddr = "10.0.0.2:5000".parse().unwrap();
+            server.handle(Instant::ZERO, from, &c1);
             let mut s1 = Vec::new();
             server.poll_transmit(Instant::ZERO, 1, &mut s1).unwrap();
             (c1, s1)
