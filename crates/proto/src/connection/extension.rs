@@ -75,6 +75,15 @@ impl std::str::FromStr for RecoveredLossMode {
     }
 }
 
+/// What extension hooks asked the connection to do, carried out once they return.
+#[derive(Debug, Default)]
+pub(crate) struct ExtensionActions {
+    queue: Vec<ExtensionAction>,
+    /// They are being carried out: a recovered payload whose frames reach an extension
+    /// again queues its actions for the loop already running.
+    running: bool,
+}
+
 /// What the connection does for an extension once its hook returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ExtensionAction {
@@ -381,7 +390,7 @@ impl Connection {
         f: impl FnOnce(&mut [Box<dyn ConnectionExtension>], &mut ExtensionCx<'_>) -> R,
     ) -> R {
         let mut exts = std::mem::take(&mut self.extensions);
-        let mut actions = std::mem::take(&mut self.ext_actions);
+        let mut actions = std::mem::take(&mut self.ext_actions.queue);
         let mut tracer = self.tracer.take();
         let r = {
             let path = packet.map_or(self.path.id, |p| p.path);
@@ -396,7 +405,7 @@ impl Connection {
             f(&mut exts, &mut cx)
         };
         self.extensions = exts;
-        self.ext_actions = actions;
+        self.ext_actions.queue = actions;
         self.tracer = tracer;
         r
     }
@@ -421,12 +430,12 @@ impl Connection {
     /// whose frames reach an extension again) leave the work to the outer call, so recovery
     /// never recurses deeper than one payload.
     pub(super) fn run_extension_actions(&mut self, now: Instant) {
-        if self.running_ext_actions {
+        if self.ext_actions.running {
             return;
         }
-        self.running_ext_actions = true;
-        while !self.ext_actions.is_empty() {
-            for action in std::mem::take(&mut self.ext_actions) {
+        self.ext_actions.running = true;
+        while !self.ext_actions.queue.is_empty() {
+            for action in std::mem::take(&mut self.ext_actions.queue) {
                 match action {
                     ExtensionAction::DeliverRecovered(frames) => {
                         self.handle_recovered_payload(now, frames)
@@ -440,7 +449,7 @@ impl Connection {
                 }
             }
         }
-        self.running_ext_actions = false;
+        self.ext_actions.running = false;
     }
 
     /// Processes the frames of a 1-RTT packet recovered by FEC as if it had arrived. Its

@@ -65,10 +65,10 @@ impl Connection {
             ));
         }
         self.tls.read_handshake(&buf)?;
-        if self.side.is_server() && space == SpaceId::Initial && self.zero_rtt.is_none() {
+        if self.side.is_server() && space == SpaceId::Initial && self.early.keys.is_none() {
             // Present once the ClientHello offered early data and TLS accepted it.
-            self.zero_rtt = self.tls.zero_rtt_keys();
-            if self.zero_rtt.is_some() {
+            self.early.keys = self.tls.zero_rtt_keys();
+            if self.early.keys.is_some() {
                 self.trace_keys(now, &[KeyType::ClientZeroRtt], None, KeyTrigger::Tls, false);
             }
         }
@@ -132,12 +132,7 @@ impl Connection {
         self.streams.set_peer_params(&params);
         self.local_cids.peer_limit = params.active_connection_id_limit;
         let peer_idle = std::time::Duration::from_millis(params.max_idle_timeout);
-        let local_idle = self.config.max_idle_timeout;
-        self.idle_timeout = match (local_idle.is_zero(), peer_idle.is_zero()) {
-            (true, _) => peer_idle,
-            (_, true) => local_idle,
-            _ => local_idle.min(peer_idle),
-        };
+        self.idle.negotiate(self.config.max_idle_timeout, peer_idle);
         self.peer_params = Some(params);
         if !self.extensions.is_empty() {
             let params = self.peer_params.clone().expect("just set");
@@ -185,7 +180,7 @@ impl Connection {
             return;
         };
         self.streams.set_peer_params(&params);
-        self.zero_rtt = Some(keys);
+        self.early.keys = Some(keys);
         self.trace_keys(now, &[KeyType::ClientZeroRtt], None, KeyTrigger::Tls, false);
     }
 
@@ -193,17 +188,17 @@ impl Connection {
     /// sends it again in 1-RTT (RFC 9001 §4.6.2); neither its loss nor its bytes count
     /// against congestion control.
     fn end_zero_rtt(&mut self, now: Instant) {
-        if self.zero_rtt.take().is_none() || self.side.is_server() {
+        if self.early.keys.take().is_none() || self.side.is_server() {
             return;
         }
         let accepted = self.tls.early_data_accepted();
-        self.zero_rtt_accepted = Some(accepted);
+        self.early.accepted = Some(accepted);
         if accepted {
             return;
         }
         let mut frames = Vec::new();
         let sp = space_mut!(self, SpaceId::Data);
-        for pn in 0..self.zero_rtt_sent_until {
+        for pn in 0..self.early.sent_until {
             if let Some(p) = sp.sent.remove(pn) {
                 frames.extend(p.info.frames);
             }

@@ -497,7 +497,7 @@ impl Connection {
             .min();
         [
             self.path.recovery.loss_timer,
-            self.idle_deadline,
+            self.idle.deadline(),
             ack_timer,
             self.path.recovery.pacing_timer,
             key_discard,
@@ -534,7 +534,7 @@ impl Connection {
             }
             _ => {}
         }
-        if self.idle_deadline.is_some_and(|d| now >= d) {
+        if self.idle.expired(now) {
             self.set_error(now, ConnectionError::TimedOut);
             self.drain_now(now);
             return;

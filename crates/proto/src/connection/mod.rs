@@ -32,6 +32,7 @@ mod ack_frequency;
 mod cid;
 pub mod extension;
 mod handshake;
+mod idle;
 mod keys;
 mod loss;
 mod path;
@@ -244,6 +245,18 @@ enum HandshakePhase {
     Confirmed,
 }
 
+/// 0-RTT (RFC 9001 §4.6).
+#[derive(Default)]
+struct EarlyData {
+    /// A client's keys for sending until the handshake completes, a server's for reading
+    /// the client's early packets until then.
+    keys: Option<crate::crypto::DirectionalKeys>,
+    /// Client: packet numbers below this went out in 0-RTT packets.
+    sent_until: u64,
+    /// Client: whether the server accepted the early data it was offered.
+    accepted: Option<bool>,
+}
+
 /// Control frames of the connection (not of a stream or path) waiting for a packet.
 #[derive(Debug, Default)]
 struct PendingFrames {
@@ -302,10 +315,7 @@ pub struct Connection {
     /// The peer's first source connection ID, checked against its transport parameters.
     peer_initial_scid: Option<ConnectionId>,
     handshake: HandshakePhase,
-    idle_timeout: Duration,
-    idle_deadline: Option<Instant>,
-    /// An ack-eliciting packet was sent since the last packet received (idle timer rule).
-    sent_ack_eliciting_since_rx: bool,
+    idle: idle::IdleTimer,
     last_sent: Option<Instant>,
     last_ack_eliciting_sent: Option<Instant>,
     /// Early handshake retransmissions left (RFC 9002 §6.2.3).
@@ -316,13 +326,8 @@ pub struct Connection {
     pending: PendingFrames,
     /// Client: the latest NEW_TOKEN from the server, for a later connection to it.
     received_token: Option<Vec<u8>>,
-    /// 0-RTT keys: a client's for sending until the handshake completes, a server's for
-    /// reading the client's early packets until then.
-    zero_rtt: Option<crate::crypto::DirectionalKeys>,
-    /// Client: packet numbers below this went out in 0-RTT packets.
-    zero_rtt_sent_until: u64,
-    /// Client: whether the server accepted the early data it was offered.
-    zero_rtt_accepted: Option<bool>,
+    /// 0-RTT: its keys, and a client's record of what it sent with them.
+    early: EarlyData,
     /// Datagrams received (RFC 9221) waiting for the application.
     datagrams_in: VecDeque<Bytes>,
     datagrams_out: VecDeque<OutgoingDatagram>,
@@ -336,8 +341,7 @@ pub struct Connection {
     stats: ConnectionStats,
     extensions: Vec<Box<dyn ConnectionExtension>>,
     /// What extension hooks asked the connection to do.
-    ext_actions: Vec<extension::ExtensionAction>,
-    running_ext_actions: bool,
+    ext_actions: extension::ExtensionActions,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
     /// The event sink and what it last reported; `None` (no sink) builds no event.
@@ -421,18 +425,17 @@ impl Connection {
             retry_token: p.token,
             peer_initial_scid: None,
             handshake: HandshakePhase::InProgress,
-            idle_timeout: cfg.handshake_timeout.unwrap_or(cfg.max_idle_timeout),
-            idle_deadline: None,
-            sent_ack_eliciting_since_rx: false,
+            idle: idle::IdleTimer::new(
+                cfg.handshake_timeout.unwrap_or(cfg.max_idle_timeout),
+                p.now,
+            ),
             last_sent: None,
             last_ack_eliciting_sent: None,
             ack_only_sent: 0,
             handshake_speedups: 4,
             pending: PendingFrames::default(),
             received_token: None,
-            zero_rtt: None,
-            zero_rtt_sent_until: 0,
-            zero_rtt_accepted: None,
+            early: EarlyData::default(),
             datagrams_in: VecDeque::new(),
             datagrams_out: VecDeque::new(),
             events: VecDeque::new(),
@@ -443,16 +446,12 @@ impl Connection {
             close_sent_at: None,
             stats: ConnectionStats::default(),
             extensions: p.extensions,
-            ext_actions: Vec::new(),
-            running_ext_actions: false,
+            ext_actions: extension::ExtensionActions::default(),
             rx_dcid: p.local_cid,
             tracer,
             config: cfg,
         };
         conn.trace_start(p.now, &p.local_params);
-        if conn.idle_timeout > Duration::ZERO {
-            conn.idle_deadline = Some(p.now + conn.idle_timeout);
-        }
         if conn.side.is_client() {
             conn.drive_tls_output(p.now);
             conn.start_zero_rtt(p.now);
@@ -606,13 +605,13 @@ impl Connection {
     /// is written goes out in 0-RTT packets. Replayable by an attacker: idempotent requests
     /// only.
     pub fn can_send_early_data(&self) -> bool {
-        self.side.is_client() && self.zero_rtt.is_some() && !self.handshake_complete()
+        self.side.is_client() && self.early.keys.is_some() && !self.handshake_complete()
     }
 
     /// Client: whether the server accepted our 0-RTT data, once the handshake completed
     /// (`None` if none was offered). Rejected data was sent again in 1-RTT packets.
     pub fn early_data_accepted(&self) -> Option<bool> {
-        self.zero_rtt_accepted
+        self.early.accepted
     }
 
     /// Client: the latest token the server offered with NEW_TOKEN. Give it as
@@ -913,7 +912,7 @@ impl Connection {
             self.path.cc.window(),
             self.path.recovery.loss_timer,
             self.path.recovery.pacing_timer,
-            self.idle_deadline,
+            self.idle.deadline(),
             self.path.recovery.pto_count,
             self.streams.diagnostics(),
         )

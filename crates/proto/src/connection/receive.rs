@@ -94,7 +94,7 @@ impl Connection {
 
     /// A server that has not read the ClientHello yet may still get 0-RTT keys.
     fn zero_rtt_may_come(&self) -> bool {
-        self.side.is_server() && self.zero_rtt.is_none() && !self.handshake_complete()
+        self.side.is_server() && self.early.keys.is_none() && !self.handshake_complete()
     }
 
     /// Handles the packet at the start of `rest` and removes it from there. `maybe_reset`:
@@ -169,7 +169,7 @@ impl Connection {
                     // only while they hold the keys (without, it is dropped, §17.2.3).
                     LongType::ZeroRtt
                         if self.side.is_server()
-                            && (self.zero_rtt.is_some() || self.zero_rtt_may_come()) =>
+                            && (self.early.keys.is_some() || self.zero_rtt_may_come()) =>
                     {
                         (SpaceId::Data, PacketKind::ZeroRtt)
                     }
@@ -228,7 +228,7 @@ impl Connection {
         }
         let zero_rtt = kind == PacketKind::ZeroRtt;
         let have_keys = match space {
-            SpaceId::Data if zero_rtt => self.zero_rtt.is_some(),
+            SpaceId::Data if zero_rtt => self.early.keys.is_some(),
             // A server holds 1-RTT packets until the client's Finished authenticated it
             // (RFC 9001 §5.7), although rustls gives it the keys earlier.
             SpaceId::Data => self.one_rtt_readable(),
@@ -362,7 +362,7 @@ impl Connection {
             let (first, rest) = pkt.split_at_mut(1);
             let pn_bytes = &mut rest[pn_offset - 1..pn_offset - 1 + 4];
             let hp = match space {
-                SpaceId::Data if zero_rtt => &self.zero_rtt.as_ref()?.header,
+                SpaceId::Data if zero_rtt => &self.early.keys.as_ref()?.header,
                 SpaceId::Data => &self.one_rtt.as_ref()?.remote_header,
                 _ => &space!(self, space).keys.as_ref()?.remote.header,
             };
@@ -383,7 +383,7 @@ impl Connection {
         let (header, body) = pkt.split_at_mut(header_len);
         let (plain_len, key_used) = match space {
             SpaceId::Data if zero_rtt => {
-                let key = &self.zero_rtt.as_ref()?.packet;
+                let key = &self.early.keys.as_ref()?.packet;
                 (
                     key.decrypt_in_place(pn, header, body).ok()?.len(),
                     KeyUsed::Current,
@@ -866,10 +866,7 @@ impl Connection {
     }
 
     fn restart_idle_timer(&mut self, now: Instant) {
-        self.sent_ack_eliciting_since_rx = false;
-        if !self.idle_timeout.is_zero() {
-            let min = self.pto_duration(SpaceId::Data) * 3;
-            self.idle_deadline = Some(now + self.idle_timeout.max(min));
-        }
+        let min = self.pto_duration(SpaceId::Data) * 3;
+        self.idle.on_packet_received(now, min);
     }
 }

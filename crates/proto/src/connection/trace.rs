@@ -280,7 +280,7 @@ impl Connection {
         match space {
             SpaceId::Initial => PacketType::Initial,
             SpaceId::Handshake => PacketType::Handshake,
-            SpaceId::Data if self.side.is_client() && pn < self.zero_rtt_sent_until => {
+            SpaceId::Data if self.side.is_client() && pn < self.early.sent_until => {
                 PacketType::ZeroRtt
             }
             SpaceId::Data => PacketType::OneRtt,

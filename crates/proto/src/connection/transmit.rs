@@ -212,7 +212,7 @@ impl Connection {
 
     /// A client sends application data in 0-RTT packets until its 1-RTT keys exist.
     fn sending_zero_rtt(&self) -> bool {
-        self.side.is_client() && self.zero_rtt.is_some() && self.one_rtt.is_none()
+        self.side.is_client() && self.early.keys.is_some() && self.one_rtt.is_none()
     }
 
     /// Whether `space` has anything worth a packet now.
@@ -470,7 +470,7 @@ impl Connection {
             });
         }
         if space == SpaceId::Data && self.sending_zero_rtt() {
-            self.zero_rtt_sent_until = pn + 1;
+            self.early.sent_until = pn + 1;
         }
         let size = buf.len() - packet_start + TAG_LEN;
         if self.tracing() {
@@ -510,12 +510,9 @@ impl Connection {
             self.path.recovery.recovery_packet_allowed = false;
             self.ack_only_sent = 0;
             self.last_ack_eliciting_sent = Some(now);
-            if !self.sent_ack_eliciting_since_rx {
-                self.sent_ack_eliciting_since_rx = true;
-                if !self.idle_timeout.is_zero() {
-                    let min = self.pto_duration(SpaceId::Data) * 3;
-                    self.idle_deadline = Some(now + self.idle_timeout.max(min));
-                }
+            if self.idle.on_ack_eliciting_sent() {
+                let min = self.pto_duration(SpaceId::Data) * 3;
+                self.idle.restart(now, min);
             }
             self.set_loss_timer(now);
         }
@@ -808,7 +805,7 @@ impl Connection {
         let zero_rtt = space == SpaceId::Data && self.sending_zero_rtt();
         let tag = match space {
             SpaceId::Data if zero_rtt => {
-                let k = self.zero_rtt.as_ref().expect("0-RTT keys");
+                let k = self.early.keys.as_ref().expect("0-RTT keys");
                 k.packet.encrypt_in_place(pn, header, payload)
             }
             SpaceId::Data => {
@@ -829,7 +826,7 @@ impl Connection {
         let rel = pn_offset - packet_start - 1;
         let pn_bytes = &mut rest[rel..rel + pn_len];
         let hp = match space {
-            SpaceId::Data if zero_rtt => &self.zero_rtt.as_ref().expect("0-RTT keys").header,
+            SpaceId::Data if zero_rtt => &self.early.keys.as_ref().expect("0-RTT keys").header,
             SpaceId::Data => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
             _ => {
                 &space!(self, space)
