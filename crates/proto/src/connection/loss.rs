@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use super::extension::LostPacket;
-use super::path::Validation;
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{Connection, ConnectionError, PacketId, SpaceId, State};
 use crate::frame::Ack;
@@ -424,7 +423,7 @@ impl Connection {
     }
 
     fn amplification_blocked(&self) -> bool {
-        !self.path.is_validated() && self.path.amplification.blocked()
+        self.path.amplification_blocked()
     }
 
     /// RFC 9002 Appendix A.8 SetLossDetectionTimer.
@@ -549,16 +548,7 @@ impl Connection {
         if let Some(k) = self.one_rtt.as_mut() {
             k.discard_old(now);
         }
-        if let Some((_, d)) = self.path.challenge()
-            && now >= d
-        {
-            // The new path failed validation: go back to the last validated one (§9.3.2).
-            self.path.validation = Validation::Unvalidated;
-            if let Some(old) = self.path.migrated_from.take() {
-                self.path.remote = old;
-                self.path.validation = Validation::Validated;
-            }
-        }
+        self.path.on_validation_timeout(now);
         if self.keep_alive_deadline().is_some_and(|t| now >= t) {
             self.pending.ping = true;
         }

@@ -759,7 +759,7 @@ impl Connection {
     /// the endpoint refused, crediting those bytes to the amplification budget.
     pub(crate) fn refuse(&mut self, now: Instant, received: usize, e: TransportError) {
         self.stats.udp_rx_datagrams += 1;
-        self.path.amplification.received += received as u64;
+        self.path.on_datagram_received(received as u64);
         self.close_with_error(now, e);
     }
 

@@ -45,7 +45,7 @@ impl std::fmt::Display for PacketId {
 
 /// Whether the peer's address on a path is known to be the peer's (RFC 9000 §8).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Validation {
+enum Validation {
     /// Validated: by the handshake, a Retry or NEW_TOKEN token, or a PATH_RESPONSE.
     Validated,
     /// Not validated, nothing asked yet (a server's path before the handshake proves it).
@@ -62,7 +62,7 @@ pub(super) enum Validation {
 /// Until the peer's address is validated, a server sends at most three times what it
 /// received from it (RFC 9000 §8).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Amplification {
+struct Amplification {
     pub received: u64,
     pub sent: u64,
 }
@@ -84,9 +84,9 @@ pub(super) struct Path {
     /// Our address on the path, once a datagram told it (packets leave from it).
     pub local: Option<SocketAddr>,
     pub remote: SocketAddr,
-    pub validation: Validation,
+    validation: Validation,
     /// Counted while the remote address is not validated.
-    pub amplification: Amplification,
+    amplification: Amplification,
     /// Client: the server acknowledged one of our Handshake packets, or the handshake is
     /// confirmed: it knows our address (RFC 9002 §6.2.2.1: until then, keep probing).
     pub peer_validated_address: bool,
@@ -98,11 +98,11 @@ pub(super) struct Path {
     pub pacer: Pacer,
     /// The validated address this path left for an unvalidated one; restored if the new one
     /// fails validation (RFC 9000 §9.3.2).
-    pub migrated_from: Option<SocketAddr>,
+    migrated_from: Option<SocketAddr>,
     /// PATH_CHALLENGE data to answer with PATH_RESPONSE on this path.
-    pub path_responses: std::collections::VecDeque<[u8; 8]>,
+    path_responses: std::collections::VecDeque<[u8; 8]>,
     /// The packet being built carries a PATH_CHALLENGE (it is padded).
-    pub challenge_in_packet: bool,
+    challenge_in_packet: bool,
     /// The path's application-data packet-number space.
     pub space: PacketSpace,
     pub recovery: Recovery,
@@ -147,6 +147,130 @@ impl Path {
 
     pub fn is_validated(&self) -> bool {
         self.validation == Validation::Validated
+    }
+
+    /// The peer proved it owns its address (a Handshake packet, RFC 9000 §8.1).
+    pub fn validate(&mut self) {
+        self.validation = Validation::Validated;
+    }
+
+    /// A datagram of `len` bytes arrived on this path: before validation it adds to what may
+    /// be sent back.
+    pub fn on_datagram_received(&mut self, len: u64) {
+        if !self.is_validated() {
+            self.amplification.received += len;
+        }
+    }
+
+    /// A datagram of `len` bytes went out on this path.
+    pub fn on_datagram_sent(&mut self, len: u64) {
+        if !self.is_validated() {
+            self.amplification.sent += len;
+        }
+    }
+
+    /// Bytes that may still be sent before the peer's address is validated; `None`: no
+    /// limit.
+    pub fn send_budget(&self) -> Option<u64> {
+        (!self.is_validated()).then(|| self.amplification.budget())
+    }
+
+    /// Nothing more may be sent until the peer sends more (the anti-amplification limit).
+    pub fn amplification_blocked(&self) -> bool {
+        !self.is_validated() && self.amplification.blocked()
+    }
+
+    /// The peer's address changed to `remote` on this path: validate it with a challenge of
+    /// `data` until `deadline`, sending at most three times the `received` bytes there until
+    /// then. Returns the address left.
+    pub fn migrate(
+        &mut self,
+        remote: SocketAddr,
+        received: u64,
+        data: [u8; 8],
+        deadline: Instant,
+    ) -> SocketAddr {
+        let old = std::mem::replace(&mut self.remote, remote);
+        if self.migrated_from.is_none() {
+            self.migrated_from = Some(old);
+        }
+        self.amplification = Amplification { received, sent: 0 };
+        self.validation = Validation::Challenged {
+            data,
+            deadline,
+            pending: true,
+        };
+        old
+    }
+
+    /// A PATH_RESPONSE arrived: whether it answers our challenge, which validates the path.
+    pub fn on_path_response(&mut self, data: [u8; 8]) -> bool {
+        if self.challenge().is_none_or(|(c, _)| c != data) {
+            return false;
+        }
+        self.migrated_from = None;
+        self.validation = Validation::Validated;
+        true
+    }
+
+    /// The challenge went unanswered until `now`: back to the last validated address
+    /// (RFC 9000 §9.3.2).
+    pub fn on_validation_timeout(&mut self, now: Instant) {
+        if self.challenge().is_none_or(|(_, d)| now < d) {
+            return;
+        }
+        self.validation = Validation::Unvalidated;
+        if let Some(old) = self.migrated_from.take() {
+            self.remote = old;
+            self.validation = Validation::Validated;
+        }
+    }
+
+    /// A PATH_CHALLENGE from the peer: answer it (at most four waiting).
+    pub fn on_path_challenge(&mut self, data: [u8; 8]) {
+        if self.path_responses.len() < 4 {
+            self.path_responses.push_back(data);
+        }
+    }
+
+    /// PATH_CHALLENGE or PATH_RESPONSE frames wait to be sent.
+    pub fn has_probe_frames(&self) -> bool {
+        !self.path_responses.is_empty()
+            || matches!(
+                self.validation,
+                Validation::Challenged { pending: true, .. }
+            )
+    }
+
+    /// Writes the waiting PATH_RESPONSE frames, then our PATH_CHALLENGE if it waits, as room
+    /// (`end` of `buf`) allows. A packet with a challenge is padded (see
+    /// [`Path::take_challenge_in_packet`]).
+    pub fn write_probe_frames(&mut self, buf: &mut Vec<u8>, end: usize) {
+        use crate::frame::Frame;
+        while let Some(&data) = self.path_responses.front() {
+            if end.saturating_sub(buf.len()) < 9 {
+                break;
+            }
+            Frame::PathResponse(data).encode(buf);
+            self.path_responses.pop_front();
+        }
+        if let Validation::Challenged {
+            data,
+            pending: pending @ true,
+            ..
+        } = &mut self.validation
+            && end.saturating_sub(buf.len()) >= 9
+        {
+            Frame::PathChallenge(*data).encode(buf);
+            *pending = false;
+            self.challenge_in_packet = true;
+        }
+    }
+
+    /// Whether the packet just built carries a PATH_CHALLENGE (RFC 9000 §8.2.1: pad it to
+    /// 1200 bytes); resets for the next packet.
+    pub fn take_challenge_in_packet(&mut self) -> bool {
+        std::mem::take(&mut self.challenge_in_packet)
     }
 
     /// Congestion state afresh (a new network path: RFC 9000 §9.4), the delivery-rate

@@ -7,7 +7,6 @@ use bytes::{Bytes, BytesMut};
 
 use super::ack::AckParams;
 use super::extension::FrameOutcome;
-use super::path::Validation;
 use super::{Connection, ConnectionError, Event, SpaceId, State};
 use crate::coding::Reader;
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
@@ -48,9 +47,7 @@ impl Connection {
         }
         self.stats.udp_rx_datagrams += 1;
         self.stats.udp_rx_bytes += data.len() as u64;
-        if !self.path.is_validated() {
-            self.path.amplification.received += data.len() as u64;
-        }
+        self.path.on_datagram_received(data.len() as u64);
         // Judged on the whole datagram before it is cut into packets (RFC 9000 §10.3.1).
         let maybe_reset = self.is_stateless_reset(&data);
         let mut rest = data;
@@ -307,7 +304,7 @@ impl Connection {
         }
         if space == SpaceId::Handshake && self.side.is_server() {
             // A Handshake packet proves the client owns its address (RFC 9000 §8.1).
-            self.path.validation = Validation::Validated;
+            self.path.validate();
             self.discard_space(now, SpaceId::Initial);
         }
         if let State::Closing { .. } = self.state {
@@ -575,32 +572,17 @@ impl Connection {
     fn on_peer_address_change(&mut self, now: Instant, info: DatagramInfo, received: u64) {
         let remote = info.remote;
         tracing::debug!(from = %self.path.remote, to = %remote, "peer address changed");
-        let old = std::mem::replace(&mut self.path.remote, remote);
         if info.local.is_some() {
             self.path.local = info.local;
         }
-        if old.ip() != remote.ip() {
+        if self.path.remote.ip() != remote.ip() {
+            // Another network path: congestion state starts afresh (RFC 9000 §9.4).
             self.path.reset_congestion(&self.config, now);
         }
-        if self.path.migrated_from.is_none() {
-            self.path.migrated_from = Some(old);
-        }
-        self.path.amplification.received = received;
-        self.path.amplification.sent = 0;
         let mut challenge = [0u8; 8];
         rand::RngCore::fill_bytes(&mut self.rng, &mut challenge);
         let deadline = now + self.pto_duration(SpaceId::Data) * 3;
-        self.path.validation = Validation::Challenged {
-            data: challenge,
-            deadline,
-            pending: true,
-        };
-    }
-
-    /// The new path answered our challenge.
-    pub(super) fn on_path_validated(&mut self) {
-        self.path.migrated_from = None;
-        self.path.validation = Validation::Validated;
+        self.path.migrate(remote, received, challenge, deadline);
     }
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
@@ -767,14 +749,10 @@ impl Connection {
                 }
             }
             Frame::PathChallenge(data) => {
-                if self.path.path_responses.len() < 4 {
-                    self.path.path_responses.push_back(data);
-                }
+                self.path.on_path_challenge(data);
             }
             Frame::PathResponse(data) => {
-                if self.path.challenge().is_some_and(|(c, _)| c == data) {
-                    self.on_path_validated();
-                }
+                self.path.on_path_response(data);
             }
             Frame::ConnectionClose(c) => {
                 let reason = String::from_utf8_lossy(c.reason).into_owned();

@@ -5,7 +5,6 @@
 use std::ops::Range;
 
 use super::extension::{ProtectedRegion, SentPacketInfo};
-use super::path::Validation;
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::{CloseInfo, Connection, SpaceId, State, Transmit};
 use crate::crypto::TAG_LEN;
@@ -114,8 +113,7 @@ impl Connection {
     /// Builds one datagram of up to `mtu` bytes; false when there is nothing to send.
     fn build_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, mtu: usize) -> bool {
         let mut limit = mtu;
-        if !self.path.is_validated() {
-            let budget = self.path.amplification.budget();
+        if let Some(budget) = self.path.send_budget() {
             limit = limit.min(budget as usize);
             if limit < MIN_INITIAL_DATAGRAM {
                 return false;
@@ -171,9 +169,7 @@ impl Connection {
             return false;
         }
         let len = buf.len() - start;
-        if !self.path.is_validated() {
-            self.path.amplification.sent += len as u64;
-        }
+        self.path.on_datagram_sent(len as u64);
         self.last_sent = Some(now);
         true
     }
@@ -239,11 +235,7 @@ impl Connection {
                 && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
         self.pending.any()
-            || !self.path.path_responses.is_empty()
-            || matches!(
-                self.path.validation,
-                Validation::Challenged { pending: true, .. }
-            )
+            || self.path.has_probe_frames()
             || !self.local_cids.pending_new.is_empty()
             || !self.remote_cids.pending_retire.is_empty()
             || !self.datagrams_out.is_empty()
@@ -436,7 +428,7 @@ impl Connection {
         }
         // RFC 9000 §8.2.1: a PATH_CHALLENGE goes in a datagram of at least 1200 bytes (as far
         // as the amplification limit allows), which also probes the path's MTU.
-        if std::mem::take(&mut self.path.challenge_in_packet) {
+        if self.path.take_challenge_in_packet() {
             target =
                 target.max((packet_start + MIN_INITIAL_DATAGRAM - TAG_LEN).min(max_payload_end));
         }
@@ -553,24 +545,7 @@ impl Connection {
                 self.pending.new_token = false;
             }
         }
-        while let Some(&data) = self.path.path_responses.front() {
-            if room(buf) < 9 {
-                break;
-            }
-            Frame::PathResponse(data).encode(buf);
-            self.path.path_responses.pop_front();
-        }
-        if let Validation::Challenged {
-            data,
-            pending: pending @ true,
-            ..
-        } = &mut self.path.validation
-            && room(buf) >= 9
-        {
-            Frame::PathChallenge(*data).encode(buf);
-            *pending = false;
-            self.path.challenge_in_packet = true;
-        }
+        self.path.write_probe_frames(buf, end);
         while let Some(&seq) = self.local_cids.pending_new.first() {
             let Some(&cid) = self.local_cids.active.get(&seq) else {
                 self.local_cids.pending_new.pop_first();
@@ -851,8 +826,8 @@ impl Connection {
         let start = buf.len();
         let mtu = self.max_datagram_size();
         let mut limit = mtu;
-        if !self.path.is_validated() {
-            limit = limit.min(self.path.amplification.budget() as usize);
+        if let Some(budget) = self.path.send_budget() {
+            limit = limit.min(budget as usize);
         }
         for space in SpaceId::ALL {
             if !self.space_can_send(space) {
@@ -895,9 +870,7 @@ impl Connection {
         if size == 0 {
             return None;
         }
-        if !self.path.is_validated() {
-            self.path.amplification.sent += size as u64;
-        }
+        self.path.on_datagram_sent(size as u64);
         Some(Transmit {
             destination: self.path.remote,
             source: self.path.local,
