@@ -491,36 +491,8 @@ impl Connection {
         let pn = packet.pn;
         if let Some(p) = space_mut!(self, SpaceId::Data).sent.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
-            if p.in_flight {
-                match mode {
-                    RecoveredLossMode::Mask => {
-                        // Hidden from congestion control: the packet counts as acknowledged.
-                        let app_limited = self.path.recovery.app_limited;
-                        self.path.cc.on_ack(
-                            now,
-                            p.time_sent,
-                            u64::from(p.size),
-                            app_limited,
-                            &self.path.rtt,
-                        );
-                        if let Some(d) = &p.info.delivery {
-                            self.path.delivery.on_recovered(d);
-                        }
-                    }
-                    RecoveredLossMode::Signal => {
-                        if let Some(d) = &p.info.delivery {
-                            let loss = self.path.delivery.on_lost(d);
-                            self.path.cc.on_packet_lost(now, &loss);
-                        }
-                        self.stats.congestion_events += 1;
-                        self.path.cc.on_congestion_event(
-                            now,
-                            p.time_sent,
-                            false,
-                            u64::from(p.size),
-                        );
-                    }
-                }
+            if p.in_flight && self.path.on_recovered_in_flight(now, &p, mode) {
+                self.stats.congestion_events += 1;
             }
             let (outside, inside) = p.info.split_protected();
             self.requeue_frames(SpaceId::Data, &outside);
@@ -536,23 +508,12 @@ impl Connection {
         };
         self.stats.late_recoveries_by_peer += 1;
         if mode == RecoveredLossMode::Mask {
-            if let Some(d) = &lost.info.delivery {
-                self.path.delivery.on_recovered(d);
-            }
-            self.explain_loss(pn, true);
+            self.path
+                .on_late_masked_recovery(pn, lost.info.delivery.as_ref());
         }
         // What lay outside the region was queued again when the loss was declared.
         let (_, inside) = lost.info.split_protected();
         self.release_frames(SpaceId::Data, inside);
         true
-    }
-
-    /// A packet of the last loss episode turned out delivered (spurious loss) or recovered by
-    /// the peer (`masked`); once every loss of the episode is explained and one was masked,
-    /// the window reduction is undone.
-    pub(super) fn explain_loss(&mut self, pn: u64, masked: bool) {
-        if self.path.recovery.explain_loss(pn, masked) {
-            self.path.cc.on_spurious_congestion_event();
-        }
     }
 }

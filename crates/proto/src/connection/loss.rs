@@ -151,7 +151,7 @@ impl Connection {
             if let Some(d) = &l.info.delivery {
                 self.path.delivery.on_delivered(now, d);
             }
-            self.explain_loss(l.pn, false);
+            self.path.explain_loss(l.pn, false);
             if tell_extensions {
                 acked_pns.push(self.path.packet(l.pn));
             }

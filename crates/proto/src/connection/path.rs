@@ -287,6 +287,120 @@ impl Path {
         PacketId { path: self.id, pn }
     }
 
+    /// Congestion window and pacer permit another full-size (`mtu`) ack-eliciting packet on
+    /// top of `in_flight` bytes; `pace` once the handshake completed, if pacing is on. When
+    /// the pacer holds the packet back, its time is in `recovery.pacing_timer`.
+    pub fn may_send(&mut self, now: Instant, mtu: usize, in_flight: u64, pace: bool) -> bool {
+        if !self.cc.limits_sending() {
+            return true;
+        }
+        let window = self.cc.window();
+        if self.recovery.recovery_packet_allowed {
+            // RFC 9002 §7.3.2: entering recovery, one packet may go out regardless of the
+            // window, so that lost data (e.g. a lost handshake flight) is repaired even
+            // when packets without a timer fill the window.
+            return true;
+        }
+        if in_flight + mtu as u64 > window {
+            self.recovery.app_limited = false;
+            return false;
+        }
+        if pace {
+            let delay = match self.cc.pacing_rate() {
+                Some(rate) => self.pacer.delay_at_rate(now, mtu as u64, mtu as u16, rate),
+                None => {
+                    let srtt = self.rtt.smoothed();
+                    self.pacer.delay(now, mtu as u64, mtu as u16, srtt, window)
+                }
+            };
+            if let Some(t) = delay {
+                self.recovery.pacing_timer = Some(t);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The sender could send but has nothing to: the delivery rate the next round measures
+    /// is the application's, not the path's (for controllers that sample it).
+    pub fn mark_app_limited(&mut self, in_flight: u64) {
+        if self.cc.uses_rate_samples() && in_flight < self.cc.window() {
+            self.delivery.mark_app_limited(in_flight);
+        }
+    }
+
+    /// The delivery-rate snapshot to keep with a packet of `size` bytes counted in flight
+    /// (`in_flight` with it), for controllers that sample the delivery rate.
+    pub fn delivery_snapshot(
+        &mut self,
+        now: Instant,
+        size: u64,
+        in_flight: u64,
+    ) -> Option<crate::recovery::delivery::PacketDelivery> {
+        self.cc
+            .uses_rate_samples()
+            .then(|| self.delivery.on_sent(now, size, in_flight))
+    }
+
+    /// A packet of `size` bytes counting in flight went out (`in_flight` with it).
+    pub fn on_in_flight_sent(&mut self, now: Instant, size: u64, in_flight: u64) {
+        self.cc.on_sent(now, size, in_flight);
+        self.pacer.on_sent(size);
+    }
+
+    /// The peer recovered our in-flight packet `p` before loss detection declared it lost:
+    /// in mask mode it counts as acknowledged, in signal mode as a loss and a congestion
+    /// event. Returns whether it was a congestion event.
+    pub fn on_recovered_in_flight(
+        &mut self,
+        now: Instant,
+        p: &crate::recovery::sent::SentPacket<super::sent::SentInfo>,
+        mode: super::RecoveredLossMode,
+    ) -> bool {
+        match mode {
+            super::RecoveredLossMode::Mask => {
+                let app_limited = self.recovery.app_limited;
+                self.cc
+                    .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &self.rtt);
+                if let Some(d) = &p.info.delivery {
+                    self.delivery.on_recovered(d);
+                }
+                false
+            }
+            super::RecoveredLossMode::Signal => {
+                if let Some(d) = &p.info.delivery {
+                    let loss = self.delivery.on_lost(d);
+                    self.cc.on_packet_lost(now, &loss);
+                }
+                self.cc
+                    .on_congestion_event(now, p.time_sent, false, u64::from(p.size));
+                true
+            }
+        }
+    }
+
+    /// Packet `pn` of the last loss episode turned out delivered (a spurious loss) or was
+    /// recovered by the peer and hidden from congestion control (`masked`); once every loss
+    /// of the episode is explained and one was masked, the window reduction is undone.
+    pub fn explain_loss(&mut self, pn: u64, masked: bool) {
+        if self.recovery.explain_loss(pn, masked) {
+            self.cc.on_spurious_congestion_event();
+        }
+    }
+
+    /// The peer recovered packet `pn` after loss detection declared it lost, and the
+    /// recovery is hidden from congestion control (mask mode).
+    pub fn on_late_masked_recovery(
+        &mut self,
+        pn: u64,
+        delivery: Option<&crate::recovery::delivery::PacketDelivery>,
+    ) {
+        if let Some(d) = delivery {
+            self.delivery.on_recovered(d);
+        }
+        self.explain_loss(pn, true);
+    }
+
     /// The challenge out on this path and its deadline, if one is.
     pub fn challenge(&self) -> Option<([u8; 8], Instant)> {
         match self.validation {

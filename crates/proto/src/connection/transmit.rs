@@ -119,18 +119,14 @@ impl Connection {
                 return false;
             }
         }
+        let in_flight = self.bytes_in_flight();
+        let pace = self.config.pacing && self.handshake_complete();
         let allowance = Allowance {
-            data: self.congestion_allows(now, mtu),
+            data: self.path.may_send(now, mtu, in_flight, pace),
         };
-        if allowance.data
-            && self.path.cc.uses_rate_samples()
-            && self.handshake_complete()
-            && self.bytes_in_flight() < self.path.cc.window()
-            && self.out_of_data()
-        {
-            // Window and pacer would let data go, but there is none: the delivery rate the
-            // next round measures is the application's, not the path's.
-            self.path.delivery.mark_app_limited(self.bytes_in_flight());
+        if allowance.data && self.handshake_complete() && self.out_of_data() {
+            // Window and pacer would let data go, but there is none.
+            self.path.mark_app_limited(in_flight);
         }
         let start = buf.len();
         let mut contains_initial = false;
@@ -248,43 +244,6 @@ impl Connection {
         !self.streams.has_stream_data()
             && self.datagrams_out.is_empty()
             && !self.extensions.iter().any(|e| e.wants_to_send())
-    }
-
-    /// Congestion window and pacer permit another full-size ack-eliciting packet.
-    fn congestion_allows(&mut self, now: Instant, mtu: usize) -> bool {
-        if !self.path.cc.limits_sending() {
-            return true;
-        }
-        let window = self.path.cc.window();
-        if self.path.recovery.recovery_packet_allowed {
-            // RFC 9002 §7.3.2: entering recovery, one packet may go out regardless of the
-            // window, so that lost data (e.g. a lost handshake flight) is repaired even
-            // when packets without a timer fill the window.
-            return true;
-        }
-        if self.bytes_in_flight() + mtu as u64 > window {
-            self.path.recovery.app_limited = false;
-            return false;
-        }
-        if self.config.pacing && self.handshake_complete() {
-            let delay = match self.path.cc.pacing_rate() {
-                Some(rate) => self
-                    .path
-                    .pacer
-                    .delay_at_rate(now, mtu as u64, mtu as u16, rate),
-                None => {
-                    let srtt = self.path.rtt.smoothed();
-                    self.path
-                        .pacer
-                        .delay(now, mtu as u64, mtu as u16, srtt, window)
-                }
-            };
-            if let Some(t) = delay {
-                self.path.recovery.pacing_timer = Some(t);
-                return false;
-            }
-        }
-        true
     }
 
     /// Builds, seals and records one packet of `space`. Returns false if nothing was written.
@@ -472,9 +431,9 @@ impl Connection {
         debug_assert_eq!(size, buf.len() - packet_start);
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
-        if in_flight && self.path.cc.uses_rate_samples() {
+        if in_flight {
             let after = self.bytes_in_flight() + size as u64;
-            info.delivery = Some(self.path.delivery.on_sent(now, size as u64, after));
+            info.delivery = self.path.delivery_snapshot(now, size as u64, after);
         }
         let sp = space_mut!(self, space);
         sp.next_pn += 1;
@@ -491,8 +450,7 @@ impl Connection {
         self.stats.packets_sent += 1;
         if in_flight {
             let inflight = self.bytes_in_flight();
-            self.path.cc.on_sent(now, size as u64, inflight);
-            self.path.pacer.on_sent(size as u64);
+            self.path.on_in_flight_sent(now, size as u64, inflight);
             self.trace_metrics(now);
         }
         if !ack_eliciting {
