@@ -130,6 +130,10 @@ impl Connection {
             }
         }
         self.streams.set_peer_params(&params);
+        self.path.on_peer_max_udp_payload(
+            self.config.max_udp_payload_size,
+            params.max_udp_payload_size,
+        );
         self.local_cids.peer_limit = params.active_connection_id_limit;
         let peer_idle = std::time::Duration::from_millis(params.max_idle_timeout);
         self.idle.negotiate(self.config.max_idle_timeout, peer_idle);

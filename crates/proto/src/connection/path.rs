@@ -14,6 +14,9 @@ use crate::recovery::pacing::Pacer;
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 
+/// The smallest datagram every QUIC path carries (RFC 9000 §14).
+const MIN_MTU: usize = 1200;
+
 /// Identifies a path of a connection. Path 0 is the one the handshake used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct PathId(pub u32);
@@ -84,6 +87,9 @@ pub(super) struct Path {
     /// Our address on the path, once a datagram told it (packets leave from it).
     pub local: Option<SocketAddr>,
     pub remote: SocketAddr,
+    /// Largest UDP payload we send on the path: ours, never above what the peer accepts,
+    /// never below 1200 bytes (RFC 9000 §14).
+    pub mtu: usize,
     validation: Validation,
     /// Counted while the remote address is not validated.
     amplification: Amplification,
@@ -126,6 +132,7 @@ impl Path {
             id,
             local: None,
             remote,
+            mtu: usize::from(mtu).max(MIN_MTU),
             validation: if validated {
                 Validation::Validated
             } else {
@@ -143,6 +150,11 @@ impl Path {
             space,
             recovery: Recovery::default(),
         }
+    }
+
+    /// The peer's max_udp_payload_size arrived: our `ours` never goes above it.
+    pub fn on_peer_max_udp_payload(&mut self, ours: u16, theirs: u64) {
+        self.mtu = u64::from(ours).min(theirs).max(MIN_MTU as u64) as usize;
     }
 
     pub fn is_validated(&self) -> bool {

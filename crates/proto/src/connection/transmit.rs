@@ -67,7 +67,7 @@ impl Connection {
             _ => {}
         }
         self.run_extension_actions(now);
-        let mtu = self.max_datagram_size();
+        let mtu = self.path.mtu;
         let start = buf.len();
         let mut segment = None;
         let mut count = 0;
@@ -175,17 +175,7 @@ impl Connection {
     pub(super) fn max_1rtt_payload(&self) -> usize {
         let header = 1 + self.remote_cids.active.1.len() + 4;
         debug_assert!(header <= MAX_SHORT_HEADER);
-        self.max_datagram_size() - header - TAG_LEN
-    }
-
-    /// Our configured datagram size, never above what the peer accepts.
-    fn max_datagram_size(&self) -> usize {
-        let ours = u64::from(self.config.max_udp_payload_size);
-        let theirs = self
-            .peer_params
-            .as_ref()
-            .map_or(ours, |p| p.max_udp_payload_size);
-        ours.min(theirs).max(1200) as usize
+        self.path.mtu - header - TAG_LEN
     }
 
     fn space_can_send(&self, space: SpaceId) -> bool {
@@ -782,7 +772,7 @@ impl Connection {
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
         let start = buf.len();
-        let mtu = self.max_datagram_size();
+        let mtu = self.path.mtu;
         let mut limit = mtu;
         if let Some(budget) = self.path.send_budget() {
             limit = limit.min(budget as usize);
