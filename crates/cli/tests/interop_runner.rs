@@ -379,15 +379,7 @@ async fn quinn_fetch_with_ticket(
     names: &[String],
     tickets: &TicketCounter,
 ) -> Vec<Vec<u8>> {
-    let conn = endpoint
-        .connect(server, "localhost")
-        .unwrap()
-        .await
-        .unwrap();
-    let bodies = quinn_requests(&conn, names, false).await;
-    tickets.first_ticket().await;
-    conn.close(0u32.into(), b"done");
-    bodies
+    quinn_fetch_over(endpoint, server, names, false, Some(tickets)).await
 }
 
 /// quinn fetches `names` from `server` over one connection; returns the bodies.
@@ -397,12 +389,26 @@ async fn quinn_fetch(
     names: &[String],
     key_update: bool,
 ) -> Vec<Vec<u8>> {
+    quinn_fetch_over(endpoint, server, names, key_update, None).await
+}
+
+/// One connection: the requests, then (with `tickets`) the session ticket, then the close.
+async fn quinn_fetch_over(
+    endpoint: &quinn::Endpoint,
+    server: SocketAddr,
+    names: &[String],
+    key_update: bool,
+    tickets: Option<&TicketCounter>,
+) -> Vec<Vec<u8>> {
     let conn = endpoint
         .connect(server, "localhost")
         .unwrap()
         .await
         .unwrap();
     let bodies = quinn_requests(&conn, names, key_update).await;
+    if let Some(t) = tickets {
+        t.first_ticket().await;
+    }
     conn.close(0u32.into(), b"done");
     bodies
 }

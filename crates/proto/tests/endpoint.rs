@@ -50,23 +50,8 @@ fn retry_server(seed: u64) -> Pair {
 
 #[test]
 fn a_token_from_new_token_skips_the_retry() {
-    let mut pair = retry_server(41);
-    let retries = count_retries(&mut pair);
-    let first = pair.connect(TransportConfig::default());
-    assert!(confirmed(&mut pair, first));
-    assert_eq!(
-        retries.get(),
-        1,
-        "the first connection is validated by a Retry"
-    );
-    pair.run_until(Duration::from_millis(200), |_| false);
-    let token = pair
-        .client
-        .connection(first)
-        .unwrap()
-        .new_token()
-        .expect("the server offers a token after the handshake")
-        .to_vec();
+    // The first connection is validated by a Retry (checked by `new_token_server`).
+    let (mut pair, retries, token) = new_token_server(41, Duration::from_secs(24 * 3600));
     let second = connect_with_token(&mut pair, Some(token));
     assert!(confirmed(&mut pair, second));
     assert_eq!(
