@@ -214,6 +214,63 @@ fn record_session() -> Session {
     }
 }
 
+/// Every multipath frame, with the multipath switch (bit 3) on.
+fn multipath_seed() -> Vec<u8> {
+    let mut b = vec![0x08];
+    let cid = qfec_proto::ConnectionId::new(&[0xc1, 0xc2, 0xc3, 0xc4]);
+    let frames = [
+        Frame::PathAck {
+            path_id: 1,
+            ack: qfec_proto::frame::Ack::single(40, 10, 5, None),
+        },
+        Frame::PathAck {
+            path_id: 2,
+            ack: qfec_proto::frame::Ack::single(
+                7,
+                0,
+                7,
+                Some(qfec_proto::frame::EcnCounts {
+                    ect0: 3,
+                    ect1: 0,
+                    ce: 1,
+                }),
+            ),
+        },
+        Frame::PathAbandon {
+            path_id: 1,
+            error_code: qfec_proto::error_code::PATH_UNSTABLE_OR_POOR,
+        },
+        Frame::PathStatus {
+            path_id: 2,
+            seq: 3,
+            available: false,
+        },
+        Frame::PathStatus {
+            path_id: 2,
+            seq: 4,
+            available: true,
+        },
+        Frame::PathNewConnectionId {
+            path_id: 3,
+            seq: 1,
+            retire_prior_to: 0,
+            cid,
+            reset_token: [0x5a; 16],
+        },
+        Frame::PathRetireConnectionId { path_id: 3, seq: 0 },
+        Frame::MaxPathId(8),
+        Frame::PathsBlocked(8),
+        Frame::PathCidsBlocked {
+            path_id: 3,
+            next_seq: 2,
+        },
+    ];
+    for f in &frames {
+        f.encode(&mut b);
+    }
+    b
+}
+
 fn frames_seed() -> Vec<u8> {
     let mut b = vec![0x07]; // DATAGRAM, ACK_FREQUENCY, FEC frames enabled
     let mut acked = RangeSet::new();
@@ -493,6 +550,7 @@ fn main() {
     }
     encode_ack(&mut ack_only, &many, 25, None, 32);
     write(&dir, "frames", "ack_ranges", &ack_only);
+    write(&dir, "frames", "multipath", &multipath_seed());
 
     // transport_params
     let (c, s) = transport_params();

@@ -1,7 +1,7 @@
 //! The frame loop (`qfec_proto::frame::parse_frames`) over arbitrary packet payloads, with the
-//! registry switches chosen by the first byte: DATAGRAM, ACK_FREQUENCY, and the FEC frame
-//! types owned by an extension whose body parser is `qfec_fec::wire::decode` (as a connection
-//! with FEC has). Every decoded frame must encode to `encoded_len` bytes and decode back to
+//! registry switches chosen by the first byte: DATAGRAM, ACK_FREQUENCY, multipath, and the FEC
+//! frame types owned by an extension whose body parser is `qfec_fec::wire::decode` (as a
+//! connection with FEC has). Every decoded frame must encode to `encoded_len` bytes and decode back to
 //! itself; ACK ranges must walk down without overlapping.
 
 #![no_main]
@@ -46,6 +46,7 @@ fuzz_target!(|data: &[u8]| {
     let reg = FrameRegistry {
         datagram: flags & 1 != 0,
         ack_frequency: flags & 2 != 0,
+        multipath: flags & 8 != 0,
         extensions: (flags & 4 != 0).then_some(&FEC as &dyn ExtensionFrames),
     };
     let mut it = parse_frames(payload, &reg);

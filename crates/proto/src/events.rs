@@ -776,6 +776,18 @@ pub(crate) fn frame_info(f: &crate::frame::Frame<'_>, ack_delay_exponent: u64) -
             ty: *ty,
             len: body.len(),
         },
+        // Multipath frames: their type and size (qlog writes them as frames of that type).
+        f @ (Frame::PathAck { .. }
+        | Frame::PathAbandon { .. }
+        | Frame::PathStatus { .. }
+        | Frame::PathNewConnectionId { .. }
+        | Frame::PathRetireConnectionId { .. }
+        | Frame::MaxPathId(_)
+        | Frame::PathsBlocked(_)
+        | Frame::PathCidsBlocked { .. }) => FrameInfo::Extension {
+            ty: f.ty(),
+            len: f.encoded_len(),
+        },
     }
 }
 

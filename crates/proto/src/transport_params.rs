@@ -28,6 +28,8 @@ pub mod id {
     pub const RETRY_SOURCE_CONNECTION_ID: u64 = 0x10;
     pub const MAX_DATAGRAM_FRAME_SIZE: u64 = 0x20;
     pub const MIN_ACK_DELAY: u64 = 0xff04_de1b;
+    /// draft-ietf-quic-multipath-21 §2.1.
+    pub const INITIAL_MAX_PATH_ID: u64 = 0x3e;
 }
 
 /// At most this many unknown parameters are kept; the rest are ignored.
@@ -70,6 +72,9 @@ pub struct TransportParameters {
     pub max_datagram_frame_size: Option<u64>,
     /// Microseconds; present means ACK_FREQUENCY / IMMEDIATE_ACK are accepted.
     pub min_ack_delay: Option<u64>,
+    /// Multipath: the largest path ID the endpoint accepts at first (at most 2^32 - 1); sent
+    /// by an endpoint that supports multipath QUIC.
+    pub initial_max_path_id: Option<u64>,
     /// Other parameters, raw, in received order (bounded by [`MAX_EXTENSIONS`] and
     /// [`MAX_EXTENSION_LEN`]).
     pub extensions: Vec<(u64, Vec<u8>)>,
@@ -97,6 +102,7 @@ impl Default for TransportParameters {
             retry_source_connection_id: None,
             max_datagram_frame_size: None,
             min_ack_delay: None,
+            initial_max_path_id: None,
             extensions: Vec::new(),
         }
     }
@@ -186,6 +192,7 @@ fn known_bit(id: u64) -> Option<u32> {
         0..=0x10 => Some(id as u32),
         id::MAX_DATAGRAM_FRAME_SIZE => Some(17),
         id::MIN_ACK_DELAY => Some(18),
+        id::INITIAL_MAX_PATH_ID => Some(19),
         _ => None,
     }
 }
@@ -264,6 +271,9 @@ impl TransportParameters {
         if let Some(v) = self.max_datagram_frame_size {
             put_int(buf, id::MAX_DATAGRAM_FRAME_SIZE, v);
         }
+        if let Some(v) = self.initial_max_path_id {
+            put_int(buf, id::INITIAL_MAX_PATH_ID, v);
+        }
         if let Some(v) = self.min_ack_delay {
             put_int(buf, id::MIN_ACK_DELAY, v);
         }
@@ -340,6 +350,7 @@ impl TransportParameters {
                 }
                 id::MAX_DATAGRAM_FRAME_SIZE => tp.max_datagram_frame_size = Some(int_value(value)?),
                 id::MIN_ACK_DELAY => tp.min_ack_delay = Some(int_value(value)?),
+                id::INITIAL_MAX_PATH_ID => tp.initial_max_path_id = Some(int_value(value)?),
                 _ => tp.keep_extension(pid, value)?,
             }
         }
@@ -382,6 +393,12 @@ impl TransportParameters {
             .is_some_and(|m| m > self.max_ack_delay * 1000)
         {
             return Err(tp_error("min_ack_delay above max_ack_delay"));
+        }
+        if self
+            .initial_max_path_id
+            .is_some_and(|m| m > crate::frame::MAX_PATH_ID)
+        {
+            return Err(tp_error("initial_max_path_id above 2^32 - 1"));
         }
         Ok(())
     }
@@ -440,6 +457,7 @@ mod tests {
             retry_source_connection_id: Some(ConnectionId::new(&[2; 4])),
             max_datagram_frame_size: Some(65535),
             min_ack_delay: Some(1000),
+            initial_max_path_id: Some(2),
             extensions: vec![(0x238f_fece01, vec![]), (0x238f_fecd, vec![1, 2, 3])],
         }
     }
@@ -490,6 +508,11 @@ mod tests {
         );
         err(&one(id::MIN_ACK_DELAY, 25_001), Side::Client);
         assert!(TransportParameters::decode(&one(id::MIN_ACK_DELAY, 25_000), Side::Client).is_ok());
+        err(&one(id::INITIAL_MAX_PATH_ID, 1 << 32), Side::Client);
+        let tp =
+            TransportParameters::decode(&one(id::INITIAL_MAX_PATH_ID, (1 << 32) - 1), Side::Client)
+                .unwrap();
+        assert_eq!(tp.initial_max_path_id, Some((1 << 32) - 1));
         // Integer with trailing garbage; wrong token length; CID too long; non-empty flag.
         err(&[0x01, 0x02, 0x05, 0x00], Side::Client);
         err(&[0x02, 0x03, 1, 2, 3], Side::Server);
@@ -564,6 +587,7 @@ mod tests {
                 retry_source_connection_id: rscid,
                 max_datagram_frame_size: dgram,
                 min_ack_delay: flag.then_some(mad * 1000),
+                initial_max_path_id: dgram.map(|d| d % 7),
                 disable_active_migration: flag,
                 ..Default::default()
             };

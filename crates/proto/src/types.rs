@@ -160,6 +160,11 @@ pub mod error_code {
     pub const NO_VIABLE_PATH: u64 = 0x10;
     /// TLS alerts map to 0x0100 + alert (RFC 9001 §4.8).
     pub const CRYPTO_ERROR_BASE: u64 = 0x0100;
+    /// Multipath PATH_ABANDON reasons (draft-ietf-quic-multipath-21 §4.3.1).
+    pub const APPLICATION_ABANDON_PATH: u64 = 0x3e;
+    pub const PATH_RESOURCE_LIMIT_REACHED: u64 = 0x3e75;
+    pub const PATH_UNSTABLE_OR_POOR: u64 = 0x3e76;
+    pub const NO_CID_AVAILABLE_FOR_PATH: u64 = 0x3e77;
 }
 
 /// A transport-level error that closes the connection with a CONNECTION_CLOSE (type 0x1c).

@@ -628,6 +628,7 @@ impl Connection {
         FrameRegistry {
             datagram: self.config.max_datagram_frame_size.is_some(),
             ack_frequency: self.min_ack_delay.is_some(),
+            multipath: false,
             extensions: Some(&self.extensions),
         }
     }
@@ -825,6 +826,21 @@ impl Connection {
                 }
             }
             Frame::ImmediateAck => space_mut!(self, space).ack.request_immediate(),
+            // Decoded only when the frame registry enables multipath, which this connection
+            // does not negotiate.
+            Frame::PathAck { .. }
+            | Frame::PathAbandon { .. }
+            | Frame::PathStatus { .. }
+            | Frame::PathNewConnectionId { .. }
+            | Frame::PathRetireConnectionId { .. }
+            | Frame::MaxPathId(_)
+            | Frame::PathsBlocked(_)
+            | Frame::PathCidsBlocked { .. } => {
+                return Err(TransportError::protocol_violation(
+                    "multipath frame without multipath negotiated",
+                )
+                .with_frame(ty));
+            }
             Frame::Extension { ty, body } => {
                 let rest = payload.slice(rest..);
                 let packet = pn.map(|pn| self.path.packet(pn));

@@ -178,6 +178,7 @@ impl Connection {
         let registry = FrameRegistry {
             datagram: self.config.max_datagram_frame_size.is_some(),
             ack_frequency,
+            multipath: false,
             extensions: Some(&self.extensions),
         };
         let p = ev::PacketEvent {

@@ -72,9 +72,13 @@ impl<'a> Ack<'a> {
     }
 
     pub(super) fn encoded_len(&self) -> usize {
+        varint_len(self.ty()) + self.body_len()
+    }
+
+    /// Length of everything after the frame type (PATH_ACK puts a path ID before it).
+    pub(super) fn body_len(&self) -> usize {
         let r = &self.ranges;
-        let mut n = varint_len(self.ty())
-            + varint_len(r.largest)
+        let mut n = varint_len(r.largest)
             + varint_len(self.delay)
             + varint_len(r.additional_count)
             + varint_len(r.first_range)
@@ -86,8 +90,13 @@ impl<'a> Ack<'a> {
     }
 
     pub(super) fn encode(&self, buf: &mut Vec<u8>) {
-        let r = &self.ranges;
         put_varint(buf, self.ty());
+        self.encode_body(buf);
+    }
+
+    /// Everything after the frame type.
+    pub(super) fn encode_body(&self, buf: &mut Vec<u8>) {
+        let r = &self.ranges;
         put_varint(buf, r.largest);
         put_varint(buf, self.delay);
         put_varint(buf, r.additional_count);
@@ -132,11 +141,21 @@ impl Iterator for AckRangeIter<'_> {
 }
 
 pub(super) fn decode<'a>(t: u64, r: &mut Reader<'a>) -> Result<Ack<'a>, FrameError> {
+    decode_as(t, t, r)
+}
+
+/// Decodes the body of an ACK-shaped frame of type `t` whose layout is that of `ack_ty`
+/// (ACK or ACK_ECN): PATH_ACK's body after its path ID.
+pub(super) fn decode_as<'a>(
+    ack_ty: u64,
+    t: u64,
+    r: &mut Reader<'a>,
+) -> Result<Ack<'a>, FrameError> {
     let tr = FrameError::truncated(t);
     let largest = r.varint().map_err(&tr)?;
     let delay = r.varint().map_err(&tr)?;
     let ranges = decode_ack_range_block(t, r, largest)?;
-    let ecn = if t == ty::ACK_ECN {
+    let ecn = if ack_ty == ty::ACK_ECN {
         Some(EcnCounts {
             ect0: r.varint().map_err(&tr)?,
             ect1: r.varint().map_err(&tr)?,

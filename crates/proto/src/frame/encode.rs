@@ -57,6 +57,9 @@ fn fields<'f>(f: &'f Frame<'_>) -> ([u64; 4], usize, &'f [u8]) {
 
 impl Frame<'_> {
     pub fn encode(&self, buf: &mut Vec<u8>) {
+        if super::multipath::encode(self, buf).is_some() {
+            return;
+        }
         match self {
             Frame::Padding { len } => buf.resize(buf.len() + len, 0),
             Frame::Ack(a) => a.encode(buf),
@@ -101,6 +104,9 @@ impl Frame<'_> {
 
     /// Exact number of bytes [`Frame::encode`] writes.
     pub fn encoded_len(&self) -> usize {
+        if let Some(n) = super::multipath::encoded_len(self) {
+            return n;
+        }
         match self {
             Frame::Padding { len } => *len,
             Frame::Ack(a) => a.encoded_len(),

@@ -13,6 +13,7 @@ mod crypto;
 mod datagram;
 mod encode;
 mod flow;
+mod multipath;
 mod path;
 mod registry;
 mod reset;
@@ -33,6 +34,7 @@ pub use ack::{
 pub use close::ConnectionClose;
 pub use crypto::{crypto_header_len, encode_crypto_header};
 pub use datagram::{datagram_header_len, encode_datagram_header};
+pub use multipath::MAX_PATH_ID;
 pub use registry::{ExtensionFrames, FrameIter, FrameRegistry, parse_frames};
 pub use simple::encode_padding;
 pub use stream::{StreamFrame, encode_stream_header, stream_header_len};
@@ -72,6 +74,17 @@ pub mod ty {
     pub const DATAGRAM: u64 = 0x30;
     pub const DATAGRAM_LEN: u64 = 0x31;
     pub const ACK_FREQUENCY: u64 = 0xaf;
+    /// Multipath (draft-ietf-quic-multipath-21).
+    pub const PATH_ACK: u64 = 0x3e;
+    pub const PATH_ACK_ECN: u64 = 0x3f;
+    pub const PATH_ABANDON: u64 = 0x3e75;
+    pub const PATH_STATUS_BACKUP: u64 = 0x3e76;
+    pub const PATH_STATUS_AVAILABLE: u64 = 0x3e77;
+    pub const PATH_NEW_CONNECTION_ID: u64 = 0x3e78;
+    pub const PATH_RETIRE_CONNECTION_ID: u64 = 0x3e79;
+    pub const MAX_PATH_ID: u64 = 0x3e7a;
+    pub const PATHS_BLOCKED: u64 = 0x3e7b;
+    pub const PATH_CIDS_BLOCKED: u64 = 0x3e7c;
 }
 
 /// Largest stream count MAX_STREAMS / STREAMS_BLOCKED may carry (RFC 9000 §19.11).
@@ -202,6 +215,38 @@ pub enum Frame<'a> {
         reordering_threshold: u64,
     },
     ImmediateAck,
+    /// PATH_ACK: an ACK of the packet-number space of path `path_id`.
+    PathAck {
+        path_id: u64,
+        ack: Ack<'a>,
+    },
+    PathAbandon {
+        path_id: u64,
+        error_code: u64,
+    },
+    /// PATH_STATUS_AVAILABLE (`available`) or PATH_STATUS_BACKUP.
+    PathStatus {
+        path_id: u64,
+        seq: u64,
+        available: bool,
+    },
+    PathNewConnectionId {
+        path_id: u64,
+        seq: u64,
+        retire_prior_to: u64,
+        cid: ConnectionId,
+        reset_token: [u8; 16],
+    },
+    PathRetireConnectionId {
+        path_id: u64,
+        seq: u64,
+    },
+    MaxPathId(u64),
+    PathsBlocked(u64),
+    PathCidsBlocked {
+        path_id: u64,
+        next_seq: u64,
+    },
     /// A type claimed by a registered extension; `body` is what its parser consumed.
     Extension {
         ty: u64,
@@ -244,6 +289,23 @@ impl Frame<'_> {
             Frame::Datagram { .. } => ty::DATAGRAM_LEN,
             Frame::AckFrequency { .. } => ty::ACK_FREQUENCY,
             Frame::ImmediateAck => ty::IMMEDIATE_ACK,
+            Frame::PathAck { ack, .. } => {
+                if ack.ecn.is_some() {
+                    ty::PATH_ACK_ECN
+                } else {
+                    ty::PATH_ACK
+                }
+            }
+            Frame::PathAbandon { .. } => ty::PATH_ABANDON,
+            Frame::PathStatus {
+                available: true, ..
+            } => ty::PATH_STATUS_AVAILABLE,
+            Frame::PathStatus { .. } => ty::PATH_STATUS_BACKUP,
+            Frame::PathNewConnectionId { .. } => ty::PATH_NEW_CONNECTION_ID,
+            Frame::PathRetireConnectionId { .. } => ty::PATH_RETIRE_CONNECTION_ID,
+            Frame::MaxPathId(_) => ty::MAX_PATH_ID,
+            Frame::PathsBlocked(_) => ty::PATHS_BLOCKED,
+            Frame::PathCidsBlocked { .. } => ty::PATH_CIDS_BLOCKED,
             Frame::Extension { ty, .. } => *ty,
         }
     }
@@ -253,7 +315,10 @@ impl Frame<'_> {
     pub fn is_ack_eliciting(&self) -> bool {
         !matches!(
             self,
-            Frame::Padding { .. } | Frame::Ack(_) | Frame::ConnectionClose(_)
+            Frame::Padding { .. }
+                | Frame::Ack(_)
+                | Frame::PathAck { .. }
+                | Frame::ConnectionClose(_)
         )
     }
 
@@ -265,6 +330,7 @@ impl Frame<'_> {
                 | Frame::PathChallenge(_)
                 | Frame::PathResponse(_)
                 | Frame::NewConnectionId { .. }
+                | Frame::PathNewConnectionId { .. }
         )
     }
 
@@ -283,6 +349,15 @@ impl Frame<'_> {
             | Frame::HandshakeDone
             | Frame::AckFrequency { .. }
             | Frame::ImmediateAck => kind == OneRtt,
+            // Multipath frames travel in 1-RTT packets only (draft §4).
+            Frame::PathAck { .. }
+            | Frame::PathAbandon { .. }
+            | Frame::PathStatus { .. }
+            | Frame::PathNewConnectionId { .. }
+            | Frame::PathRetireConnectionId { .. }
+            | Frame::MaxPathId(_)
+            | Frame::PathsBlocked(_)
+            | Frame::PathCidsBlocked { .. } => kind == OneRtt,
             _ => matches!(kind, ZeroRtt | OneRtt),
         }
     }
@@ -327,6 +402,11 @@ pub(crate) fn decode_frame<'a>(
         )),
         ty::ACK_FREQUENCY if reg.ack_frequency => ack_frequency::decode(r),
         ty::IMMEDIATE_ACK if reg.ack_frequency => Ok(Frame::ImmediateAck),
+        ty::PATH_ACK | ty::PATH_ACK_ECN | ty::PATH_ABANDON..=ty::PATH_CIDS_BLOCKED
+            if reg.multipath =>
+        {
+            multipath::decode(t, r)
+        }
         _ => reg.decode_extension(t, r),
     }
 }

@@ -25,6 +25,9 @@ pub struct FrameRegistry<'e> {
     pub datagram: bool,
     /// ACK_FREQUENCY (0xaf) and IMMEDIATE_ACK (0x1f): enable when we advertised min_ack_delay.
     pub ack_frequency: bool,
+    /// The multipath frames (PATH_ACK, PATH_ABANDON, ...): enable once both endpoints
+    /// advertised initial_max_path_id.
+    pub multipath: bool,
     pub extensions: Option<&'e dyn ExtensionFrames>,
 }
 
@@ -33,6 +36,7 @@ impl fmt::Debug for FrameRegistry<'_> {
         f.debug_struct("FrameRegistry")
             .field("datagram", &self.datagram)
             .field("ack_frequency", &self.ack_frequency)
+            .field("multipath", &self.multipath)
             .field("extensions", &self.extensions.is_some())
             .finish()
     }

@@ -8,6 +8,7 @@ fn all_on() -> FrameRegistry<'static> {
     FrameRegistry {
         datagram: true,
         ack_frequency: true,
+        multipath: true,
         extensions: None,
     }
 }
@@ -409,7 +410,7 @@ proptest! {
 
     #[test]
     fn arbitrary_frames_roundtrip(
-        a in v62(), b in v62(), c in v62(), d in v62(), data in arb_bytes(), fin: bool, which in 0u8..14,
+        a in v62(), b in v62(), c in v62(), d in v62(), data in arb_bytes(), fin: bool, which in 0u8..22,
     ) {
         let small = a % (MAX_STREAM_COUNT + 1);
         let data = &data[..];
@@ -430,6 +431,20 @@ proptest! {
             10 => Frame::AckFrequency { seq: a, ack_eliciting_threshold: b, request_max_ack_delay: c, reordering_threshold: d },
             11 => Frame::Ack(Ack::single(a.max(b), c, a.min(b), fin.then_some(EcnCounts { ect0: a, ect1: b, ce: d }))),
             12 => Frame::StreamDataBlocked { id: StreamId(c), limit: d },
+            13 => Frame::PathAck {
+                path_id: d % (MAX_PATH_ID + 1),
+                ack: Ack::single(a.max(b), c, a.min(b), fin.then_some(EcnCounts { ect0: a, ect1: b, ce: d })),
+            },
+            14 => Frame::PathAbandon { path_id: a % (MAX_PATH_ID + 1), error_code: b },
+            15 => Frame::PathStatus { path_id: a % (MAX_PATH_ID + 1), seq: b, available: fin },
+            16 => Frame::PathNewConnectionId {
+                path_id: d % (MAX_PATH_ID + 1), seq: a.max(b), retire_prior_to: a.min(b),
+                cid: ConnectionId::new(&[7; 20][..1 + (c % 20) as usize]), reset_token: [5; 16],
+            },
+            17 => Frame::PathRetireConnectionId { path_id: a % (MAX_PATH_ID + 1), seq: b },
+            18 => Frame::MaxPathId(a % (MAX_PATH_ID + 1)),
+            19 => Frame::PathsBlocked(b % (MAX_PATH_ID + 1)),
+            20 => Frame::PathCidsBlocked { path_id: c % (MAX_PATH_ID + 1), next_seq: d },
             _ => if data.is_empty() { Frame::Ping } else { Frame::NewToken { token: data } },
         };
         roundtrip(&f);
@@ -453,4 +468,147 @@ proptest! {
         prop_assert_eq!(got, expect);
         prop_assert_eq!(ack.ecn, ecn.then_some(e));
     }
+}
+
+/// The multipath frames against byte vectors written from draft-ietf-quic-multipath-21 §4.
+#[test]
+fn multipath_frames_match_the_draft() {
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+    let cid = ConnectionId::new(&[0xc1, 0xc2, 0xc3, 0xc4]);
+    // Types 0x3e75..0x3e7c are 2-byte varints (0x7e75, ...); 0x3e and 0x3f fit one byte.
+    let cases = [
+        // PATH_ACK, path 2, largest 10, delay 5, no more ranges, first range 3.
+        (
+            "3e 02 0a 05 00 03",
+            Frame::PathAck {
+                path_id: 2,
+                ack: Ack::single(10, 5, 3, None),
+            },
+        ),
+        (
+            "3f 01 0a 05 00 03 01 02 03",
+            Frame::PathAck {
+                path_id: 1,
+                ack: Ack::single(
+                    10,
+                    5,
+                    3,
+                    Some(EcnCounts {
+                        ect0: 1,
+                        ect1: 2,
+                        ce: 3,
+                    }),
+                ),
+            },
+        ),
+        (
+            "7e75 03 3e",
+            Frame::PathAbandon {
+                path_id: 3,
+                error_code: 0x3e,
+            },
+        ),
+        (
+            "7e76 01 07",
+            Frame::PathStatus {
+                path_id: 1,
+                seq: 7,
+                available: false,
+            },
+        ),
+        (
+            "7e77 01 08",
+            Frame::PathStatus {
+                path_id: 1,
+                seq: 8,
+                available: true,
+            },
+        ),
+        (
+            "7e78 02 05 01 04 c1c2c3c4 00112233445566778899aabbccddeeff",
+            Frame::PathNewConnectionId {
+                path_id: 2,
+                seq: 5,
+                retire_prior_to: 1,
+                cid,
+                reset_token: hex("00112233445566778899aabbccddeeff").try_into().unwrap(),
+            },
+        ),
+        (
+            "7e79 02 04",
+            Frame::PathRetireConnectionId { path_id: 2, seq: 4 },
+        ),
+        ("7e7a 4100", Frame::MaxPathId(256)),
+        ("7e7b 09", Frame::PathsBlocked(9)),
+        (
+            "7e7c 02 06",
+            Frame::PathCidsBlocked {
+                path_id: 2,
+                next_seq: 6,
+            },
+        ),
+    ];
+    let reg = all_on();
+    for (text, frame) in cases {
+        let bytes = hex(text);
+        let mut buf = Vec::new();
+        frame.encode(&mut buf);
+        assert_eq!(buf, bytes, "{frame:?}");
+        assert_eq!(frame.encoded_len(), bytes.len());
+        assert_eq!(parse_all(&bytes, &reg).unwrap(), vec![frame.clone()]);
+        assert!(frame.allowed_in(PacketKind::OneRtt) && !frame.allowed_in(PacketKind::ZeroRtt));
+    }
+    assert!(
+        !Frame::PathAck {
+            path_id: 0,
+            ack: Ack::single(1, 0, 0, None)
+        }
+        .is_ack_eliciting()
+    );
+    assert!(Frame::MaxPathId(1).is_ack_eliciting());
+}
+
+#[test]
+fn multipath_frames_need_the_registry_and_a_32_bit_path_id() {
+    // Without multipath enabled the types are unknown.
+    let off = FrameRegistry {
+        multipath: false,
+        ..all_on()
+    };
+    let e = parse_frames(&[0x3e, 0x00, 0x00, 0x00, 0x00, 0x00], &off)
+        .find_map(|r| r.err())
+        .unwrap();
+    assert_eq!(e.code, error_code::FRAME_ENCODING_ERROR);
+    // A path ID of 2^32 (an 8-byte varint) is a protocol violation.
+    let mut buf = Vec::new();
+    put_varint(&mut buf, ty::MAX_PATH_ID);
+    put_varint(&mut buf, 1 << 32);
+    assert_eq!(err_of(&buf).code, error_code::PROTOCOL_VIOLATION);
+    let mut buf = Vec::new();
+    put_varint(&mut buf, ty::PATH_ABANDON);
+    put_varint(&mut buf, MAX_PATH_ID);
+    put_varint(&mut buf, 0);
+    assert_eq!(
+        parse_all(&buf, &all_on()).unwrap(),
+        vec![Frame::PathAbandon {
+            path_id: MAX_PATH_ID,
+            error_code: 0
+        }]
+    );
+    // PATH_NEW_CONNECTION_ID keeps NEW_CONNECTION_ID's rules.
+    let mut buf = Vec::new();
+    put_varint(&mut buf, ty::PATH_NEW_CONNECTION_ID);
+    buf.extend_from_slice(&[1, 2, 3, 4, 1, 2, 3, 4]);
+    buf.extend_from_slice(&[0; 16]);
+    assert_eq!(
+        err_of(&buf).code,
+        error_code::FRAME_ENCODING_ERROR,
+        "retire_prior_to > seq"
+    );
 }
