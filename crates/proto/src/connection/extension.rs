@@ -22,6 +22,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
+use super::spaces::{HANDSHAKE_PATH, Pns};
 use super::{Connection, ConnectionStats, PacketId, PathId, PathStats};
 use crate::coding::Reader;
 use crate::frame::{FrameError, PacketKind};
@@ -349,7 +350,6 @@ pub trait ConnectionExtension: Send + Any {
 
 // ---- the connection's side of the seam ----
 
-use super::SpaceId;
 use super::sent::SentInfo;
 use crate::frame::ExtensionFrames;
 
@@ -393,7 +393,7 @@ impl Connection {
         let mut actions = std::mem::take(&mut self.ext_actions.queue);
         let mut tracer = self.tracer.take();
         let r = {
-            let path = packet.map_or(self.path.id, |p| p.path);
+            let path = packet.map_or(self.paths[HANDSHAKE_PATH].id, |p| p.path);
             let mut cx = ExtensionCx {
                 now,
                 packet,
@@ -444,7 +444,9 @@ impl Connection {
                         self.on_peer_recovered(now, packet, mode);
                     }
                     ExtensionAction::AckImmediately => {
-                        space_mut!(self, SpaceId::Data).ack.request_immediate();
+                        space_mut!(self, Pns::Data(HANDSHAKE_PATH))
+                            .ack
+                            .request_immediate();
                     }
                 }
             }
@@ -459,10 +461,16 @@ impl Connection {
         if self.is_closed() || self.one_rtt.is_none() {
             return;
         }
-        match self.process_frames(now, SpaceId::Data, PacketKind::OneRtt, None, &payload) {
+        match self.process_frames(
+            now,
+            Pns::Data(HANDSHAKE_PATH),
+            PacketKind::OneRtt,
+            None,
+            &payload,
+        ) {
             Ok((true, _)) => {
                 // Ack-eliciting content: let the peer hear from us soon.
-                let sp = space_mut!(self, SpaceId::Data);
+                let sp = space_mut!(self, Pns::Data(HANDSHAKE_PATH));
                 if !sp.received.is_empty() {
                     sp.ack.mark_pending();
                 }
@@ -485,35 +493,34 @@ impl Connection {
         packet: PacketId,
         mode: RecoveredLossMode,
     ) -> bool {
-        if packet.path != self.path.id {
+        if packet.path != self.paths[HANDSHAKE_PATH].id {
             return false;
         }
         let pn = packet.pn;
-        if let Some(p) = space_mut!(self, SpaceId::Data).sent.remove(pn) {
+        if let Some(p) = space_mut!(self, Pns::Data(HANDSHAKE_PATH)).sent.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
-            if p.in_flight && self.path.on_recovered_in_flight(now, &p, mode) {
+            if p.in_flight && self.paths[HANDSHAKE_PATH].on_recovered_in_flight(now, &p, mode) {
                 self.stats.congestion_events += 1;
             }
             let (outside, inside) = p.info.split_protected();
-            self.requeue_frames(SpaceId::Data, &outside);
-            self.release_frames(SpaceId::Data, inside);
+            self.requeue_frames(Pns::Data(HANDSHAKE_PATH), &outside);
+            self.release_frames(Pns::Data(HANDSHAKE_PATH), inside);
             // What the extensions put outside the region (theirs to resend) is lost too.
             self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &[packet]));
             self.set_loss_timer(now);
             self.trace_metrics(now);
             return true;
         }
-        let Some(lost) = space_mut!(self, SpaceId::Data).take_lost(pn) else {
+        let Some(lost) = space_mut!(self, Pns::Data(HANDSHAKE_PATH)).take_lost(pn) else {
             return false;
         };
         self.stats.late_recoveries_by_peer += 1;
         if mode == RecoveredLossMode::Mask {
-            self.path
-                .on_late_masked_recovery(pn, lost.info.delivery.as_ref());
+            self.paths[HANDSHAKE_PATH].on_late_masked_recovery(pn, lost.info.delivery.as_ref());
         }
         // What lay outside the region was queued again when the loss was declared.
         let (_, inside) = lost.info.split_protected();
-        self.release_frames(SpaceId::Data, inside);
+        self.release_frames(Pns::Data(HANDSHAKE_PATH), inside);
         true
     }
 }

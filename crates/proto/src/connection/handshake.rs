@@ -2,7 +2,8 @@
 //! transport parameter checks (RFC 9000 §7.3, §18) and handshake completion.
 
 use super::keys::OneRttKeys;
-use super::{Connection, Event, HandshakePhase, SpaceId, State};
+use super::spaces::{HANDSHAKE_PATH, Pns};
+use super::{Connection, Event, HandshakePhase, State};
 use crate::crypto::KeysReady;
 use crate::events::{self as ev, KeyTrigger, KeyType};
 use crate::time::Instant;
@@ -21,16 +22,16 @@ impl Connection {
             match change {
                 None => break,
                 Some(KeysReady::Handshake(keys)) => {
-                    space_mut!(self, SpaceId::Handshake).keys = Some(keys);
-                    self.write_space = SpaceId::Handshake;
-                    let types = KeyType::of_space(SpaceId::Handshake);
+                    space_mut!(self, Pns::Handshake).keys = Some(keys);
+                    self.write_space = Pns::Handshake;
+                    let types = KeyType::of_space(Pns::Handshake.id());
                     self.trace_keys(now, &types, None, KeyTrigger::Tls, false);
                     self.trace_state(now, ev::ConnectionState::HandshakeStarted);
                 }
                 Some(KeysReady::OneRtt { keys, next }) => {
                     self.one_rtt = Some(OneRttKeys::new(keys, next));
-                    self.write_space = SpaceId::Data;
-                    let types = KeyType::of_space(SpaceId::Data);
+                    self.write_space = Pns::Data(HANDSHAKE_PATH);
+                    let types = KeyType::of_space(Pns::Data(HANDSHAKE_PATH).id());
                     self.trace_keys(now, &types, Some(0), KeyTrigger::Tls, false);
                 }
             }
@@ -41,31 +42,31 @@ impl Connection {
     pub(super) fn on_crypto(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         offset: u64,
         data: &[u8],
     ) -> Result<(), TransportError> {
         let limit = self.config.crypto_buffer;
-        let sp = space_mut!(self, space);
-        if sp.crypto_recv.is_duplicate(offset, data.len()) && space != SpaceId::Data {
+        let sp = space_mut!(self, pns);
+        if sp.crypto_recv.is_duplicate(offset, data.len()) && !pns.is_data() {
             // RFC 9002 §6.2.3: the peer sent again what we have, so it lacks our answer.
-            self.speed_up_handshake(space);
+            self.speed_up_handshake(pns);
         }
-        let sp = space_mut!(self, space);
+        let sp = space_mut!(self, pns);
         sp.crypto_recv.insert(offset, data, limit)?;
         let mut buf = Vec::new();
         sp.crypto_recv.read_into(&mut buf);
         if buf.is_empty() {
             return Ok(());
         }
-        if space == SpaceId::Data && self.side == Side::Server {
+        if pns.is_data() && self.side == Side::Server {
             // Clients send nothing in 1-RTT CRYPTO (no post-handshake auth).
             return Err(TransportError::protocol_violation(
                 "CRYPTO data in 1-RTT from client",
             ));
         }
         self.tls.read_handshake(&buf)?;
-        if self.side.is_server() && space == SpaceId::Initial && self.early.keys.is_none() {
+        if self.side.is_server() && pns == Pns::Initial && self.early.keys.is_none() {
             // Present once the ClientHello offered early data and TLS accepted it.
             self.early.keys = self.tls.zero_rtt_keys();
             if self.early.keys.is_some() {
@@ -76,12 +77,12 @@ impl Connection {
         // EncryptedExtensions (Handshake). Before that, a resuming rustls client reports the
         // parameters remembered from the previous session, which must not be used.
         let params_space = if self.side.is_server() {
-            SpaceId::Initial
+            Pns::Initial
         } else {
-            SpaceId::Handshake
+            Pns::Handshake
         };
         if self.peer_params.is_none()
-            && space == params_space
+            && pns == params_space
             && let Some(raw) = self.tls.peer_transport_parameters()
         {
             let raw = raw.to_vec();
@@ -130,7 +131,7 @@ impl Connection {
             }
         }
         self.streams.set_peer_params(&params);
-        self.path.on_peer_max_udp_payload(
+        self.paths[HANDSHAKE_PATH].on_peer_max_udp_payload(
             self.config.max_udp_payload_size,
             params.max_udp_payload_size,
         );
@@ -201,13 +202,13 @@ impl Connection {
             return;
         }
         let mut frames = Vec::new();
-        let sp = space_mut!(self, SpaceId::Data);
+        let sp = space_mut!(self, Pns::Data(HANDSHAKE_PATH));
         for pn in 0..self.early.sent_until {
             if let Some(p) = sp.sent.remove(pn) {
                 frames.extend(p.info.frames);
             }
         }
-        self.requeue_frames(SpaceId::Data, &frames);
+        self.requeue_frames(Pns::Data(HANDSHAKE_PATH), &frames);
         self.set_loss_timer(now);
     }
 
@@ -216,18 +217,18 @@ impl Connection {
             return;
         }
         self.handshake = HandshakePhase::Confirmed;
-        self.path.peer_validated_address = true;
+        self.paths[HANDSHAKE_PATH].peer_validated_address = true;
         self.trace_state(now, ev::ConnectionState::HandshakeConfirmed);
-        self.discard_space(now, SpaceId::Handshake);
+        self.discard_space(now, Pns::Handshake);
     }
 
     /// Resends unacknowledged CRYPTO data of `space` before the PTO, a few times per
     /// connection (RFC 9002 §6.2.3); with nothing to resend, a probe still elicits an ACK.
-    pub(super) fn speed_up_handshake(&mut self, space: SpaceId) {
+    pub(super) fn speed_up_handshake(&mut self, pns: Pns) {
         if self.handshake_speedups == 0 || self.handshake_confirmed() {
             return;
         }
-        let sp = space_mut!(self, space);
+        let sp = space_mut!(self, pns);
         if sp.discarded || sp.keys.is_none() {
             return;
         }
@@ -247,8 +248,8 @@ impl Connection {
     }
 
     /// Drops keys and state of a space (RFC 9001 §4.9); its packets stop counting in flight.
-    pub(super) fn discard_space(&mut self, now: Instant, space: SpaceId) {
-        let sp = space_mut!(self, space);
+    pub(super) fn discard_space(&mut self, now: Instant, pns: Pns) {
+        let sp = space_mut!(self, pns);
         if sp.discarded {
             return;
         }
@@ -258,10 +259,10 @@ impl Connection {
         sp.loss_time = None;
         sp.ack.discard();
         sp.probes = 0;
-        self.path.recovery.pto_count = 0;
+        self.paths[HANDSHAKE_PATH].recovery.pto_count = 0;
         self.set_loss_timer(now);
         if had_keys {
-            let types = KeyType::of_space(space);
+            let types = KeyType::of_space(pns.id());
             self.trace_keys(now, &types, None, KeyTrigger::Tls, true);
         }
     }

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::extension::LostPacket;
 use super::sent::{SentFrame, SentFrames, SentInfo};
-use super::{Connection, ConnectionError, PacketId, SpaceId, State};
+use super::spaces::{HANDSHAKE_PATH, Pns};
+use super::{Connection, ConnectionError, PacketId, State};
 use crate::frame::Ack;
 use crate::recovery::PersistentCongestion;
 use crate::recovery::rtt::GRANULARITY;
@@ -14,9 +15,9 @@ use crate::types::{Side, TransportError};
 
 impl Connection {
     /// PTO for a space, without backoff (RFC 9002 §6.2.1).
-    pub(super) fn pto_duration(&self, space: SpaceId) -> Duration {
-        let mut d = self.path.rtt.pto_base();
-        if space == SpaceId::Data {
+    pub(super) fn pto_duration(&self, pns: Pns) -> Duration {
+        let mut d = self.paths[pns.path()].rtt.pto_base();
+        if pns.is_data() {
             d += self.peer_max_ack_delay();
         }
         d
@@ -49,17 +50,17 @@ impl Connection {
         let Some(peer_min_ack_delay) = self.peer_min_ack_delay() else {
             return;
         };
-        if !self.handshake_confirmed() || !self.path.rtt.has_sample() {
+        if !self.handshake_confirmed() || !self.paths[HANDSHAKE_PATH].rtt.has_sample() {
             return;
         }
         let inputs = super::ack_frequency::PolicyInputs {
             now,
-            smoothed_rtt: self.path.rtt.smoothed(),
-            min_rtt: self.path.rtt.min(),
-            cwnd: self.path.cc.window(),
+            smoothed_rtt: self.paths[HANDSHAKE_PATH].rtt.smoothed(),
+            min_rtt: self.paths[HANDSHAKE_PATH].rtt.min(),
+            cwnd: self.paths[HANDSHAKE_PATH].cc.window(),
             max_datagram_size: u64::from(self.config.max_udp_payload_size),
-            in_slow_start: self.path.cc.in_slow_start(),
-            packets_sent: space_mut!(self, SpaceId::Data).next_pn,
+            in_slow_start: self.paths[HANDSHAKE_PATH].cc.in_slow_start(),
+            packets_sent: space_mut!(self, Pns::Data(HANDSHAKE_PATH)).next_pn,
             packet_threshold: self.config.packet_threshold,
             peer_min_ack_delay,
             peer_max_ack_delay: self.peer_advertised_max_ack_delay(),
@@ -76,15 +77,16 @@ impl Connection {
     pub(super) fn on_ack_frame(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         ack: &Ack<'_>,
     ) -> Result<(), TransportError> {
+        let pi = pns.path();
         let mut acked: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
-        let summary = space_mut!(self, space)
+        let summary = space_mut!(self, pns)
             .sent
             .on_ack_ranges(ack.ranges(), |pn, p| acked.push((pn, p)))
             .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
-        let late = self.take_spurious_losses(space, ack);
+        let late = self.take_spurious_losses(pns, ack);
         if summary.newly_acked == 0 && late.is_empty() {
             return Ok(());
         }
@@ -93,30 +95,31 @@ impl Connection {
             && (eliciting || summary.any_ack_eliciting_newly_acked)
         {
             let sample = now.saturating_duration_since(sent_time);
-            let ack_delay = if space == SpaceId::Data {
+            let ack_delay = if pns.is_data() {
                 Duration::from_micros(ack.delay_micros(self.peer_ack_delay_exponent()))
             } else {
                 Duration::ZERO
             };
             let max_ack_delay = self.peer_max_ack_delay();
-            self.path
+            let confirmed = self.handshake_confirmed();
+            self.paths[pi]
                 .rtt
-                .update(sample, ack_delay, max_ack_delay, self.handshake_confirmed());
-            if self.path.recovery.first_rtt_sample.is_none() {
-                self.path.recovery.first_rtt_sample = Some(now);
+                .update(sample, ack_delay, max_ack_delay, confirmed);
+            if self.paths[pi].recovery.first_rtt_sample.is_none() {
+                self.paths[pi].recovery.first_rtt_sample = Some(now);
             }
         }
-        if space == SpaceId::Handshake && self.side == Side::Client {
-            self.path.peer_validated_address = true;
+        if pns == Pns::Handshake && self.side == Side::Client {
+            self.paths[pi].peer_validated_address = true;
         }
-        if space == SpaceId::Data && self.side == Side::Client && summary.newly_acked > 0 {
+        if pns.is_data() && self.side == Side::Client && summary.newly_acked > 0 {
             // RFC 9001 §4.1.2: an acknowledged 1-RTT packet confirms the handshake, so a
             // lost HANDSHAKE_DONE does not leave Handshake probes filling the window.
             self.on_handshake_confirmed(now);
         }
-        let app_limited = self.path.recovery.app_limited;
+        let app_limited = self.paths[pi].recovery.app_limited;
         let tracing = self.tracing();
-        let tell_extensions = space == SpaceId::Data && !self.extensions.is_empty();
+        let tell_extensions = pns.is_data() && !self.extensions.is_empty();
         let mut acked_pns: Vec<PacketId> = Vec::new();
         let mut traced_pns: Vec<u64> = Vec::new();
         for (pn, p) in acked {
@@ -127,21 +130,17 @@ impl Connection {
                 }
             }
             if p.in_flight {
-                self.path.cc.on_ack(
-                    now,
-                    p.time_sent,
-                    u64::from(p.size),
-                    app_limited,
-                    &self.path.rtt,
-                );
+                let path = &mut self.paths[pi];
+                path.cc
+                    .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &path.rtt);
             }
             if let Some(d) = &p.info.delivery {
-                self.path.delivery.on_delivered(now, d);
+                self.paths[pi].delivery.on_delivered(now, d);
             }
             if tell_extensions {
-                acked_pns.push(self.path.packet(pn));
+                acked_pns.push(self.paths[pi].packet(pn));
             }
-            self.on_packet_acked(space, pn, p.info);
+            self.on_packet_acked(pns, pn, p.info);
         }
         for l in late {
             if tracing {
@@ -149,19 +148,19 @@ impl Connection {
             }
             // Declared lost, acknowledged after all: its content arrived.
             if let Some(d) = &l.info.delivery {
-                self.path.delivery.on_delivered(now, d);
+                self.paths[pi].delivery.on_delivered(now, d);
             }
-            self.path.explain_loss(l.pn, false);
+            self.paths[pi].explain_loss(l.pn, false);
             if tell_extensions {
-                acked_pns.push(self.path.packet(l.pn));
+                acked_pns.push(self.paths[pi].packet(l.pn));
             }
-            self.on_packet_acked(space, l.pn, l.info);
+            self.on_packet_acked(pns, l.pn, l.info);
         }
         if !traced_pns.is_empty() {
             self.trace(
                 now,
                 &crate::events::Event::PacketsAcked {
-                    space,
+                    space: pns.id(),
                     packet_numbers: &traced_pns,
                 },
             );
@@ -170,15 +169,15 @@ impl Connection {
             self.for_each_extension(now, |e, cx| e.on_packets_acked(cx, &acked_pns));
         }
         if summary.newly_acked > 0 {
-            let in_flight = self.bytes_in_flight();
-            self.path.cc.on_end_acks(now, in_flight, app_limited);
-            self.detect_losses(now, space);
+            let in_flight = self.bytes_in_flight(pi);
+            self.paths[pi].cc.on_end_acks(now, in_flight, app_limited);
+            self.detect_losses(now, pns);
         }
-        self.deliver_rate_sample(now);
-        if self.path.peer_validated_address {
-            self.path.recovery.pto_count = 0;
+        self.deliver_rate_sample(now, pi);
+        if self.paths[pi].peer_validated_address {
+            self.paths[pi].recovery.pto_count = 0;
         }
-        if space == SpaceId::Data {
+        if pns.is_data() {
             self.update_ack_frequency(now);
         }
         self.set_loss_timer(now);
@@ -188,37 +187,37 @@ impl Connection {
 
     /// Hands the rate sample of what was delivered since the last one to congestion control,
     /// once the ACK's losses are known.
-    fn deliver_rate_sample(&mut self, now: Instant) {
-        let min_rtt = if self.path.rtt.has_sample() {
-            self.path.rtt.min()
+    fn deliver_rate_sample(&mut self, now: Instant, pi: usize) {
+        let min_rtt = if self.paths[pi].rtt.has_sample() {
+            self.paths[pi].rtt.min()
         } else {
             Duration::ZERO
         };
-        let in_flight = self.bytes_in_flight();
-        if let Some(rs) = self.path.delivery.take_sample(now, min_rtt, in_flight) {
-            self.path.cc.on_rate_sample(now, &rs);
-            if self.path.cc.holds_rate_samples_app_limited() {
-                self.path.delivery.mark_app_limited(in_flight);
+        let in_flight = self.bytes_in_flight(pi);
+        if let Some(rs) = self.paths[pi].delivery.take_sample(now, min_rtt, in_flight) {
+            self.paths[pi].cc.on_rate_sample(now, &rs);
+            if self.paths[pi].cc.holds_rate_samples_app_limited() {
+                self.paths[pi].delivery.mark_app_limited(in_flight);
             }
         }
     }
 
     /// Releases what an acknowledged packet carried.
-    pub(super) fn on_packet_acked(&mut self, space: SpaceId, pn: u64, info: SentInfo) {
+    pub(super) fn on_packet_acked(&mut self, pns: Pns, pn: u64, info: SentInfo) {
         if let Some(l) = info.largest_acked_in_ack {
-            space_mut!(self, space).on_ack_of_ack(l);
+            space_mut!(self, pns).on_ack_of_ack(l);
         }
-        if space == SpaceId::Data
+        if pns.is_data()
             && let Some(k) = self.one_rtt.as_mut()
             && pn >= k.phase_first_sent
         {
             k.phase_acked = true;
         }
-        self.release_frames(space, info.frames);
+        self.release_frames(pns, info.frames);
     }
 
     /// The peer has these frames: stop tracking them for retransmission.
-    pub(super) fn release_frames(&mut self, space: SpaceId, frames: SentFrames) {
+    pub(super) fn release_frames(&mut self, pns: Pns, frames: SentFrames) {
         for f in frames {
             match f {
                 SentFrame::Stream {
@@ -228,7 +227,7 @@ impl Connection {
                     fin,
                 } => self.streams.on_stream_acked(id, offset, len as usize, fin),
                 SentFrame::Crypto { offset, len } => {
-                    space_mut!(self, space).crypto_send.on_ack(offset, len)
+                    space_mut!(self, pns).crypto_send.on_ack(offset, len)
                 }
                 SentFrame::ResetStream(id) => self.streams.on_reset_acked(id),
                 SentFrame::AckFrequency(seq) => self.ack_frequency.on_request_acked(seq),
@@ -238,23 +237,24 @@ impl Connection {
     }
 
     /// Declares lost what passed the packet or time threshold, and reacts.
-    fn detect_losses(&mut self, now: Instant, space: SpaceId) {
-        let loss_delay = self.path.rtt.loss_delay().max(GRANULARITY);
+    fn detect_losses(&mut self, now: Instant, pns: Pns) {
+        let pi = pns.path();
+        let loss_delay = self.paths[pi].rtt.loss_delay().max(GRANULARITY);
         let threshold = self.config.packet_threshold;
-        let pc_duration = self
-            .path
+        let pc_duration = self.paths[pi]
             .rtt
             .persistent_congestion_duration(self.peer_max_ack_delay());
-        let mut pc = PersistentCongestion::new(pc_duration, self.path.recovery.first_rtt_sample);
+        let mut pc =
+            PersistentCongestion::new(pc_duration, self.paths[pi].recovery.first_rtt_sample);
         let mut lost: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
-        let loss_time = space_mut!(self, space).sent.detect_lost_pc(
+        let loss_time = space_mut!(self, pns).sent.detect_lost_pc(
             now,
             loss_delay,
             threshold,
             &mut pc,
             |pn, p| lost.push((pn, p)),
         );
-        space_mut!(self, space).loss_time = loss_time;
+        space_mut!(self, pns).loss_time = loss_time;
         if lost.is_empty() {
             return;
         }
@@ -262,10 +262,10 @@ impl Connection {
         let mut lost_bytes = 0;
         let mut in_flight_lost = Vec::new();
         if self.tracing() {
-            let largest_acked = space_mut!(self, space).sent.largest_acked();
+            let largest_acked = space_mut!(self, pns).sent.largest_acked();
             for (pn, p) in &lost {
                 let reordering = largest_acked.is_some_and(|l| l >= pn + threshold);
-                self.trace_lost(now, space, *pn, &p.info.frames, reordering);
+                self.trace_lost(now, pns, *pn, &p.info.frames, reordering);
             }
         }
         for (pn, p) in &lost {
@@ -279,20 +279,23 @@ impl Connection {
                 in_flight_lost.push(*pn);
             }
             if let Some(d) = &p.info.delivery {
-                let loss = self.path.delivery.on_lost(d);
-                self.path.cc.on_packet_lost(now, &loss);
+                let loss = self.paths[pi].delivery.on_lost(d);
+                self.paths[pi].cc.on_packet_lost(now, &loss);
             }
-            self.requeue_frames(space, &p.info.frames);
+            self.requeue_frames(pns, &p.info.frames);
         }
-        if space == SpaceId::Data {
+        if pns.is_data() {
             // The repair should be acknowledged as soon as it arrives.
             self.ack_frequency.want_immediate_ack();
         }
-        if space == SpaceId::Data && !self.extensions.is_empty() {
-            let pns: Vec<PacketId> = lost.iter().map(|(pn, _)| self.path.packet(*pn)).collect();
+        if pns.is_data() && !self.extensions.is_empty() {
+            let pns: Vec<PacketId> = lost
+                .iter()
+                .map(|(pn, _)| self.paths[pi].packet(*pn))
+                .collect();
             self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &pns));
         }
-        let keep = self.pto_duration(SpaceId::Data) * 3;
+        let keep = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
         for (pn, p) in lost {
             if p.ack_eliciting {
                 let l = LostPacket {
@@ -300,25 +303,25 @@ impl Connection {
                     lost_at: now,
                     info: p.info,
                 };
-                space_mut!(self, space).remember_lost(l, keep);
+                space_mut!(self, pns).remember_lost(l, keep);
             }
         }
         if let Some(sent) = largest_lost_sent {
             self.stats.congestion_events += 1;
-            let persistent = space == SpaceId::Data && pc.established();
-            let window_before = self.path.cc.window();
-            self.path
+            let persistent = pns.is_data() && pc.established();
+            let window_before = self.paths[pi].cc.window();
+            self.paths[pi]
                 .cc
                 .on_congestion_event(now, sent, persistent, lost_bytes);
-            let reduced = self.path.cc.window() < window_before;
+            let reduced = self.paths[pi].cc.window() < window_before;
             if reduced {
                 self.trace_recovery_start(now, persistent);
             }
-            self.path
+            self.paths[pi]
                 .recovery
                 .on_congestion_event(reduced, persistent, in_flight_lost);
             if persistent {
-                self.path.rtt.reset_min_rtt();
+                self.paths[pi].rtt.reset_min_rtt();
             }
         }
         self.trace_metrics(now);
@@ -326,8 +329,8 @@ impl Connection {
 
     /// Lost packets that this ACK acknowledges after all (spurious losses), with the content
     /// kept for them.
-    fn take_spurious_losses(&mut self, space: SpaceId, ack: &Ack<'_>) -> Vec<LostPacket> {
-        let sp = space_mut!(self, space);
+    fn take_spurious_losses(&mut self, pns: Pns, ack: &Ack<'_>) -> Vec<LostPacket> {
+        let sp = space_mut!(self, pns);
         if sp.lost.is_empty() {
             return Vec::new();
         }
@@ -342,7 +345,7 @@ impl Connection {
     }
 
     /// Queues the content of a lost (or probed) packet again.
-    pub(super) fn requeue_frames(&mut self, space: SpaceId, frames: &[SentFrame]) {
+    pub(super) fn requeue_frames(&mut self, pns: Pns, frames: &[SentFrame]) {
         for f in frames {
             match *f {
                 SentFrame::Stream {
@@ -352,7 +355,7 @@ impl Connection {
                     fin,
                 } => self.streams.on_stream_lost(id, offset, len as usize, fin),
                 SentFrame::Crypto { offset, len } => {
-                    space_mut!(self, space).crypto_send.on_lost(offset, len)
+                    space_mut!(self, pns).crypto_send.on_lost(offset, len)
                 }
                 SentFrame::NewConnectionId(seq) => {
                     if self.local_cids.active.contains_key(&seq) {
@@ -372,40 +375,38 @@ impl Connection {
     }
 
     /// Earliest loss time over spaces.
-    fn loss_time_and_space(&self) -> Option<(Instant, SpaceId)> {
-        SpaceId::ALL
-            .iter()
-            .filter_map(|&s| space!(self, s).loss_time.map(|t| (t, s)))
+    fn loss_time_and_space(&self) -> Option<(Instant, Pns)> {
+        Pns::on_path(HANDSHAKE_PATH)
+            .filter_map(|s| space!(self, s).loss_time.map(|t| (t, s)))
             .min_by_key(|(t, _)| *t)
     }
 
     /// RFC 9002 Appendix A.8 GetPtoTimeAndSpace.
-    fn pto_time_and_space(&self, now: Instant) -> Option<(Instant, SpaceId)> {
-        let backoff = self.path.recovery.pto_backoff();
-        let mut duration = self.path.rtt.pto_base() * backoff;
-        let in_flight: usize = SpaceId::ALL
-            .iter()
-            .map(|&s| space!(self, s).sent.ack_eliciting_in_flight())
+    fn pto_time_and_space(&self, now: Instant) -> Option<(Instant, Pns)> {
+        let backoff = self.paths[HANDSHAKE_PATH].recovery.pto_backoff();
+        let mut duration = self.paths[HANDSHAKE_PATH].rtt.pto_base() * backoff;
+        let in_flight: usize = Pns::on_path(HANDSHAKE_PATH)
+            .map(|s| space!(self, s).sent.ack_eliciting_in_flight())
             .sum();
         if in_flight == 0 {
-            if self.path.peer_validated_address {
+            if self.paths[HANDSHAKE_PATH].peer_validated_address {
                 return None;
             }
             // Client: keep probing so the server can unlock its amplification limit.
-            let space = if space!(self, SpaceId::Handshake).keys.is_some() {
-                SpaceId::Handshake
+            let pns = if space!(self, Pns::Handshake).keys.is_some() {
+                Pns::Handshake
             } else {
-                SpaceId::Initial
+                Pns::Initial
             };
-            return Some((now + duration, space));
+            return Some((now + duration, pns));
         }
-        let mut best: Option<(Instant, SpaceId)> = None;
-        for space in SpaceId::ALL {
-            let sp = space!(self, space);
+        let mut best: Option<(Instant, Pns)> = None;
+        for pns in Pns::on_path(HANDSHAKE_PATH) {
+            let sp = space!(self, pns);
             if sp.sent.ack_eliciting_in_flight() == 0 {
                 continue;
             }
-            if space == SpaceId::Data {
+            if pns.is_data() {
                 if !self.handshake_confirmed() {
                     return best;
                 }
@@ -416,48 +417,49 @@ impl Connection {
             };
             let t = last + duration;
             if best.is_none_or(|(b, _)| t < b) {
-                best = Some((t, space));
+                best = Some((t, pns));
             }
         }
         best
     }
 
     fn amplification_blocked(&self) -> bool {
-        self.path.amplification_blocked()
+        self.paths[HANDSHAKE_PATH].amplification_blocked()
     }
 
     /// RFC 9002 Appendix A.8 SetLossDetectionTimer.
     pub(super) fn set_loss_timer(&mut self, now: Instant) {
         if let Some((t, _)) = self.loss_time_and_space() {
-            self.path.recovery.loss_timer = Some(t);
+            self.paths[HANDSHAKE_PATH].recovery.loss_timer = Some(t);
             return;
         }
         if self.side == Side::Server && self.amplification_blocked() {
-            self.path.recovery.loss_timer = None;
+            self.paths[HANDSHAKE_PATH].recovery.loss_timer = None;
             return;
         }
-        self.path.recovery.loss_timer = self.pto_time_and_space(now).map(|(t, _)| t);
+        self.paths[HANDSHAKE_PATH].recovery.loss_timer =
+            self.pto_time_and_space(now).map(|(t, _)| t);
     }
 
     fn on_loss_timeout(&mut self, now: Instant) {
-        if let Some((_, space)) = self.loss_time_and_space() {
-            self.detect_losses(now, space);
+        if let Some((_, pns)) = self.loss_time_and_space() {
+            self.detect_losses(now, pns);
             self.set_loss_timer(now);
             return;
         }
-        let Some((_, space)) = self.pto_time_and_space(now) else {
-            self.path.recovery.loss_timer = None;
+        let Some((_, pns)) = self.pto_time_and_space(now) else {
+            self.paths[HANDSHAKE_PATH].recovery.loss_timer = None;
             return;
         };
         self.stats.pto_count += 1;
-        self.path.recovery.pto_count += 1;
+        self.paths[HANDSHAKE_PATH].recovery.pto_count += 1;
         self.trace_metrics(now);
-        if space == SpaceId::Data {
+        if pns.is_data() {
             // A probe's ACK should not wait for the peer's ack delay (draft §7).
             self.ack_frequency.want_immediate_ack();
         }
         // Send one or two probes carrying data still unacknowledged, else PINGs.
-        let sp = space_mut!(self, space);
+        let sp = space_mut!(self, pns);
         sp.probes = 2;
         let unacked: Vec<super::sent::SentFrames> = sp
             .sent
@@ -466,11 +468,11 @@ impl Connection {
             .take(2)
             .map(|(_, p)| p.info.frames.clone())
             .collect();
-        if space != SpaceId::Data {
+        if !pns.is_data() {
             sp.crypto_send.requeue_unacked();
         }
         for frames in unacked {
-            self.requeue_frames(space, &frames);
+            self.requeue_frames(pns, &frames);
         }
         self.set_loss_timer(now);
     }
@@ -487,7 +489,7 @@ impl Connection {
             .one_rtt
             .as_ref()
             .and_then(|k| k.prev_discard_deadline());
-        let path = self.path.challenge().map(|(_, d)| d);
+        let path = self.paths[HANDSHAKE_PATH].challenge().map(|(_, d)| d);
         let keep_alive = self.keep_alive_deadline();
         let extension = self
             .extensions
@@ -495,10 +497,10 @@ impl Connection {
             .filter_map(|e| e.poll_timeout())
             .min();
         [
-            self.path.recovery.loss_timer,
+            self.paths[HANDSHAKE_PATH].recovery.loss_timer,
             self.idle.deadline(),
             ack_timer,
-            self.path.recovery.pacing_timer,
+            self.paths[HANDSHAKE_PATH].recovery.pacing_timer,
             key_discard,
             path,
             keep_alive,
@@ -519,7 +521,7 @@ impl Connection {
 
     /// When a delayed ACK of the Data space is due.
     pub(super) fn ack_deadline(&self) -> Option<Instant> {
-        space!(self, SpaceId::Data).ack.deadline()
+        space!(self, Pns::Data(HANDSHAKE_PATH)).ack.deadline()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -538,17 +540,27 @@ impl Connection {
             self.drain_now(now);
             return;
         }
-        if self.path.recovery.loss_timer.is_some_and(|t| now >= t) {
+        if self.paths[HANDSHAKE_PATH]
+            .recovery
+            .loss_timer
+            .is_some_and(|t| now >= t)
+        {
             self.on_loss_timeout(now);
         }
-        space_mut!(self, SpaceId::Data).ack.on_timeout(now);
-        if self.path.recovery.pacing_timer.is_some_and(|t| now >= t) {
-            self.path.recovery.pacing_timer = None;
+        space_mut!(self, Pns::Data(HANDSHAKE_PATH))
+            .ack
+            .on_timeout(now);
+        if self.paths[HANDSHAKE_PATH]
+            .recovery
+            .pacing_timer
+            .is_some_and(|t| now >= t)
+        {
+            self.paths[HANDSHAKE_PATH].recovery.pacing_timer = None;
         }
         if let Some(k) = self.one_rtt.as_mut() {
             k.discard_old(now);
         }
-        self.path.on_validation_timeout(now);
+        self.paths[HANDSHAKE_PATH].on_validation_timeout(now);
         if self.keep_alive_deadline().is_some_and(|t| now >= t) {
             self.pending.ping = true;
         }

@@ -11,8 +11,9 @@
 macro_rules! space {
     ($conn:expr, $id:expr) => {
         match $id {
-            $crate::connection::SpaceId::Data => &$conn.path.space,
-            id => &$conn.spaces[id.idx()],
+            $crate::connection::spaces::Pns::Data(p) => &$conn.paths[p].space,
+            $crate::connection::spaces::Pns::Initial => &$conn.spaces[0],
+            $crate::connection::spaces::Pns::Handshake => &$conn.spaces[1],
         }
     };
 }
@@ -21,8 +22,9 @@ macro_rules! space {
 macro_rules! space_mut {
     ($conn:expr, $id:expr) => {
         match $id {
-            $crate::connection::SpaceId::Data => &mut $conn.path.space,
-            id => &mut $conn.spaces[id.idx()],
+            $crate::connection::spaces::Pns::Data(p) => &mut $conn.paths[p].space,
+            $crate::connection::spaces::Pns::Initial => &mut $conn.spaces[0],
+            $crate::connection::spaces::Pns::Handshake => &mut $conn.spaces[1],
         }
     };
 }
@@ -73,7 +75,7 @@ use cid::{LocalCids, RemoteCids};
 use keys::OneRttKeys;
 use path::Path;
 pub use path::{PacketId, PathId};
-use spaces::PacketSpace;
+use spaces::{HANDSHAKE_PATH, PacketSpace, Pns};
 use streams::Streams;
 
 /// Why a connection ended.
@@ -293,9 +295,10 @@ pub struct Connection {
     spaces: [PacketSpace; 2],
     one_rtt: Option<OneRttKeys>,
     /// Space where TLS currently writes handshake bytes.
-    write_space: SpaceId,
-    /// The network path: addresses, validation, congestion state.
-    path: Path,
+    write_space: Pns,
+    /// The connection's network paths, by slot; slot 0 ([`HANDSHAKE_PATH`]) carries the
+    /// handshake.
+    paths: Vec<Path>,
     streams: Streams,
     local_cids: LocalCids,
     remote_cids: RemoteCids,
@@ -411,8 +414,8 @@ impl Connection {
             tls: p.tls,
             spaces,
             one_rtt: None,
-            write_space: SpaceId::Initial,
-            path,
+            write_space: Pns::Initial,
+            paths: vec![path],
             streams: Streams::new(p.side, &cfg),
             local_cids: LocalCids::new(p.local_cid),
             remote_cids: RemoteCids::new(p.remote_cid, cfg.active_connection_id_limit),
@@ -465,36 +468,36 @@ impl Connection {
         self.side
     }
     pub fn remote_address(&self) -> SocketAddr {
-        self.path.remote
+        self.paths[HANDSHAKE_PATH].remote
     }
     pub fn stats(&self) -> ConnectionStats {
         self.stats
     }
     pub fn path_stats(&self) -> PathStats {
         PathStats {
-            id: self.path.id,
-            rtt: self.path.rtt.smoothed(),
-            min_rtt: self.path.rtt.min(),
-            latest_rtt: self.path.rtt.latest(),
-            pto: self.pto_duration(SpaceId::Data),
-            cwnd: self.path.cc.window(),
-            ecn_received: self.path.space.ecn_received,
-            bytes_in_flight: self.bytes_in_flight(),
-            ssthresh: self.path.cc.ssthresh(),
+            id: self.paths[HANDSHAKE_PATH].id,
+            rtt: self.paths[HANDSHAKE_PATH].rtt.smoothed(),
+            min_rtt: self.paths[HANDSHAKE_PATH].rtt.min(),
+            latest_rtt: self.paths[HANDSHAKE_PATH].rtt.latest(),
+            pto: self.pto_duration(Pns::Data(HANDSHAKE_PATH)),
+            cwnd: self.paths[HANDSHAKE_PATH].cc.window(),
+            ecn_received: self.paths[HANDSHAKE_PATH].space.ecn_received,
+            bytes_in_flight: self.bytes_in_flight(HANDSHAKE_PATH),
+            ssthresh: self.paths[HANDSHAKE_PATH].cc.ssthresh(),
         }
     }
     /// The state of path `id`, if the connection has it.
     pub fn stats_of(&self, id: PathId) -> Option<PathStats> {
-        (id == self.path.id).then(|| self.path_stats())
+        (id == self.paths[HANDSHAKE_PATH].id).then(|| self.path_stats())
     }
 
     /// The connection's paths.
     pub fn path_ids(&self) -> impl Iterator<Item = PathId> + '_ {
-        std::iter::once(self.path.id)
+        std::iter::once(self.paths[HANDSHAKE_PATH].id)
     }
 
     pub fn rtt(&self) -> Duration {
-        self.path.rtt.smoothed()
+        self.paths[HANDSHAKE_PATH].rtt.smoothed()
     }
     pub fn is_handshaking(&self) -> bool {
         self.state == State::Handshake
@@ -655,7 +658,7 @@ impl Connection {
         id: StreamId,
         max: usize,
     ) -> Result<Option<Bytes>, ReadError> {
-        let rtt = self.path.rtt.smoothed();
+        let rtt = self.paths[HANDSHAKE_PATH].rtt.smoothed();
         self.streams.read(id, max, now, rtt)
     }
 
@@ -705,7 +708,7 @@ impl Connection {
     /// The earliest a packet sent at `now` can reach the peer, for deadlines: half the
     /// minimum RTT later, so that nothing that might still arrive in time is dropped.
     pub(crate) fn earliest_arrival(&self, now: Instant) -> Instant {
-        now + self.path.rtt.min() / 2
+        now + self.paths[HANDSHAKE_PATH].rtt.min() / 2
     }
 
     pub fn recv_datagram(&mut self) -> Option<Bytes> {
@@ -720,7 +723,7 @@ impl Connection {
     /// Starts a key update (RFC 9001 §6.1). Allowed once the handshake is confirmed and a
     /// packet of the current key phase was acknowledged.
     pub fn force_key_update(&mut self) -> bool {
-        let next_pn = space_mut!(self, SpaceId::Data).next_pn;
+        let next_pn = space_mut!(self, Pns::Data(HANDSHAKE_PATH)).next_pn;
         if !self.handshake_confirmed() {
             return false;
         }
@@ -759,7 +762,7 @@ impl Connection {
     /// the endpoint refused, crediting those bytes to the amplification budget.
     pub(crate) fn refuse(&mut self, now: Instant, received: usize, e: TransportError) {
         self.stats.udp_rx_datagrams += 1;
-        self.path.on_datagram_received(received as u64);
+        self.paths[HANDSHAKE_PATH].on_datagram_received(received as u64);
         self.close_with_error(now, e);
     }
 
@@ -778,7 +781,7 @@ impl Connection {
         if self.is_closed() {
             return;
         }
-        let until = now + self.pto_duration(SpaceId::Data) * 3;
+        let until = now + self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
         self.state = State::Closing { until, close };
         self.trace_state(now, ev::ConnectionState::Closing);
         self.set_error(now, err);
@@ -789,7 +792,7 @@ impl Connection {
         if matches!(self.state, State::Draining { .. } | State::Drained) {
             return;
         }
-        let until = now + self.pto_duration(SpaceId::Data) * 3;
+        let until = now + self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
         self.state = State::Draining { until };
         self.trace_state(now, ev::ConnectionState::Draining);
         self.set_error(now, err);
@@ -853,11 +856,20 @@ impl Connection {
                 .is_reset_token(&datagram[datagram.len() - 16..])
     }
 
-    fn bytes_in_flight(&self) -> u64 {
-        SpaceId::ALL
-            .iter()
-            .map(|&s| space!(self, s).sent.bytes_in_flight())
+    /// Bytes in flight on path slot `path`: its application-data space, and on the handshake's
+    /// path the Initial and Handshake spaces too.
+    fn bytes_in_flight(&self, path: usize) -> u64 {
+        Pns::on_path(path)
+            .map(|s| space!(self, s).sent.bytes_in_flight())
             .sum()
+    }
+
+    /// Every packet-number space of the connection: Initial, Handshake and each path's
+    /// application-data space.
+    fn all_pns(&self) -> impl Iterator<Item = Pns> + use<> {
+        [Pns::Initial, Pns::Handshake]
+            .into_iter()
+            .chain((0..self.paths.len()).map(Pns::Data))
     }
 
     /// Open (send, receive) stream halves, for tests and statistics.
@@ -867,17 +879,14 @@ impl Connection {
 
     /// Sent packets still tracked by loss detection (awaiting acknowledgement or loss).
     pub fn unacked_packets(&self) -> usize {
-        SpaceId::ALL
-            .iter()
-            .map(|&s| space!(self, s).sent.len())
-            .sum()
+        self.all_pns().map(|s| space!(self, s).sent.len()).sum()
     }
 
     /// A one-line picture of the sending state, for diagnosing stalls.
     pub fn diagnostics(&self) -> String {
-        let per_space: Vec<String> = SpaceId::ALL
-            .iter()
-            .map(|&s| space!(self, s))
+        let per_space: Vec<String> = self
+            .all_pns()
+            .map(|s| space!(self, s))
             .map(|s| {
                 format!(
                     "{}{}/{}{}",
@@ -907,13 +916,13 @@ impl Connection {
             } else {
                 ""
             },
-            self.bytes_in_flight(),
+            self.bytes_in_flight(HANDSHAKE_PATH),
             per_space.join(" "),
-            self.path.cc.window(),
-            self.path.recovery.loss_timer,
-            self.path.recovery.pacing_timer,
+            self.paths[HANDSHAKE_PATH].cc.window(),
+            self.paths[HANDSHAKE_PATH].recovery.loss_timer,
+            self.paths[HANDSHAKE_PATH].recovery.pacing_timer,
             self.idle.deadline(),
-            self.path.recovery.pto_count,
+            self.paths[HANDSHAKE_PATH].recovery.pto_count,
             self.streams.diagnostics(),
         )
     }

@@ -7,7 +7,8 @@ use bytes::{Bytes, BytesMut};
 
 use super::ack::AckParams;
 use super::extension::FrameOutcome;
-use super::{Connection, ConnectionError, Event, SpaceId, State};
+use super::spaces::{HANDSHAKE_PATH, Pns};
+use super::{Connection, ConnectionError, Event, State};
 use crate::coding::Reader;
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
 use crate::events::{self as ev, DropReason, PacketHeader, PacketType};
@@ -47,7 +48,7 @@ impl Connection {
         }
         self.stats.udp_rx_datagrams += 1;
         self.stats.udp_rx_bytes += data.len() as u64;
-        self.path.on_datagram_received(data.len() as u64);
+        self.paths[HANDSHAKE_PATH].on_datagram_received(data.len() as u64);
         // Judged on the whole datagram before it is cut into packets (RFC 9000 §10.3.1).
         let maybe_reset = self.is_stateless_reset(&data);
         let mut rest = data;
@@ -82,7 +83,7 @@ impl Connection {
     fn keys_available_for(&self, packet: &[u8]) -> bool {
         match packet.first() {
             Some(b) if b & 0x80 == 0 => self.one_rtt_readable(),
-            Some(b) if (b >> 4) & 0x03 == 2 => space!(self, SpaceId::Handshake).keys.is_some(),
+            Some(b) if (b >> 4) & 0x03 == 2 => space!(self, Pns::Handshake).keys.is_some(),
             // 0-RTT: readable with the keys, or never (then replaying drops it).
             Some(b) if (b >> 4) & 0x03 == 1 => !self.zero_rtt_may_come(),
             _ => true,
@@ -134,7 +135,7 @@ impl Connection {
             ParsedHeader::Long { dcid, .. } | ParsedHeader::Short { dcid, .. } => *dcid,
             _ => self.rx_dcid,
         };
-        let (space, kind, pn_offset, packet_len, scid) = match header {
+        let (pns, kind, pn_offset, packet_len, scid) = match header {
             ParsedHeader::VersionNegotiation { versions, .. } => {
                 self.on_version_negotiation(now, versions);
                 return buf.len();
@@ -159,16 +160,16 @@ impl Connection {
                 token,
                 ..
             } => {
-                let (space, kind) = match ty {
-                    LongType::Initial => (SpaceId::Initial, PacketKind::Initial),
-                    LongType::Handshake => (SpaceId::Handshake, PacketKind::Handshake),
+                let (pns, kind) = match ty {
+                    LongType::Initial => (Pns::Initial, PacketKind::Initial),
+                    LongType::Handshake => (Pns::Handshake, PacketKind::Handshake),
                     // 0-RTT shares the application data space; only servers read it, and
                     // only while they hold the keys (without, it is dropped, §17.2.3).
                     LongType::ZeroRtt
                         if self.side.is_server()
                             && (self.early.keys.is_some() || self.zero_rtt_may_come()) =>
                     {
-                        (SpaceId::Data, PacketKind::ZeroRtt)
+                        (Pns::Data(HANDSHAKE_PATH), PacketKind::ZeroRtt)
                     }
                     _ => {
                         if self.tracing() {
@@ -184,7 +185,7 @@ impl Connection {
                         return packet_len;
                     }
                 };
-                if space == SpaceId::Initial && self.side == Side::Client && !token.is_empty() {
+                if pns == Pns::Initial && self.side == Side::Client && !token.is_empty() {
                     // Servers never send tokens in Initial packets (RFC 9000 §17.2.2).
                     if self.tracing() {
                         let h = PacketHeader::new(PacketType::Initial);
@@ -192,14 +193,14 @@ impl Connection {
                     }
                     return packet_len;
                 }
-                (space, kind, pn_offset, packet_len, Some(scid))
+                (pns, kind, pn_offset, packet_len, Some(scid))
             }
             ParsedHeader::Short {
                 pn_offset,
                 packet_len,
                 ..
             } => (
-                SpaceId::Data,
+                Pns::Data(HANDSHAKE_PATH),
                 PacketKind::OneRtt,
                 pn_offset,
                 packet_len,
@@ -215,7 +216,7 @@ impl Connection {
             }
             return packet_len;
         }
-        let sp = space!(self, space);
+        let sp = space!(self, pns);
         if sp.discarded {
             if self.tracing() {
                 let h = self.trace_header(kind, None, rx_dcid, scid);
@@ -224,18 +225,18 @@ impl Connection {
             return packet_len;
         }
         let zero_rtt = kind == PacketKind::ZeroRtt;
-        let have_keys = match space {
-            SpaceId::Data if zero_rtt => self.early.keys.is_some(),
+        let have_keys = match pns {
+            Pns::Data(HANDSHAKE_PATH) if zero_rtt => self.early.keys.is_some(),
             // A server holds 1-RTT packets until the client's Finished authenticated it
             // (RFC 9001 §5.7), although rustls gives it the keys earlier.
-            SpaceId::Data => self.one_rtt_readable(),
+            Pns::Data(HANDSHAKE_PATH) => self.one_rtt_readable(),
             _ => sp.keys.is_some(),
         };
         if !have_keys {
             // RFC 9002 §6.2.3: later packets before our keys mean the peer's earlier flight
             // was lost; an early Initial probe gives the server the credit to resend it.
-            if self.side.is_client() && space != SpaceId::Initial {
-                self.speed_up_handshake(SpaceId::Initial);
+            if self.side.is_client() && pns != Pns::Initial {
+                self.speed_up_handshake(Pns::Initial);
             }
             let buffered = self.undecryptable.len() < MAX_UNDECRYPTABLE;
             if self.tracing() {
@@ -255,8 +256,8 @@ impl Connection {
         // A datagram that may be a stateless reset is kept for the reset's trace.
         let reset_copy = (maybe_reset && self.tracing()).then(|| rest[..packet_len].to_vec());
         let packet = rest.split_to(packet_len);
-        let Some((pn, payload)) = self.decrypt(now, space, zero_rtt, packet, pn_offset) else {
-            if space == SpaceId::Data && maybe_reset {
+        let Some((pn, payload)) = self.decrypt(now, pns, zero_rtt, packet, pn_offset) else {
+            if pns.is_data() && maybe_reset {
                 self.on_stateless_reset(now, reset_copy.as_deref().unwrap_or(&[]));
             } else {
                 self.stats.packets_dropped += 1;
@@ -274,7 +275,7 @@ impl Connection {
                 return 0;
             }
         };
-        if space_mut!(self, space).is_duplicate(pn) {
+        if space_mut!(self, pns).is_duplicate(pn) {
             if self.tracing() {
                 let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
                 self.trace_drop(now, Some(h), packet_len, DropReason::Duplicate);
@@ -282,11 +283,11 @@ impl Connection {
             return 0;
         }
         self.stats.packets_received += 1;
-        space_mut!(self, space).ecn_received.add(info.ecn);
-        if info.local.is_some() && info.remote == self.path.remote {
+        space_mut!(self, pns).ecn_received.add(info.ecn);
+        if info.local.is_some() && info.remote == self.paths[HANDSHAKE_PATH].remote {
             // Replies leave from the address the peer sends to (a server bound to a wildcard
             // address has several).
-            self.path.local = info.local;
+            self.paths[HANDSHAKE_PATH].local = info.local;
         }
         if self.tracing() {
             let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
@@ -302,10 +303,10 @@ impl Connection {
                 self.remote_cids.set_initial(scid);
             }
         }
-        if space == SpaceId::Handshake && self.side.is_server() {
+        if pns == Pns::Handshake && self.side.is_server() {
             // A Handshake packet proves the client owns its address (RFC 9000 §8.1).
-            self.path.validate();
-            self.discard_space(now, SpaceId::Initial);
+            self.paths[HANDSHAKE_PATH].validate();
+            self.discard_space(now, Pns::Initial);
         }
         if let State::Closing { .. } = self.state {
             // Answer with the close again, but never more than once per packet received.
@@ -315,17 +316,17 @@ impl Connection {
             }
             return 0;
         }
-        let newest = space_mut!(self, space)
+        let newest = space_mut!(self, pns)
             .largest_received_pn()
             .is_none_or(|l| pn > l);
         let packet_bytes = payload.len() as u64;
         self.restart_idle_timer(now);
-        match self.process_payload(now, space, kind, pn, payload) {
+        match self.process_payload(now, pns, kind, pn, payload) {
             // RFC 9000 §9.3: the peer moved if its newest packet, carrying more than probing
             // frames, comes from another address.
             Ok(non_probing) => {
                 if kind == PacketKind::OneRtt
-                    && info.remote != self.path.remote
+                    && info.remote != self.paths[HANDSHAKE_PATH].remote
                     && self.side.is_server()
                     && newest
                     && non_probing
@@ -345,7 +346,7 @@ impl Connection {
     fn decrypt(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         zero_rtt: bool,
         mut pkt: BytesMut,
         pn_offset: usize,
@@ -358,10 +359,10 @@ impl Connection {
         {
             let (first, rest) = pkt.split_at_mut(1);
             let pn_bytes = &mut rest[pn_offset - 1..pn_offset - 1 + 4];
-            let hp = match space {
-                SpaceId::Data if zero_rtt => &self.early.keys.as_ref()?.header,
-                SpaceId::Data => &self.one_rtt.as_ref()?.remote_header,
-                _ => &space!(self, space).keys.as_ref()?.remote.header,
+            let hp = match pns {
+                Pns::Data(HANDSHAKE_PATH) if zero_rtt => &self.early.keys.as_ref()?.header,
+                Pns::Data(HANDSHAKE_PATH) => &self.one_rtt.as_ref()?.remote_header,
+                _ => &space!(self, pns).keys.as_ref()?.remote.header,
             };
             hp.decrypt_in_place(&sample, &mut first[0], pn_bytes).ok()?;
         }
@@ -371,22 +372,22 @@ impl Connection {
         for b in &pkt[pn_offset..pn_offset + pn_len] {
             truncated = (truncated << 8) | u64::from(*b);
         }
-        let largest = space_mut!(self, space).largest_received_pn();
+        let largest = space_mut!(self, pns).largest_received_pn();
         let pn = packet::decode_pn(truncated, pn_len, largest);
         let header_len = pn_offset + pn_len;
         if pkt.len() < header_len + TAG_LEN {
             return None;
         }
         let (header, body) = pkt.split_at_mut(header_len);
-        let (plain_len, key_used) = match space {
-            SpaceId::Data if zero_rtt => {
+        let (plain_len, key_used) = match pns {
+            Pns::Data(HANDSHAKE_PATH) if zero_rtt => {
                 let key = &self.early.keys.as_ref()?.packet;
                 (
                     key.decrypt_in_place(pn, header, body).ok()?.len(),
                     KeyUsed::Current,
                 )
             }
-            SpaceId::Data => {
+            Pns::Data(HANDSHAKE_PATH) => {
                 let phase = first & 0x04 != 0;
                 let keys = self.one_rtt.as_mut()?;
                 let key_used = if phase == keys.key_phase {
@@ -419,7 +420,7 @@ impl Connection {
                 }
             }
             _ => {
-                let key = &space!(self, space).keys.as_ref()?.remote.packet;
+                let key = &space!(self, pns).keys.as_ref()?.remote.packet;
                 (
                     key.decrypt_in_place(pn, header, body).ok()?.len(),
                     KeyUsed::Current,
@@ -437,7 +438,7 @@ impl Connection {
                 Err(TransportError::protocol_violation("reserved bits set")),
             ));
         }
-        if space == SpaceId::Data
+        if pns.is_data()
             && !zero_rtt
             && let Err(e) = self.on_key_phase(now, pn, key_used)
         {
@@ -451,8 +452,8 @@ impl Connection {
     /// Tracks key phases of received 1-RTT packets; a packet under the next keys means the
     /// peer started a key update, which we follow (RFC 9001 §6.2).
     fn on_key_phase(&mut self, now: Instant, pn: u64, used: KeyUsed) -> Result<(), TransportError> {
-        let next_pn = space!(self, SpaceId::Data).next_pn;
-        let pto3 = self.pto_duration(SpaceId::Data) * 3;
+        let next_pn = space!(self, Pns::Data(HANDSHAKE_PATH)).next_pn;
+        let pto3 = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
         let confirmed = self.handshake_confirmed();
         let Some(keys) = self.one_rtt.as_mut() else {
             return Ok(());
@@ -471,7 +472,7 @@ impl Connection {
                 let phase = Some(self.stats.key_updates);
                 self.trace_keys(
                     now,
-                    &ev::KeyType::of_space(SpaceId::Data),
+                    &ev::KeyType::of_space(Pns::Data(HANDSHAKE_PATH).id()),
                     phase,
                     ev::KeyTrigger::RemoteUpdate,
                     false,
@@ -556,13 +557,12 @@ impl Connection {
         self.retry_scid = Some(scid);
         self.retry_token = token.to_vec();
         self.remote_cids.set_initial(scid);
-        space_mut!(self, SpaceId::Initial).keys =
-            Some(crate::crypto::initial_keys(&scid, self.side));
+        space_mut!(self, Pns::Initial).keys = Some(crate::crypto::initial_keys(&scid, self.side));
         // Everything sent in Initial packets must go again under the new keys.
-        let sp = space_mut!(self, SpaceId::Initial);
+        let sp = space_mut!(self, Pns::Initial);
         sp.sent.drain(|_, _| {});
         sp.crypto_send.requeue_unacked();
-        self.path.recovery.pto_count = 0;
+        self.paths[HANDSHAKE_PATH].recovery.pto_count = 0;
         self.set_loss_timer(now);
     }
 
@@ -571,18 +571,18 @@ impl Connection {
     /// afresh unless only the port changed (RFC 9000 §8.2, §9.3, §9.4).
     fn on_peer_address_change(&mut self, now: Instant, info: DatagramInfo, received: u64) {
         let remote = info.remote;
-        tracing::debug!(from = %self.path.remote, to = %remote, "peer address changed");
+        tracing::debug!(from = %self.paths[HANDSHAKE_PATH].remote, to = %remote, "peer address changed");
         if info.local.is_some() {
-            self.path.local = info.local;
+            self.paths[HANDSHAKE_PATH].local = info.local;
         }
-        if self.path.remote.ip() != remote.ip() {
+        if self.paths[HANDSHAKE_PATH].remote.ip() != remote.ip() {
             // Another network path: congestion state starts afresh (RFC 9000 §9.4).
-            self.path.reset_congestion(&self.config, now);
+            self.paths[HANDSHAKE_PATH].reset_congestion(&self.config, now);
         }
         let mut challenge = [0u8; 8];
         rand::RngCore::fill_bytes(&mut self.rng, &mut challenge);
-        let deadline = now + self.pto_duration(SpaceId::Data) * 3;
-        self.path.migrate(remote, received, challenge, deadline);
+        let deadline = now + self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
+        self.paths[HANDSHAKE_PATH].migrate(remote, received, challenge, deadline);
     }
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
@@ -601,14 +601,14 @@ impl Connection {
     fn process_payload(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         kind: PacketKind,
         pn: u64,
         payload: Bytes,
     ) -> Result<bool, TransportError> {
         let (ack_eliciting, non_probing) =
-            self.process_frames(now, space, kind, Some(pn), &payload)?;
-        let sp = space_mut!(self, space);
+            self.process_frames(now, pns, kind, Some(pn), &payload)?;
+        let sp = space_mut!(self, pns);
         let out_of_order = sp.on_packet_received(now, pn);
         sp.ack.on_packet(
             now,
@@ -638,7 +638,7 @@ impl Connection {
     pub(super) fn process_frames(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         kind: PacketKind,
         pn: Option<u64>,
         payload: &Bytes,
@@ -662,7 +662,7 @@ impl Connection {
             ack_eliciting |= registry.is_ack_eliciting(&frame);
             non_probing |= !frame.is_probing();
             let rest = r.position();
-            let outcome = self.on_frame(now, space, pn, frame, payload, rest)?;
+            let outcome = self.on_frame(now, pns, pn, frame, payload, rest)?;
             if self.is_closed() || outcome == FrameOutcome::SkipRest {
                 break;
             }
@@ -677,7 +677,7 @@ impl Connection {
     fn on_frame(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         pn: Option<u64>,
         frame: Frame<'_>,
         payload: &Bytes,
@@ -693,9 +693,9 @@ impl Connection {
         };
         match frame {
             Frame::Padding { .. } | Frame::Ping => {}
-            Frame::Ack(ack) => self.on_ack_frame(now, space, &ack).map_err(with_ty)?,
+            Frame::Ack(ack) => self.on_ack_frame(now, pns, &ack).map_err(with_ty)?,
             Frame::Crypto { offset, data } => {
-                self.on_crypto(now, space, offset, data).map_err(with_ty)?
+                self.on_crypto(now, pns, offset, data).map_err(with_ty)?
             }
             Frame::Stream(f) => {
                 let data = payload.slice_ref(f.data);
@@ -750,10 +750,10 @@ impl Connection {
                 }
             }
             Frame::PathChallenge(data) => {
-                self.path.on_path_challenge(data);
+                self.paths[HANDSHAKE_PATH].on_path_challenge(data);
             }
             Frame::PathResponse(data) => {
-                self.path.on_path_response(data);
+                self.paths[HANDSHAKE_PATH].on_path_response(data);
             }
             Frame::ConnectionClose(c) => {
                 let reason = String::from_utf8_lossy(c.reason).into_owned();
@@ -818,14 +818,14 @@ impl Connection {
                     max_ack_delay: delay,
                     reordering: reordering_threshold,
                 };
-                let acks = &mut space_mut!(self, SpaceId::Data).ack;
+                let acks = &mut space_mut!(self, Pns::Data(HANDSHAKE_PATH)).ack;
                 let before = acks.params();
                 acks.on_ack_frequency(seq, params);
                 if acks.params() != before {
                     self.stats.ack_frequency_applied += 1;
                 }
             }
-            Frame::ImmediateAck => space_mut!(self, space).ack.request_immediate(),
+            Frame::ImmediateAck => space_mut!(self, pns).ack.request_immediate(),
             // Decoded only when the frame registry enables multipath, which this connection
             // does not negotiate.
             Frame::PathAck { .. }
@@ -843,7 +843,7 @@ impl Connection {
             }
             Frame::Extension { ty, body } => {
                 let rest = payload.slice(rest..);
-                let packet = pn.map(|pn| self.path.packet(pn));
+                let packet = pn.map(|pn| self.paths[HANDSHAKE_PATH].packet(pn));
                 let outcome = self.with_extensions(now, packet, |exts, cx| {
                     match exts.iter_mut().find(|e| e.owns_frame(ty)) {
                         Some(e) => e.on_frame(cx, ty, body, &rest),
@@ -860,7 +860,7 @@ impl Connection {
     }
 
     fn restart_idle_timer(&mut self, now: Instant) {
-        let min = self.pto_duration(SpaceId::Data) * 3;
+        let min = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
         self.idle.on_packet_received(now, min);
     }
 }

@@ -27,6 +27,51 @@ impl SpaceId {
     }
 }
 
+/// The slot of the handshake's path (path 0) among the connection's paths: Initial and
+/// Handshake packets travel on it.
+pub(super) const HANDSHAKE_PATH: usize = 0;
+
+/// One packet-number space of the connection: Initial and Handshake are the connection's, the
+/// application-data space is a path's (named by its slot among the connection's paths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pns {
+    Initial,
+    Handshake,
+    Data(usize),
+}
+
+impl Pns {
+    /// The space's kind, as traces name it.
+    pub fn id(self) -> SpaceId {
+        match self {
+            Pns::Initial => SpaceId::Initial,
+            Pns::Handshake => SpaceId::Handshake,
+            Pns::Data(_) => SpaceId::Data,
+        }
+    }
+
+    /// The slot of the path this space's packets travel on.
+    pub fn path(self) -> usize {
+        match self {
+            Pns::Data(p) => p,
+            Pns::Initial | Pns::Handshake => HANDSHAKE_PATH,
+        }
+    }
+
+    pub fn is_data(self) -> bool {
+        matches!(self, Pns::Data(_))
+    }
+
+    /// The spaces whose packets travel on path slot `path`, in the order packets coalesce.
+    pub fn on_path(path: usize) -> impl Iterator<Item = Pns> {
+        let handshake = (path == HANDSHAKE_PATH)
+            .then_some([Pns::Initial, Pns::Handshake])
+            .into_iter()
+            .flatten();
+        handshake.chain(std::iter::once(Pns::Data(path)))
+    }
+}
+
 /// Highest number of ACK ranges we remember (older ones are forgotten and treated as seen).
 const MAX_TRACKED_RANGES: usize = 64;
 /// Lost packets whose content is kept for late acknowledgements and recovery reports.

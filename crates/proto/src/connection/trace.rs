@@ -1,7 +1,8 @@
 //! The connection's events for its sink (see [`crate::events`]). Every method returns at once
 //! when there is no sink, before building anything.
 
-use super::{Connection, SpaceId};
+use super::Connection;
+use super::spaces::{HANDSHAKE_PATH, Pns};
 use crate::events::{
     self as ev, CongestionState, Event, FrameInfo, KeyTrigger, KeyType, PacketHeader, PacketType,
     RecoveryMetrics,
@@ -45,7 +46,7 @@ impl Connection {
                 params: local,
             },
         );
-        for key_type in KeyType::of_space(SpaceId::Initial) {
+        for key_type in KeyType::of_space(Pns::Initial.id()) {
             t.emit(
                 now,
                 &Event::KeyUpdated {
@@ -198,27 +199,27 @@ impl Connection {
         if self.tracer.is_none() {
             return;
         }
-        let has_sample = self.path.rtt.has_sample();
-        let cwnd = self.path.cc.window();
-        let ssthresh = self.path.cc.ssthresh();
-        let srtt = self.path.rtt.smoothed();
-        let pacing_rate = self.path.cc.pacing_rate().or_else(|| {
+        let has_sample = self.paths[HANDSHAKE_PATH].rtt.has_sample();
+        let cwnd = self.paths[HANDSHAKE_PATH].cc.window();
+        let ssthresh = self.paths[HANDSHAKE_PATH].cc.ssthresh();
+        let srtt = self.paths[HANDSHAKE_PATH].rtt.smoothed();
+        let pacing_rate = self.paths[HANDSHAKE_PATH].cc.pacing_rate().or_else(|| {
             (self.config.pacing && !srtt.is_zero())
                 .then(|| (1.25 * cwnd as f64 / srtt.as_secs_f64()) as u64)
         });
         let m = RecoveryMetrics {
-            min_rtt: has_sample.then(|| self.path.rtt.min()),
+            min_rtt: has_sample.then(|| self.paths[HANDSHAKE_PATH].rtt.min()),
             smoothed_rtt: Some(srtt),
-            latest_rtt: has_sample.then(|| self.path.rtt.latest()),
-            rtt_variance: Some(self.path.rtt.rttvar()),
-            pto_count: Some(self.path.recovery.pto_count),
+            latest_rtt: has_sample.then(|| self.paths[HANDSHAKE_PATH].rtt.latest()),
+            rtt_variance: Some(self.paths[HANDSHAKE_PATH].rtt.rttvar()),
+            pto_count: Some(self.paths[HANDSHAKE_PATH].recovery.pto_count),
             congestion_window: Some(cwnd),
-            bytes_in_flight: Some(self.bytes_in_flight()),
+            bytes_in_flight: Some(self.bytes_in_flight(HANDSHAKE_PATH)),
             ssthresh: (ssthresh != u64::MAX).then_some(ssthresh),
             pacing_rate,
         };
-        let app_limited = self.path.recovery.app_limited;
-        let slow_start = self.path.cc.in_slow_start();
+        let app_limited = self.paths[HANDSHAKE_PATH].recovery.app_limited;
+        let slow_start = self.paths[HANDSHAKE_PATH].cc.in_slow_start();
         let Some(t) = self.tracer.as_mut() else {
             return;
         };
@@ -276,15 +277,15 @@ impl Connection {
         }
     }
 
-    /// The packet type of a sent packet of `space` numbered `pn`.
-    pub(super) fn sent_packet_type(&self, space: SpaceId, pn: u64) -> PacketType {
-        match space {
-            SpaceId::Initial => PacketType::Initial,
-            SpaceId::Handshake => PacketType::Handshake,
-            SpaceId::Data if self.side.is_client() && pn < self.early.sent_until => {
+    /// The packet type of a sent packet of `pns` numbered `pn`.
+    pub(super) fn sent_packet_type(&self, pns: Pns, pn: u64) -> PacketType {
+        match pns {
+            Pns::Initial => PacketType::Initial,
+            Pns::Handshake => PacketType::Handshake,
+            Pns::Data(HANDSHAKE_PATH) if self.side.is_client() && pn < self.early.sent_until => {
                 PacketType::ZeroRtt
             }
-            SpaceId::Data => PacketType::OneRtt,
+            Pns::Data(_) => PacketType::OneRtt,
         }
     }
 
@@ -292,7 +293,7 @@ impl Connection {
     pub(super) fn trace_lost(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         pn: u64,
         frames: &[super::sent::SentFrame],
         reordering: bool,
@@ -300,7 +301,7 @@ impl Connection {
         if self.tracer.is_none() {
             return;
         }
-        let mut header = PacketHeader::new(self.sent_packet_type(space, pn));
+        let mut header = PacketHeader::new(self.sent_packet_type(pns, pn));
         header.packet_number = Some(pn);
         let cids = &self.local_cids.active;
         let infos: Vec<FrameInfo> = frames

@@ -6,7 +6,8 @@ use std::ops::Range;
 
 use super::extension::{ProtectedRegion, SentPacketInfo};
 use super::sent::{SentFrame, SentFrames, SentInfo};
-use super::{CloseInfo, Connection, SpaceId, State, Transmit};
+use super::spaces::{HANDSHAKE_PATH, Pns};
+use super::{CloseInfo, Connection, State, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::events as ev;
 use crate::frame::{self, ConnectionClose, Frame};
@@ -67,7 +68,7 @@ impl Connection {
             _ => {}
         }
         self.run_extension_actions(now);
-        let mtu = self.path.mtu;
+        let mtu = self.paths[HANDSHAKE_PATH].mtu;
         let start = buf.len();
         let mut segment = None;
         let mut count = 0;
@@ -92,7 +93,9 @@ impl Connection {
             if len < mtu || max_datagrams <= 1 || !self.handshake_confirmed() {
                 break;
             }
-            if self.bytes_in_flight() + mtu as u64 > self.path.cc.window() {
+            if self.bytes_in_flight(HANDSHAKE_PATH) + mtu as u64
+                > self.paths[HANDSHAKE_PATH].cc.window()
+            {
                 break;
             }
         }
@@ -102,8 +105,8 @@ impl Connection {
         }
         let seg = segment.unwrap_or(size);
         Some(Transmit {
-            destination: self.path.remote,
-            source: self.path.local,
+            destination: self.paths[HANDSHAKE_PATH].remote,
+            source: self.paths[HANDSHAKE_PATH].local,
             ecn: None,
             size,
             segment_size: (size > seg).then_some(seg),
@@ -113,39 +116,38 @@ impl Connection {
     /// Builds one datagram of up to `mtu` bytes; false when there is nothing to send.
     fn build_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, mtu: usize) -> bool {
         let mut limit = mtu;
-        if let Some(budget) = self.path.send_budget() {
+        if let Some(budget) = self.paths[HANDSHAKE_PATH].send_budget() {
             limit = limit.min(budget as usize);
             if limit < MIN_INITIAL_DATAGRAM {
                 return false;
             }
         }
-        let in_flight = self.bytes_in_flight();
+        let in_flight = self.bytes_in_flight(HANDSHAKE_PATH);
         let pace = self.config.pacing && self.handshake_complete();
         let allowance = Allowance {
-            data: self.path.may_send(now, mtu, in_flight, pace),
+            data: self.paths[HANDSHAKE_PATH].may_send(now, mtu, in_flight, pace),
         };
         if allowance.data && self.handshake_complete() && self.out_of_data() {
             // Window and pacer would let data go, but there is none.
-            self.path.mark_app_limited(in_flight);
+            self.paths[HANDSHAKE_PATH].mark_app_limited(in_flight);
         }
         let start = buf.len();
         let mut contains_initial = false;
         let mut any = false;
-        let spaces = SpaceId::ALL;
-        for (i, &space) in spaces.iter().enumerate() {
-            if !self.space_can_send(space) || !self.space_wants(space, allowance) {
+        for (i, pns) in Pns::on_path(HANDSHAKE_PATH).enumerate() {
+            if !self.space_can_send(pns) || !self.space_wants(pns, allowance) {
                 continue;
             }
             let room = (start + limit).saturating_sub(buf.len());
             if room < MIN_PACKET_ROOM {
                 break;
             }
-            let later = spaces[i + 1..]
-                .iter()
-                .any(|&s| self.space_can_send(s) && self.space_wants(s, allowance));
-            let pad_needed = space == SpaceId::Initial
+            let later = Pns::on_path(HANDSHAKE_PATH)
+                .skip(i + 1)
+                .any(|s| self.space_can_send(s) && self.space_wants(s, allowance));
+            let pad_needed = pns == Pns::Initial
                 && (self.side == Side::Client
-                    || space!(self, SpaceId::Initial).crypto_send.has_pending());
+                    || space!(self, Pns::Initial).crypto_send.has_pending());
             contains_initial |= pad_needed;
             // Pad the last packet of a datagram that carries an Initial.
             let pad_to = if contains_initial && !later {
@@ -153,19 +155,19 @@ impl Connection {
             } else {
                 None
             };
-            if self.build_packet(now, space, buf, start + limit, pad_to, allowance) {
+            if self.build_packet(now, pns, buf, start + limit, pad_to, allowance) {
                 any = true;
             }
-            if space == SpaceId::Handshake && self.side == Side::Client && any {
+            if pns == Pns::Handshake && self.side == Side::Client && any {
                 // RFC 9001 §4.9.1: a client drops Initial keys once it sends a Handshake packet.
-                self.discard_space(now, SpaceId::Initial);
+                self.discard_space(now, Pns::Initial);
             }
         }
         if !any {
             return false;
         }
         let len = buf.len() - start;
-        self.path.on_datagram_sent(len as u64);
+        self.paths[HANDSHAKE_PATH].on_datagram_sent(len as u64);
         self.last_sent = Some(now);
         true
     }
@@ -175,16 +177,16 @@ impl Connection {
     pub(super) fn max_1rtt_payload(&self) -> usize {
         let header = 1 + self.remote_cids.active.1.len() + 4;
         debug_assert!(header <= MAX_SHORT_HEADER);
-        self.path.mtu - header - TAG_LEN
+        self.paths[HANDSHAKE_PATH].mtu - header - TAG_LEN
     }
 
-    fn space_can_send(&self, space: SpaceId) -> bool {
-        let sp = space!(self, space);
+    fn space_can_send(&self, pns: Pns) -> bool {
+        let sp = space!(self, pns);
         if sp.discarded {
             return false;
         }
-        match space {
-            SpaceId::Data => {
+        match pns {
+            Pns::Data(HANDSHAKE_PATH) => {
                 (self.one_rtt.is_some() && (self.handshake_complete() || self.side.is_server()))
                     || self.sending_zero_rtt()
             }
@@ -198,8 +200,8 @@ impl Connection {
     }
 
     /// Whether `space` has anything worth a packet now.
-    fn space_wants(&self, space: SpaceId, allowance: Allowance) -> bool {
-        let sp = space!(self, space);
+    fn space_wants(&self, pns: Pns, allowance: Allowance) -> bool {
+        let sp = space!(self, pns);
         if sp.ack.is_immediate() {
             return true;
         }
@@ -212,7 +214,7 @@ impl Connection {
         if sp.crypto_send.has_pending() {
             return true;
         }
-        if space != SpaceId::Data {
+        if !pns.is_data() {
             return false;
         }
         if !self.handshake_complete() {
@@ -221,7 +223,7 @@ impl Connection {
                 && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
         self.pending.any()
-            || self.path.has_probe_frames()
+            || self.paths[HANDSHAKE_PATH].has_probe_frames()
             || !self.local_cids.pending_new.is_empty()
             || !self.remote_cids.pending_retire.is_empty()
             || !self.datagrams_out.is_empty()
@@ -240,14 +242,14 @@ impl Connection {
     fn build_packet(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         buf: &mut Vec<u8>,
         end: usize,
         pad_to: Option<usize>,
         allowance: Allowance,
     ) -> bool {
         let packet_start = buf.len();
-        let (pn, pn_len, pn_offset, long) = self.write_header(space, buf);
+        let (pn, pn_len, pn_offset, long) = self.write_header(pns, buf);
         let payload_start = buf.len();
         let max_payload_end = end.saturating_sub(TAG_LEN);
         if max_payload_end <= payload_start + 8 {
@@ -262,7 +264,7 @@ impl Connection {
 
         // Extension frames the peer must read before the ACK frame (e.g. FEC recovery
         // reports, which must reach the peer's loss detection first).
-        if space == SpaceId::Data && self.extensions.iter().any(|e| e.has_leading_frames()) {
+        if pns.is_data() && self.extensions.iter().any(|e| e.has_leading_frames()) {
             let end = max_payload_end;
             ack_eliciting |= self.with_extensions(now, None, |exts, cx| {
                 let mut any = false;
@@ -276,7 +278,7 @@ impl Connection {
 
         // Room an extension wants for a frame that must not share the packet with an ACK
         // that can wait (a REPAIR frame fills a packet).
-        let wanted = if space == SpaceId::Data && allowance.data {
+        let wanted = if pns.is_data() && allowance.data {
             self.extensions
                 .iter()
                 .map(|e| e.room_wanted())
@@ -286,7 +288,7 @@ impl Connection {
             0
         };
         // ACK first: it is what keeps the peer's recovery going.
-        let sp = space_mut!(self, space);
+        let sp = space_mut!(self, pns);
         if sp.ack.pending() && !sp.received.is_empty() {
             let delay_us = sp.largest_received.map_or(0, |(_, t)| {
                 now.saturating_duration_since(t).as_micros() as u64
@@ -314,7 +316,7 @@ impl Connection {
                     break;
                 }
                 let hdr = frame::crypto_header_len(1 << 40, room);
-                let sp = space_mut!(self, space);
+                let sp = space_mut!(self, pns);
                 let Some((offset, data)) = sp.crypto_send.next_chunk(room - hdr) else {
                     break;
                 };
@@ -326,7 +328,7 @@ impl Connection {
                 });
                 ack_eliciting = true;
             }
-            if space == SpaceId::Data {
+            if pns.is_data() {
                 let d = self.write_data_frames(now, buf, max_payload_end, &mut frames);
                 ack_eliciting |= d.ack_eliciting;
                 if d.protected.is_some() {
@@ -335,14 +337,14 @@ impl Connection {
                 protected = d.protected;
                 protected_deadline = d.deadline;
             }
-            let want_ping = probe || (space == SpaceId::Data && self.pending.ping);
+            let want_ping = probe || (pns.is_data() && self.pending.ping);
             if want_ping && !ack_eliciting && buf.len() < max_payload_end {
                 Frame::Ping.encode(buf);
                 frames.push(SentFrame::Ping);
                 ack_eliciting = true;
                 self.pending.ping = false;
             }
-            let sp = space_mut!(self, space);
+            let sp = space_mut!(self, pns);
             if probe && ack_eliciting {
                 sp.probes -= 1;
             }
@@ -352,14 +354,14 @@ impl Connection {
         // would pile up; an occasional PING makes the peer acknowledge them (RFC 9000
         // §13.2.4). Only after many ACK-only packets, so that two idle peers acknowledging
         // each other's PINGs do not keep the connection busy forever.
-        if space == SpaceId::Data
+        if pns.is_data()
             && !ack_eliciting
             && buf.len() > payload_start
             && buf.len() < max_payload_end
             && self.ack_only_sent >= ACK_ONLY_BEFORE_PING
-            && self
-                .last_ack_eliciting_sent
-                .is_none_or(|t| now.saturating_duration_since(t) >= self.path.rtt.smoothed())
+            && self.last_ack_eliciting_sent.is_none_or(|t| {
+                now.saturating_duration_since(t) >= self.paths[HANDSHAKE_PATH].rtt.smoothed()
+            })
         {
             Frame::Ping.encode(buf);
             frames.push(SentFrame::Ping);
@@ -377,23 +379,23 @@ impl Connection {
         }
         // RFC 9000 §8.2.1: a PATH_CHALLENGE goes in a datagram of at least 1200 bytes (as far
         // as the amplification limit allows), which also probes the path's MTU.
-        if self.path.take_challenge_in_packet() {
+        if self.paths[HANDSHAKE_PATH].take_challenge_in_packet() {
             target =
                 target.max((packet_start + MIN_INITIAL_DATAGRAM - TAG_LEN).min(max_payload_end));
         }
         // A nearly full 1-RTT packet is padded to full size so that datagrams in a batch
         // all have the same size (segmentation offload needs that).
-        if space == SpaceId::Data && max_payload_end - buf.len() < MIN_PACKET_ROOM / 2 {
+        if pns.is_data() && max_payload_end - buf.len() < MIN_PACKET_ROOM / 2 {
             target = target.max(max_payload_end);
         }
         let padded = buf.len() < target;
         if padded {
             frame::encode_padding(buf, target - buf.len());
         }
-        if space == SpaceId::Data && !self.extensions.is_empty() {
+        if pns.is_data() && !self.extensions.is_empty() {
             let size = buf.len() - packet_start + TAG_LEN;
             let plain: &[u8] = buf;
-            let packet = self.path.packet(pn);
+            let packet = self.paths[HANDSHAKE_PATH].packet(pn);
             self.with_extensions(now, None, |exts, cx| {
                 for (i, e) in exts.iter_mut().enumerate() {
                     let region = match &protected {
@@ -410,22 +412,22 @@ impl Connection {
                 }
             });
         }
-        if space == SpaceId::Data && self.sending_zero_rtt() {
+        if pns.is_data() && self.sending_zero_rtt() {
             self.early.sent_until = pn + 1;
         }
         let size = buf.len() - packet_start + TAG_LEN;
         if self.tracing() {
-            self.trace_sent(now, space, pn, size, probe, &buf[payload_start..]);
+            self.trace_sent(now, pns, pn, size, probe, &buf[payload_start..]);
         }
-        self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
+        self.seal(pns, buf, packet_start, pn_offset, pn_len, long.as_ref());
         debug_assert_eq!(size, buf.len() - packet_start);
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
         if in_flight {
-            let after = self.bytes_in_flight() + size as u64;
-            info.delivery = self.path.delivery_snapshot(now, size as u64, after);
+            let after = self.bytes_in_flight(HANDSHAKE_PATH) + size as u64;
+            info.delivery = self.paths[HANDSHAKE_PATH].delivery_snapshot(now, size as u64, after);
         }
-        let sp = space_mut!(self, space);
+        let sp = space_mut!(self, pns);
         sp.next_pn += 1;
         sp.sent.on_sent(
             pn,
@@ -439,24 +441,24 @@ impl Connection {
         );
         self.stats.packets_sent += 1;
         if in_flight {
-            let inflight = self.bytes_in_flight();
-            self.path.on_in_flight_sent(now, size as u64, inflight);
+            let inflight = self.bytes_in_flight(HANDSHAKE_PATH);
+            self.paths[HANDSHAKE_PATH].on_in_flight_sent(now, size as u64, inflight);
             self.trace_metrics(now);
         }
         if !ack_eliciting {
             self.ack_only_sent += 1;
         }
         if ack_eliciting {
-            self.path.recovery.recovery_packet_allowed = false;
+            self.paths[HANDSHAKE_PATH].recovery.recovery_packet_allowed = false;
             self.ack_only_sent = 0;
             self.last_ack_eliciting_sent = Some(now);
             if self.idle.on_ack_eliciting_sent() {
-                let min = self.pto_duration(SpaceId::Data) * 3;
+                let min = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
                 self.idle.restart(now, min);
             }
             self.set_loss_timer(now);
         }
-        if space == SpaceId::Data
+        if pns.is_data()
             && let Some(k) = self.one_rtt.as_mut()
         {
             k.sent_in_phase += 1;
@@ -493,7 +495,7 @@ impl Connection {
                 self.pending.new_token = false;
             }
         }
-        self.path.write_probe_frames(buf, end);
+        self.paths[HANDSHAKE_PATH].write_probe_frames(buf, end);
         while let Some(&seq) = self.local_cids.pending_new.first() {
             let Some(&cid) = self.local_cids.active.get(&seq) else {
                 self.local_cids.pending_new.pop_first();
@@ -586,9 +588,9 @@ impl Connection {
             self.stats.immediate_acks_sent += 1;
         }
         if !self.streams.has_stream_data() && buf.len() == start {
-            self.path.recovery.app_limited = true;
+            self.paths[HANDSHAKE_PATH].recovery.app_limited = true;
         } else if self.streams.has_stream_data() {
-            self.path.recovery.app_limited = false;
+            self.paths[HANDSHAKE_PATH].recovery.app_limited = false;
         }
         let protected = region.and_then(|(owner, g)| {
             let header = app_start - g.header_len..app_start;
@@ -666,14 +668,14 @@ impl Connection {
     /// long-header offsets).
     fn write_header(
         &self,
-        space: SpaceId,
+        pns: Pns,
         buf: &mut Vec<u8>,
     ) -> (u64, usize, usize, Option<packet::LongHeaderOffsets>) {
-        let sp = space!(self, space);
+        let sp = space!(self, pns);
         let pn = sp.next_pn;
         let pn_len = packet::pn_len_for(pn, sp.sent.largest_acked());
         let dcid = self.remote_cids.active.1;
-        if space == SpaceId::Data && self.sending_zero_rtt() {
+        if pns.is_data() && self.sending_zero_rtt() {
             let scid = self.local_cid();
             let o = packet::write_long_header(
                 buf,
@@ -687,17 +689,17 @@ impl Connection {
             );
             return (pn, pn_len, o.pn_offset, Some(o));
         }
-        if space == SpaceId::Data {
+        if pns.is_data() {
             let phase = self.one_rtt.as_ref().is_some_and(|k| k.key_phase);
             let off = packet::write_short_header(buf, &dcid, false, phase, pn, pn_len);
             return (pn, pn_len, off, None);
         }
-        let ty = if space == SpaceId::Initial {
+        let ty = if pns == Pns::Initial {
             LongType::Initial
         } else {
             LongType::Handshake
         };
-        let token: &[u8] = if space == SpaceId::Initial && self.side.is_client() {
+        let token: &[u8] = if pns == Pns::Initial && self.side.is_client() {
             &self.retry_token
         } else {
             &[]
@@ -711,7 +713,7 @@ impl Connection {
     /// Encrypts the payload in place, appends the tag, and masks the header.
     fn seal(
         &mut self,
-        space: SpaceId,
+        pns: Pns,
         buf: &mut Vec<u8>,
         packet_start: usize,
         pn_offset: usize,
@@ -723,20 +725,20 @@ impl Connection {
             let len = buf.len() - pn_offset + TAG_LEN;
             packet::set_long_length(buf, o, len);
         }
-        let pn = space_mut!(self, space).next_pn;
+        let pn = space_mut!(self, pns).next_pn;
         let (header, payload) = buf[packet_start..].split_at_mut(payload_start - packet_start);
-        let zero_rtt = space == SpaceId::Data && self.sending_zero_rtt();
-        let tag = match space {
-            SpaceId::Data if zero_rtt => {
+        let zero_rtt = pns.is_data() && self.sending_zero_rtt();
+        let tag = match pns {
+            Pns::Data(HANDSHAKE_PATH) if zero_rtt => {
                 let k = self.early.keys.as_ref().expect("0-RTT keys");
                 k.packet.encrypt_in_place(pn, header, payload)
             }
-            SpaceId::Data => {
+            Pns::Data(HANDSHAKE_PATH) => {
                 let k = self.one_rtt.as_ref().expect("1-RTT keys");
                 k.local.encrypt_in_place(pn, header, payload)
             }
             _ => {
-                let k = space_mut!(self, space).keys.as_ref().expect("space keys");
+                let k = space_mut!(self, pns).keys.as_ref().expect("space keys");
                 k.local.packet.encrypt_in_place(pn, header, payload)
             }
         }
@@ -748,11 +750,13 @@ impl Connection {
         let (first, rest) = buf[packet_start..].split_at_mut(1);
         let rel = pn_offset - packet_start - 1;
         let pn_bytes = &mut rest[rel..rel + pn_len];
-        let hp = match space {
-            SpaceId::Data if zero_rtt => &self.early.keys.as_ref().expect("0-RTT keys").header,
-            SpaceId::Data => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
+        let hp = match pns {
+            Pns::Data(HANDSHAKE_PATH) if zero_rtt => {
+                &self.early.keys.as_ref().expect("0-RTT keys").header
+            }
+            Pns::Data(HANDSHAKE_PATH) => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
             _ => {
-                &space!(self, space)
+                &space!(self, pns)
                     .keys
                     .as_ref()
                     .expect("space keys")
@@ -772,16 +776,16 @@ impl Connection {
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
         let start = buf.len();
-        let mtu = self.path.mtu;
+        let mtu = self.paths[HANDSHAKE_PATH].mtu;
         let mut limit = mtu;
-        if let Some(budget) = self.path.send_budget() {
+        if let Some(budget) = self.paths[HANDSHAKE_PATH].send_budget() {
             limit = limit.min(budget as usize);
         }
-        for space in SpaceId::ALL {
-            if !self.space_can_send(space) {
+        for pns in Pns::on_path(HANDSHAKE_PATH) {
+            if !self.space_can_send(pns) {
                 continue;
             }
-            if space != SpaceId::Data && self.handshake_confirmed() {
+            if !pns.is_data() && self.handshake_confirmed() {
                 continue;
             }
             let room = (start + limit).saturating_sub(buf.len());
@@ -791,7 +795,7 @@ impl Connection {
             // Before 1-RTT, an application close is sent as a transport APPLICATION_ERROR
             // with no reason, so nothing of the application leaks (RFC 9000 §10.2.3).
             let (app, code, ft, reason): (bool, u64, u64, &[u8]) =
-                if close.application && space != SpaceId::Data {
+                if close.application && !pns.is_data() {
                     (false, error_code::APPLICATION_ERROR, 0, &[])
                 } else {
                     (
@@ -808,20 +812,20 @@ impl Connection {
                 frame_type: ft,
                 reason,
             });
-            space_mut!(self, space).probes = 0;
+            space_mut!(self, pns).probes = 0;
             let mut payload = Vec::new();
             f.encode(&mut payload);
-            self.build_raw_packet(now, space, buf, start + limit, &payload);
+            self.build_raw_packet(now, pns, buf, start + limit, &payload);
         }
         let size = buf.len() - start;
         self.close_sent_at = Some(now);
         if size == 0 {
             return None;
         }
-        self.path.on_datagram_sent(size as u64);
+        self.paths[HANDSHAKE_PATH].on_datagram_sent(size as u64);
         Some(Transmit {
-            destination: self.path.remote,
-            source: self.path.local,
+            destination: self.paths[HANDSHAKE_PATH].remote,
+            source: self.paths[HANDSHAKE_PATH].local,
             ecn: None,
             size,
             segment_size: None,
@@ -832,13 +836,13 @@ impl Connection {
     fn build_raw_packet(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         buf: &mut Vec<u8>,
         end: usize,
         payload: &[u8],
     ) {
         let packet_start = buf.len();
-        let (_, pn_len, pn_offset, long) = self.write_header(space, buf);
+        let (_, pn_len, pn_offset, long) = self.write_header(pns, buf);
         let payload_start = buf.len();
         if payload_start + payload.len() + TAG_LEN > end {
             buf.truncate(packet_start);
@@ -846,7 +850,7 @@ impl Connection {
         }
         buf.extend_from_slice(payload);
         let mut target = payload_start + 4usize.saturating_sub(pn_len);
-        if space == SpaceId::Initial && self.side.is_client() {
+        if pns == Pns::Initial && self.side.is_client() {
             target = target.max(
                 (packet_start + MIN_INITIAL_DATAGRAM)
                     .min(end)
@@ -857,12 +861,12 @@ impl Connection {
             frame::encode_padding(buf, target - buf.len());
         }
         if self.tracing() {
-            let pn = space_mut!(self, space).next_pn;
+            let pn = space_mut!(self, pns).next_pn;
             let size = buf.len() - packet_start + TAG_LEN;
-            self.trace_sent(now, space, pn, size, false, &buf[payload_start..]);
+            self.trace_sent(now, pns, pn, size, false, &buf[payload_start..]);
         }
-        self.seal(space, buf, packet_start, pn_offset, pn_len, long.as_ref());
-        space_mut!(self, space).next_pn += 1;
+        self.seal(pns, buf, packet_start, pn_offset, pn_len, long.as_ref());
+        space_mut!(self, pns).next_pn += 1;
         self.stats.packets_sent += 1;
     }
 
@@ -871,7 +875,7 @@ impl Connection {
     fn trace_sent(
         &mut self,
         now: Instant,
-        space: SpaceId,
+        pns: Pns,
         pn: u64,
         size: usize,
         probe: bool,
@@ -883,10 +887,10 @@ impl Connection {
             .is_some_and(|t| std::mem::take(&mut t.local_key_update))
         {
             let phase = Some(self.stats.key_updates);
-            let types = ev::KeyType::of_space(SpaceId::Data);
+            let types = ev::KeyType::of_space(Pns::Data(HANDSHAKE_PATH).id());
             self.trace_keys(now, &types, phase, ev::KeyTrigger::LocalUpdate, false);
         }
-        let kind = match self.sent_packet_type(space, pn) {
+        let kind = match self.sent_packet_type(pns, pn) {
             ev::PacketType::Initial => frame::PacketKind::Initial,
             ev::PacketType::Handshake => frame::PacketKind::Handshake,
             ev::PacketType::ZeroRtt => frame::PacketKind::ZeroRtt,
