@@ -493,34 +493,34 @@ impl Connection {
         packet: PacketId,
         mode: RecoveredLossMode,
     ) -> bool {
-        if packet.path != self.paths[HANDSHAKE_PATH].id {
+        let Some(pi) = self.slot_of(packet.path) else {
             return false;
-        }
+        };
         let pn = packet.pn;
-        if let Some(p) = space_mut!(self, Pns::Data(HANDSHAKE_PATH)).sent.remove(pn) {
+        if let Some(p) = space_mut!(self, Pns::Data(pi)).sent.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
-            if p.in_flight && self.paths[HANDSHAKE_PATH].on_recovered_in_flight(now, &p, mode) {
+            if p.in_flight && self.paths[pi].on_recovered_in_flight(now, &p, mode) {
                 self.stats.congestion_events += 1;
             }
             let (outside, inside) = p.info.split_protected();
-            self.requeue_frames(Pns::Data(HANDSHAKE_PATH), &outside);
-            self.release_frames(Pns::Data(HANDSHAKE_PATH), inside);
+            self.requeue_frames(Pns::Data(pi), &outside);
+            self.release_frames(Pns::Data(pi), inside);
             // What the extensions put outside the region (theirs to resend) is lost too.
             self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &[packet]));
             self.set_loss_timer(now);
             self.trace_metrics(now);
             return true;
         }
-        let Some(lost) = space_mut!(self, Pns::Data(HANDSHAKE_PATH)).take_lost(pn) else {
+        let Some(lost) = space_mut!(self, Pns::Data(pi)).take_lost(pn) else {
             return false;
         };
         self.stats.late_recoveries_by_peer += 1;
         if mode == RecoveredLossMode::Mask {
-            self.paths[HANDSHAKE_PATH].on_late_masked_recovery(pn, lost.info.delivery.as_ref());
+            self.paths[pi].on_late_masked_recovery(pn, lost.info.delivery.as_ref());
         }
         // What lay outside the region was queued again when the loss was declared.
         let (_, inside) = lost.info.split_protected();
-        self.release_frames(Pns::Data(HANDSHAKE_PATH), inside);
+        self.release_frames(Pns::Data(pi), inside);
         true
     }
 }

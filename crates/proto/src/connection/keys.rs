@@ -2,6 +2,9 @@
 
 use rustls::quic::{HeaderProtectionKey, PacketKey};
 
+use std::collections::BTreeMap;
+
+use super::path::{PacketId, PathId};
 use crate::crypto::{DirectionalKeys, NextSecrets, PacketKeyPair, SpaceKeys};
 use crate::time::Instant;
 
@@ -16,10 +19,11 @@ pub struct OneRttKeys {
     /// The previous generation's receive key, kept for reordered packets until a deadline.
     pub prev_remote: Option<(Box<dyn PacketKey>, Option<Instant>)>,
     pub key_phase: bool,
-    /// First packet number we sent in the current phase.
-    pub phase_first_sent: u64,
-    /// Lowest packet number received in the current phase, if any.
-    pub phase_first_received: Option<u64>,
+    /// First packet number we sent in the current phase, per path (each path numbers its
+    /// packets; a path missing here sent all its packets in the current phase).
+    phase_first_sent: BTreeMap<PathId, u64>,
+    /// Lowest packet number received in the current phase, per path.
+    phase_first_received: BTreeMap<PathId, u64>,
     /// A packet sent in the current phase was acknowledged: a new update may start.
     pub phase_acked: bool,
     /// Packets sent with the current local key (confidentiality limit).
@@ -52,8 +56,8 @@ impl OneRttKeys {
             secrets,
             prev_remote: None,
             key_phase: false,
-            phase_first_sent: 0,
-            phase_first_received: None,
+            phase_first_sent: BTreeMap::new(),
+            phase_first_received: BTreeMap::new(),
             phase_acked: false,
             sent_in_phase: 0,
             auth_failures: 0,
@@ -61,18 +65,44 @@ impl OneRttKeys {
     }
 
     /// Switches to the next key generation (initiated by us or in response to the peer).
-    /// `old_key_deadline`: when to drop the previous receive key (None: decided later).
-    pub fn rotate(&mut self, next_pn: u64, old_key_deadline: Option<Instant>) {
+    /// `next_pns`: the next packet number of each path; `old_key_deadline`: when to drop the
+    /// previous receive key (None: decided later).
+    pub fn rotate(
+        &mut self,
+        next_pns: impl IntoIterator<Item = (PathId, u64)>,
+        old_key_deadline: Option<Instant>,
+    ) {
         let mut next = self.secrets.next_packet_keys();
         std::mem::swap(&mut self.next, &mut next);
         let old_remote = std::mem::replace(&mut self.remote, next.remote);
         self.local = next.local;
         self.prev_remote = Some((old_remote, old_key_deadline));
         self.key_phase = !self.key_phase;
-        self.phase_first_sent = next_pn;
-        self.phase_first_received = None;
+        self.phase_first_sent = next_pns.into_iter().collect();
+        self.phase_first_received.clear();
         self.phase_acked = false;
         self.sent_in_phase = 0;
+    }
+
+    /// Whether our `packet` was sent under the current keys.
+    pub fn sent_in_phase(&self, packet: PacketId) -> bool {
+        self.phase_first_sent
+            .get(&packet.path)
+            .is_none_or(|&first| packet.pn >= first)
+    }
+
+    /// The peer's packet `pn` on `path`, under a key phase other than the current one, is
+    /// older than every packet received in the current phase there: it used the previous keys.
+    pub fn before_phase(&self, path: PathId, pn: u64) -> bool {
+        self.phase_first_received
+            .get(&path)
+            .is_none_or(|&first| pn < first)
+    }
+
+    /// The peer's packet `pn` on `path` decrypted under the current keys.
+    pub fn on_received_in_phase(&mut self, path: PathId, pn: u64) {
+        let first = self.phase_first_received.entry(path).or_insert(pn);
+        *first = (*first).min(pn);
     }
 
     /// Drops the old receive key once its deadline passed.

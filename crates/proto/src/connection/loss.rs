@@ -23,6 +23,15 @@ impl Connection {
         d
     }
 
+    /// The largest application-data PTO among the paths: timers that must outlast packets
+    /// in flight on every path (closing, draining, idle, old keys) use it.
+    pub(super) fn max_pto(&self) -> Duration {
+        (0..self.paths.len())
+            .map(|p| self.pto_duration(Pns::Data(p)))
+            .max()
+            .unwrap_or_default()
+    }
+
     /// The max_ack_delay the peer may be using: advertised, or asked for by ACK_FREQUENCY.
     pub(super) fn peer_max_ack_delay(&self) -> Duration {
         if !self.handshake_confirmed() {
@@ -207,9 +216,10 @@ impl Connection {
         if let Some(l) = info.largest_acked_in_ack {
             space_mut!(self, pns).on_ack_of_ack(l);
         }
+        let packet = self.paths[pns.path()].packet(pn);
         if pns.is_data()
             && let Some(k) = self.one_rtt.as_mut()
-            && pn >= k.phase_first_sent
+            && k.sent_in_phase(packet)
         {
             k.phase_acked = true;
         }
@@ -374,22 +384,23 @@ impl Connection {
         }
     }
 
-    /// Earliest loss time over spaces.
-    fn loss_time_and_space(&self) -> Option<(Instant, Pns)> {
-        Pns::on_path(HANDSHAKE_PATH)
+    /// Earliest loss time over the spaces whose packets travel on path slot `pi`.
+    fn loss_time_and_space(&self, pi: usize) -> Option<(Instant, Pns)> {
+        Pns::on_path(pi)
             .filter_map(|s| space!(self, s).loss_time.map(|t| (t, s)))
             .min_by_key(|(t, _)| *t)
     }
 
-    /// RFC 9002 Appendix A.8 GetPtoTimeAndSpace.
-    fn pto_time_and_space(&self, now: Instant) -> Option<(Instant, Pns)> {
-        let backoff = self.paths[HANDSHAKE_PATH].recovery.pto_backoff();
-        let mut duration = self.paths[HANDSHAKE_PATH].rtt.pto_base() * backoff;
-        let in_flight: usize = Pns::on_path(HANDSHAKE_PATH)
+    /// RFC 9002 Appendix A.8 GetPtoTimeAndSpace, for the spaces of path slot `pi`.
+    fn pto_time_and_space(&self, now: Instant, pi: usize) -> Option<(Instant, Pns)> {
+        let path = &self.paths[pi];
+        let backoff = path.recovery.pto_backoff();
+        let mut duration = path.rtt.pto_base() * backoff;
+        let in_flight: usize = Pns::on_path(pi)
             .map(|s| space!(self, s).sent.ack_eliciting_in_flight())
             .sum();
         if in_flight == 0 {
-            if self.paths[HANDSHAKE_PATH].peer_validated_address {
+            if path.peer_validated_address || pi != HANDSHAKE_PATH {
                 return None;
             }
             // Client: keep probing so the server can unlock its amplification limit.
@@ -401,7 +412,7 @@ impl Connection {
             return Some((now + duration, pns));
         }
         let mut best: Option<(Instant, Pns)> = None;
-        for pns in Pns::on_path(HANDSHAKE_PATH) {
+        for pns in Pns::on_path(pi) {
             let sp = space!(self, pns);
             if sp.sent.ack_eliciting_in_flight() == 0 {
                 continue;
@@ -423,36 +434,36 @@ impl Connection {
         best
     }
 
-    fn amplification_blocked(&self) -> bool {
-        self.paths[HANDSHAKE_PATH].amplification_blocked()
-    }
-
-    /// RFC 9002 Appendix A.8 SetLossDetectionTimer.
+    /// RFC 9002 Appendix A.8 SetLossDetectionTimer, for every path.
     pub(super) fn set_loss_timer(&mut self, now: Instant) {
-        if let Some((t, _)) = self.loss_time_and_space() {
-            self.paths[HANDSHAKE_PATH].recovery.loss_timer = Some(t);
-            return;
+        for pi in 0..self.paths.len() {
+            self.set_path_loss_timer(now, pi);
         }
-        if self.side == Side::Server && self.amplification_blocked() {
-            self.paths[HANDSHAKE_PATH].recovery.loss_timer = None;
-            return;
-        }
-        self.paths[HANDSHAKE_PATH].recovery.loss_timer =
-            self.pto_time_and_space(now).map(|(t, _)| t);
     }
 
-    fn on_loss_timeout(&mut self, now: Instant) {
-        if let Some((_, pns)) = self.loss_time_and_space() {
+    fn set_path_loss_timer(&mut self, now: Instant, pi: usize) {
+        let timer = if let Some((t, _)) = self.loss_time_and_space(pi) {
+            Some(t)
+        } else if self.side == Side::Server && self.paths[pi].amplification_blocked() {
+            None
+        } else {
+            self.pto_time_and_space(now, pi).map(|(t, _)| t)
+        };
+        self.paths[pi].recovery.loss_timer = timer;
+    }
+
+    fn on_loss_timeout(&mut self, now: Instant, pi: usize) {
+        if let Some((_, pns)) = self.loss_time_and_space(pi) {
             self.detect_losses(now, pns);
             self.set_loss_timer(now);
             return;
         }
-        let Some((_, pns)) = self.pto_time_and_space(now) else {
-            self.paths[HANDSHAKE_PATH].recovery.loss_timer = None;
+        let Some((_, pns)) = self.pto_time_and_space(now, pi) else {
+            self.paths[pi].recovery.loss_timer = None;
             return;
         };
         self.stats.pto_count += 1;
-        self.paths[HANDSHAKE_PATH].recovery.pto_count += 1;
+        self.paths[pi].recovery.pto_count += 1;
         self.trace_metrics(now);
         if pns.is_data() {
             // A probe's ACK should not wait for the peer's ack delay (draft §7).
@@ -489,24 +500,28 @@ impl Connection {
             .one_rtt
             .as_ref()
             .and_then(|k| k.prev_discard_deadline());
-        let path = self.paths[HANDSHAKE_PATH].challenge().map(|(_, d)| d);
         let keep_alive = self.keep_alive_deadline();
         let extension = self
             .extensions
             .iter()
             .filter_map(|e| e.poll_timeout())
             .min();
+        let paths = self.paths.iter().flat_map(|p| {
+            [
+                p.recovery.loss_timer,
+                p.recovery.pacing_timer,
+                p.challenge().map(|(_, d)| d),
+            ]
+        });
         [
-            self.paths[HANDSHAKE_PATH].recovery.loss_timer,
             self.idle.deadline(),
             ack_timer,
-            self.paths[HANDSHAKE_PATH].recovery.pacing_timer,
             key_discard,
-            path,
             keep_alive,
             extension,
         ]
         .into_iter()
+        .chain(paths)
         .flatten()
         .min()
     }
@@ -519,9 +534,12 @@ impl Connection {
         Some(self.last_sent? + interval)
     }
 
-    /// When a delayed ACK of the Data space is due.
+    /// When a delayed ACK of an application-data space is due.
     pub(super) fn ack_deadline(&self) -> Option<Instant> {
-        space!(self, Pns::Data(HANDSHAKE_PATH)).ack.deadline()
+        self.paths
+            .iter()
+            .filter_map(|p| p.space.ack.deadline())
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -540,27 +558,20 @@ impl Connection {
             self.drain_now(now);
             return;
         }
-        if self.paths[HANDSHAKE_PATH]
-            .recovery
-            .loss_timer
-            .is_some_and(|t| now >= t)
-        {
-            self.on_loss_timeout(now);
-        }
-        space_mut!(self, Pns::Data(HANDSHAKE_PATH))
-            .ack
-            .on_timeout(now);
-        if self.paths[HANDSHAKE_PATH]
-            .recovery
-            .pacing_timer
-            .is_some_and(|t| now >= t)
-        {
-            self.paths[HANDSHAKE_PATH].recovery.pacing_timer = None;
+        for pi in 0..self.paths.len() {
+            if self.paths[pi].recovery.loss_timer.is_some_and(|t| now >= t) {
+                self.on_loss_timeout(now, pi);
+            }
+            let path = &mut self.paths[pi];
+            path.space.ack.on_timeout(now);
+            if path.recovery.pacing_timer.is_some_and(|t| now >= t) {
+                path.recovery.pacing_timer = None;
+            }
+            path.on_validation_timeout(now);
         }
         if let Some(k) = self.one_rtt.as_mut() {
             k.discard_old(now);
         }
-        self.paths[HANDSHAKE_PATH].on_validation_timeout(now);
         if self.keep_alive_deadline().is_some_and(|t| now >= t) {
             self.pending.ping = true;
         }

@@ -473,27 +473,39 @@ impl Connection {
     pub fn stats(&self) -> ConnectionStats {
         self.stats
     }
+    /// The state of the first path (the handshake's, or the oldest open one).
     pub fn path_stats(&self) -> PathStats {
+        self.path_stats_at(HANDSHAKE_PATH)
+    }
+
+    fn path_stats_at(&self, pi: usize) -> PathStats {
+        let path = &self.paths[pi];
         PathStats {
-            id: self.paths[HANDSHAKE_PATH].id,
-            rtt: self.paths[HANDSHAKE_PATH].rtt.smoothed(),
-            min_rtt: self.paths[HANDSHAKE_PATH].rtt.min(),
-            latest_rtt: self.paths[HANDSHAKE_PATH].rtt.latest(),
-            pto: self.pto_duration(Pns::Data(HANDSHAKE_PATH)),
-            cwnd: self.paths[HANDSHAKE_PATH].cc.window(),
-            ecn_received: self.paths[HANDSHAKE_PATH].space.ecn_received,
-            bytes_in_flight: self.bytes_in_flight(HANDSHAKE_PATH),
-            ssthresh: self.paths[HANDSHAKE_PATH].cc.ssthresh(),
+            id: path.id,
+            rtt: path.rtt.smoothed(),
+            min_rtt: path.rtt.min(),
+            latest_rtt: path.rtt.latest(),
+            pto: self.pto_duration(Pns::Data(pi)),
+            cwnd: path.cc.window(),
+            ecn_received: path.space.ecn_received,
+            bytes_in_flight: self.bytes_in_flight(pi),
+            ssthresh: path.cc.ssthresh(),
         }
     }
+
     /// The state of path `id`, if the connection has it.
     pub fn stats_of(&self, id: PathId) -> Option<PathStats> {
-        (id == self.paths[HANDSHAKE_PATH].id).then(|| self.path_stats())
+        self.slot_of(id).map(|pi| self.path_stats_at(pi))
+    }
+
+    /// The slot of path `id` among the connection's paths.
+    fn slot_of(&self, id: PathId) -> Option<usize> {
+        self.paths.iter().position(|p| p.id == id)
     }
 
     /// The connection's paths.
     pub fn path_ids(&self) -> impl Iterator<Item = PathId> + '_ {
-        std::iter::once(self.paths[HANDSHAKE_PATH].id)
+        self.paths.iter().map(|p| p.id)
     }
 
     pub fn rtt(&self) -> Duration {
@@ -723,7 +735,7 @@ impl Connection {
     /// Starts a key update (RFC 9001 §6.1). Allowed once the handshake is confirmed and a
     /// packet of the current key phase was acknowledged.
     pub fn force_key_update(&mut self) -> bool {
-        let next_pn = space_mut!(self, Pns::Data(HANDSHAKE_PATH)).next_pn;
+        let next_pns = self.next_pns();
         if !self.handshake_confirmed() {
             return false;
         }
@@ -735,12 +747,17 @@ impl Connection {
         }
         // The old receive key stays until 3 PTO after the first packet of the new phase
         // arrives; that deadline is set on receipt.
-        k.rotate(next_pn, None);
+        k.rotate(next_pns, None);
         self.stats.key_updates += 1;
         if let Some(t) = self.tracer.as_mut() {
             t.local_key_update = true;
         }
         true
+    }
+
+    /// The next packet number of each path.
+    fn next_pns(&self) -> Vec<(PathId, u64)> {
+        self.paths.iter().map(|p| (p.id, p.space.next_pn)).collect()
     }
 
     /// Closes the connection with an application error code.
@@ -781,7 +798,7 @@ impl Connection {
         if self.is_closed() {
             return;
         }
-        let until = now + self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
+        let until = now + self.max_pto() * 3;
         self.state = State::Closing { until, close };
         self.trace_state(now, ev::ConnectionState::Closing);
         self.set_error(now, err);
@@ -792,7 +809,7 @@ impl Connection {
         if matches!(self.state, State::Draining { .. } | State::Drained) {
             return;
         }
-        let until = now + self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
+        let until = now + self.max_pto() * 3;
         self.state = State::Draining { until };
         self.trace_state(now, ev::ConnectionState::Draining);
         self.set_error(now, err);

@@ -48,13 +48,16 @@ impl Connection {
         }
         self.stats.udp_rx_datagrams += 1;
         self.stats.udp_rx_bytes += data.len() as u64;
-        self.paths[HANDSHAKE_PATH].on_datagram_received(data.len() as u64);
+        // Coalesced packets share the first one's connection ID (RFC 9000 §12.2), hence its
+        // path.
+        let pi = self.datagram_path(&data);
+        self.paths[pi].on_datagram_received(data.len() as u64);
         // Judged on the whole datagram before it is cut into packets (RFC 9000 §10.3.1).
         let maybe_reset = self.is_stateless_reset(&data);
         let mut rest = data;
         let mut first = true;
         while !rest.is_empty() {
-            self.handle_packet(now, info, &mut rest, first && maybe_reset);
+            self.handle_packet(now, pi, info, &mut rest, first && maybe_reset);
             first = false;
         }
         if !self.undecryptable.is_empty() {
@@ -69,11 +72,17 @@ impl Connection {
         let buffered = std::mem::take(&mut self.undecryptable);
         for (info, mut packet) in buffered {
             if self.keys_available_for(&packet) {
-                self.handle_packet(now, info, &mut packet, false);
+                let pi = self.datagram_path(&packet);
+                self.handle_packet(now, pi, info, &mut packet, false);
             } else {
                 self.undecryptable.push((info, packet));
             }
         }
+    }
+
+    /// The slot of the path a datagram (or packet) arrived on.
+    fn datagram_path(&self, _data: &[u8]) -> usize {
+        HANDSHAKE_PATH
     }
 
     fn one_rtt_readable(&self) -> bool {
@@ -100,11 +109,12 @@ impl Connection {
     fn handle_packet(
         &mut self,
         now: Instant,
+        pi: usize,
         info: DatagramInfo,
         rest: &mut BytesMut,
         maybe_reset: bool,
     ) {
-        let consumed = self.handle_packet_at(now, info, rest, maybe_reset);
+        let consumed = self.handle_packet_at(now, pi, info, rest, maybe_reset);
         if consumed >= rest.len() {
             rest.clear();
         } else {
@@ -117,6 +127,7 @@ impl Connection {
     fn handle_packet_at(
         &mut self,
         now: Instant,
+        pi: usize,
         info: DatagramInfo,
         rest: &mut BytesMut,
         maybe_reset: bool,
@@ -169,7 +180,7 @@ impl Connection {
                         if self.side.is_server()
                             && (self.early.keys.is_some() || self.zero_rtt_may_come()) =>
                     {
-                        (Pns::Data(HANDSHAKE_PATH), PacketKind::ZeroRtt)
+                        (Pns::Data(pi), PacketKind::ZeroRtt)
                     }
                     _ => {
                         if self.tracing() {
@@ -200,7 +211,7 @@ impl Connection {
                 packet_len,
                 ..
             } => (
-                Pns::Data(HANDSHAKE_PATH),
+                Pns::Data(pi),
                 PacketKind::OneRtt,
                 pn_offset,
                 packet_len,
@@ -226,10 +237,10 @@ impl Connection {
         }
         let zero_rtt = kind == PacketKind::ZeroRtt;
         let have_keys = match pns {
-            Pns::Data(HANDSHAKE_PATH) if zero_rtt => self.early.keys.is_some(),
+            Pns::Data(_) if zero_rtt => self.early.keys.is_some(),
             // A server holds 1-RTT packets until the client's Finished authenticated it
             // (RFC 9001 §5.7), although rustls gives it the keys earlier.
-            Pns::Data(HANDSHAKE_PATH) => self.one_rtt_readable(),
+            Pns::Data(_) => self.one_rtt_readable(),
             _ => sp.keys.is_some(),
         };
         if !have_keys {
@@ -284,10 +295,10 @@ impl Connection {
         }
         self.stats.packets_received += 1;
         space_mut!(self, pns).ecn_received.add(info.ecn);
-        if info.local.is_some() && info.remote == self.paths[HANDSHAKE_PATH].remote {
+        if info.local.is_some() && info.remote == self.paths[pi].remote {
             // Replies leave from the address the peer sends to (a server bound to a wildcard
             // address has several).
-            self.paths[HANDSHAKE_PATH].local = info.local;
+            self.paths[pi].local = info.local;
         }
         if self.tracing() {
             let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
@@ -326,13 +337,13 @@ impl Connection {
             // frames, comes from another address.
             Ok(non_probing) => {
                 if kind == PacketKind::OneRtt
-                    && info.remote != self.paths[HANDSHAKE_PATH].remote
+                    && info.remote != self.paths[pi].remote
                     && self.side.is_server()
                     && newest
                     && non_probing
                     && !self.is_closed()
                 {
-                    self.on_peer_address_change(now, info, packet_bytes);
+                    self.on_peer_address_change(now, pi, info, packet_bytes);
                 }
             }
             Err(e) => self.close_with_error(now, e),
@@ -360,8 +371,8 @@ impl Connection {
             let (first, rest) = pkt.split_at_mut(1);
             let pn_bytes = &mut rest[pn_offset - 1..pn_offset - 1 + 4];
             let hp = match pns {
-                Pns::Data(HANDSHAKE_PATH) if zero_rtt => &self.early.keys.as_ref()?.header,
-                Pns::Data(HANDSHAKE_PATH) => &self.one_rtt.as_ref()?.remote_header,
+                Pns::Data(_) if zero_rtt => &self.early.keys.as_ref()?.header,
+                Pns::Data(_) => &self.one_rtt.as_ref()?.remote_header,
                 _ => &space!(self, pns).keys.as_ref()?.remote.header,
             };
             hp.decrypt_in_place(&sample, &mut first[0], pn_bytes).ok()?;
@@ -380,21 +391,20 @@ impl Connection {
         }
         let (header, body) = pkt.split_at_mut(header_len);
         let (plain_len, key_used) = match pns {
-            Pns::Data(HANDSHAKE_PATH) if zero_rtt => {
+            Pns::Data(_) if zero_rtt => {
                 let key = &self.early.keys.as_ref()?.packet;
                 (
                     key.decrypt_in_place(pn, header, body).ok()?.len(),
                     KeyUsed::Current,
                 )
             }
-            Pns::Data(HANDSHAKE_PATH) => {
+            Pns::Data(pi) => {
+                let path = self.paths[pi].id;
                 let phase = first & 0x04 != 0;
                 let keys = self.one_rtt.as_mut()?;
                 let key_used = if phase == keys.key_phase {
                     KeyUsed::Current
-                } else if keys.prev_remote.is_some()
-                    && keys.phase_first_received.is_none_or(|f| pn < f)
-                {
+                } else if keys.prev_remote.is_some() && keys.before_phase(path, pn) {
                     KeyUsed::Previous
                 } else {
                     KeyUsed::Next
@@ -440,7 +450,7 @@ impl Connection {
         }
         if pns.is_data()
             && !zero_rtt
-            && let Err(e) = self.on_key_phase(now, pn, key_used)
+            && let Err(e) = self.on_key_phase(now, pns, pn, key_used)
         {
             return Some((pn, Err(e)));
         }
@@ -451,9 +461,16 @@ impl Connection {
 
     /// Tracks key phases of received 1-RTT packets; a packet under the next keys means the
     /// peer started a key update, which we follow (RFC 9001 §6.2).
-    fn on_key_phase(&mut self, now: Instant, pn: u64, used: KeyUsed) -> Result<(), TransportError> {
-        let next_pn = space!(self, Pns::Data(HANDSHAKE_PATH)).next_pn;
-        let pto3 = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
+    fn on_key_phase(
+        &mut self,
+        now: Instant,
+        pns: Pns,
+        pn: u64,
+        used: KeyUsed,
+    ) -> Result<(), TransportError> {
+        let path = self.paths[pns.path()].id;
+        let next_pns = self.next_pns();
+        let pto3 = self.max_pto() * 3;
         let confirmed = self.handshake_confirmed();
         let Some(keys) = self.one_rtt.as_mut() else {
             return Ok(());
@@ -466,8 +483,8 @@ impl Connection {
                         "key update before the handshake was confirmed",
                     ));
                 }
-                keys.rotate(next_pn, Some(now + pto3));
-                keys.phase_first_received = Some(pn);
+                keys.rotate(next_pns, Some(now + pto3));
+                keys.on_received_in_phase(path, pn);
                 self.stats.key_updates += 1;
                 let phase = Some(self.stats.key_updates);
                 self.trace_keys(
@@ -479,9 +496,7 @@ impl Connection {
                 );
             }
             KeyUsed::Current => {
-                if keys.phase_first_received.is_none_or(|f| pn < f) {
-                    keys.phase_first_received = Some(pn);
-                }
+                keys.on_received_in_phase(path, pn);
                 if let Some((_, deadline @ None)) = keys.prev_remote.as_mut() {
                     *deadline = Some(now + pto3);
                 }
@@ -569,20 +584,26 @@ impl Connection {
     /// The client moved (NAT rebinding or migration): validate the new path, limit what we
     /// send there to three times what it sent until then, and start congestion control
     /// afresh unless only the port changed (RFC 9000 §8.2, §9.3, §9.4).
-    fn on_peer_address_change(&mut self, now: Instant, info: DatagramInfo, received: u64) {
+    fn on_peer_address_change(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        info: DatagramInfo,
+        received: u64,
+    ) {
         let remote = info.remote;
-        tracing::debug!(from = %self.paths[HANDSHAKE_PATH].remote, to = %remote, "peer address changed");
+        tracing::debug!(from = %self.paths[pi].remote, to = %remote, "peer address changed");
         if info.local.is_some() {
-            self.paths[HANDSHAKE_PATH].local = info.local;
+            self.paths[pi].local = info.local;
         }
-        if self.paths[HANDSHAKE_PATH].remote.ip() != remote.ip() {
+        if self.paths[pi].remote.ip() != remote.ip() {
             // Another network path: congestion state starts afresh (RFC 9000 §9.4).
-            self.paths[HANDSHAKE_PATH].reset_congestion(&self.config, now);
+            self.paths[pi].reset_congestion(&self.config, now);
         }
         let mut challenge = [0u8; 8];
         rand::RngCore::fill_bytes(&mut self.rng, &mut challenge);
-        let deadline = now + self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
-        self.paths[HANDSHAKE_PATH].migrate(remote, received, challenge, deadline);
+        let deadline = now + self.max_pto() * 3;
+        self.paths[pi].migrate(remote, received, challenge, deadline);
     }
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
@@ -750,10 +771,10 @@ impl Connection {
                 }
             }
             Frame::PathChallenge(data) => {
-                self.paths[HANDSHAKE_PATH].on_path_challenge(data);
+                self.paths[pns.path()].on_path_challenge(data);
             }
             Frame::PathResponse(data) => {
-                self.paths[HANDSHAKE_PATH].on_path_response(data);
+                self.paths[pns.path()].on_path_response(data);
             }
             Frame::ConnectionClose(c) => {
                 let reason = String::from_utf8_lossy(c.reason).into_owned();
@@ -818,10 +839,15 @@ impl Connection {
                     max_ack_delay: delay,
                     reordering: reordering_threshold,
                 };
-                let acks = &mut space_mut!(self, Pns::Data(HANDSHAKE_PATH)).ack;
-                let before = acks.params();
-                acks.on_ack_frequency(seq, params);
-                if acks.params() != before {
+                // The request is the connection's: every path acknowledges as asked.
+                let mut applied = false;
+                for path in &mut self.paths {
+                    let acks = &mut path.space.ack;
+                    let before = acks.params();
+                    acks.on_ack_frequency(seq, params);
+                    applied |= acks.params() != before;
+                }
+                if applied {
                     self.stats.ack_frequency_applied += 1;
                 }
             }
@@ -843,7 +869,7 @@ impl Connection {
             }
             Frame::Extension { ty, body } => {
                 let rest = payload.slice(rest..);
-                let packet = pn.map(|pn| self.paths[HANDSHAKE_PATH].packet(pn));
+                let packet = pn.map(|pn| self.paths[pns.path()].packet(pn));
                 let outcome = self.with_extensions(now, packet, |exts, cx| {
                     match exts.iter_mut().find(|e| e.owns_frame(ty)) {
                         Some(e) => e.on_frame(cx, ty, body, &rest),
@@ -860,7 +886,7 @@ impl Connection {
     }
 
     fn restart_idle_timer(&mut self, now: Instant) {
-        let min = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
+        let min = self.max_pto() * 3;
         self.idle.on_packet_received(now, min);
     }
 }

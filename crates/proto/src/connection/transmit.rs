@@ -68,14 +68,15 @@ impl Connection {
             _ => {}
         }
         self.run_extension_actions(now);
-        let mtu = self.paths[HANDSHAKE_PATH].mtu;
+        let pi = HANDSHAKE_PATH;
+        let mtu = self.paths[pi].mtu;
         let start = buf.len();
         let mut segment = None;
         let mut count = 0;
         while count < max_datagrams.max(1) {
             let before = buf.len();
             // Nothing more to send ends the batch; what was built so far still goes out.
-            if !self.build_datagram(now, buf, mtu) {
+            if !self.build_datagram(now, pi, buf, mtu) {
                 break;
             }
             count += 1;
@@ -93,9 +94,7 @@ impl Connection {
             if len < mtu || max_datagrams <= 1 || !self.handshake_confirmed() {
                 break;
             }
-            if self.bytes_in_flight(HANDSHAKE_PATH) + mtu as u64
-                > self.paths[HANDSHAKE_PATH].cc.window()
-            {
+            if self.bytes_in_flight(pi) + mtu as u64 > self.paths[pi].cc.window() {
                 break;
             }
         }
@@ -105,8 +104,8 @@ impl Connection {
         }
         let seg = segment.unwrap_or(size);
         Some(Transmit {
-            destination: self.paths[HANDSHAKE_PATH].remote,
-            source: self.paths[HANDSHAKE_PATH].local,
+            destination: self.paths[pi].remote,
+            source: self.paths[pi].local,
             ecn: None,
             size,
             segment_size: (size > seg).then_some(seg),
@@ -114,27 +113,27 @@ impl Connection {
     }
 
     /// Builds one datagram of up to `mtu` bytes; false when there is nothing to send.
-    fn build_datagram(&mut self, now: Instant, buf: &mut Vec<u8>, mtu: usize) -> bool {
+    fn build_datagram(&mut self, now: Instant, pi: usize, buf: &mut Vec<u8>, mtu: usize) -> bool {
         let mut limit = mtu;
-        if let Some(budget) = self.paths[HANDSHAKE_PATH].send_budget() {
+        if let Some(budget) = self.paths[pi].send_budget() {
             limit = limit.min(budget as usize);
             if limit < MIN_INITIAL_DATAGRAM {
                 return false;
             }
         }
-        let in_flight = self.bytes_in_flight(HANDSHAKE_PATH);
+        let in_flight = self.bytes_in_flight(pi);
         let pace = self.config.pacing && self.handshake_complete();
         let allowance = Allowance {
-            data: self.paths[HANDSHAKE_PATH].may_send(now, mtu, in_flight, pace),
+            data: self.paths[pi].may_send(now, mtu, in_flight, pace),
         };
         if allowance.data && self.handshake_complete() && self.out_of_data() {
             // Window and pacer would let data go, but there is none.
-            self.paths[HANDSHAKE_PATH].mark_app_limited(in_flight);
+            self.paths[pi].mark_app_limited(in_flight);
         }
         let start = buf.len();
         let mut contains_initial = false;
         let mut any = false;
-        for (i, pns) in Pns::on_path(HANDSHAKE_PATH).enumerate() {
+        for (i, pns) in Pns::on_path(pi).enumerate() {
             if !self.space_can_send(pns) || !self.space_wants(pns, allowance) {
                 continue;
             }
@@ -142,7 +141,7 @@ impl Connection {
             if room < MIN_PACKET_ROOM {
                 break;
             }
-            let later = Pns::on_path(HANDSHAKE_PATH)
+            let later = Pns::on_path(pi)
                 .skip(i + 1)
                 .any(|s| self.space_can_send(s) && self.space_wants(s, allowance));
             let pad_needed = pns == Pns::Initial
@@ -167,7 +166,7 @@ impl Connection {
             return false;
         }
         let len = buf.len() - start;
-        self.paths[HANDSHAKE_PATH].on_datagram_sent(len as u64);
+        self.paths[pi].on_datagram_sent(len as u64);
         self.last_sent = Some(now);
         true
     }
@@ -186,7 +185,7 @@ impl Connection {
             return false;
         }
         match pns {
-            Pns::Data(HANDSHAKE_PATH) => {
+            Pns::Data(_) => {
                 (self.one_rtt.is_some() && (self.handshake_complete() || self.side.is_server()))
                     || self.sending_zero_rtt()
             }
@@ -223,7 +222,7 @@ impl Connection {
                 && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
         self.pending.any()
-            || self.paths[HANDSHAKE_PATH].has_probe_frames()
+            || self.paths[pns.path()].has_probe_frames()
             || !self.local_cids.pending_new.is_empty()
             || !self.remote_cids.pending_retire.is_empty()
             || !self.datagrams_out.is_empty()
@@ -248,6 +247,7 @@ impl Connection {
         pad_to: Option<usize>,
         allowance: Allowance,
     ) -> bool {
+        let pi = pns.path();
         let packet_start = buf.len();
         let (pn, pn_len, pn_offset, long) = self.write_header(pns, buf);
         let payload_start = buf.len();
@@ -329,7 +329,7 @@ impl Connection {
                 ack_eliciting = true;
             }
             if pns.is_data() {
-                let d = self.write_data_frames(now, buf, max_payload_end, &mut frames);
+                let d = self.write_data_frames(now, pi, buf, max_payload_end, &mut frames);
                 ack_eliciting |= d.ack_eliciting;
                 if d.protected.is_some() {
                     info.protected_from = Some(d.protected_from);
@@ -359,9 +359,9 @@ impl Connection {
             && buf.len() > payload_start
             && buf.len() < max_payload_end
             && self.ack_only_sent >= ACK_ONLY_BEFORE_PING
-            && self.last_ack_eliciting_sent.is_none_or(|t| {
-                now.saturating_duration_since(t) >= self.paths[HANDSHAKE_PATH].rtt.smoothed()
-            })
+            && self
+                .last_ack_eliciting_sent
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.paths[pi].rtt.smoothed())
         {
             Frame::Ping.encode(buf);
             frames.push(SentFrame::Ping);
@@ -379,7 +379,7 @@ impl Connection {
         }
         // RFC 9000 §8.2.1: a PATH_CHALLENGE goes in a datagram of at least 1200 bytes (as far
         // as the amplification limit allows), which also probes the path's MTU.
-        if self.paths[HANDSHAKE_PATH].take_challenge_in_packet() {
+        if self.paths[pi].take_challenge_in_packet() {
             target =
                 target.max((packet_start + MIN_INITIAL_DATAGRAM - TAG_LEN).min(max_payload_end));
         }
@@ -395,7 +395,7 @@ impl Connection {
         if pns.is_data() && !self.extensions.is_empty() {
             let size = buf.len() - packet_start + TAG_LEN;
             let plain: &[u8] = buf;
-            let packet = self.paths[HANDSHAKE_PATH].packet(pn);
+            let packet = self.paths[pi].packet(pn);
             self.with_extensions(now, None, |exts, cx| {
                 for (i, e) in exts.iter_mut().enumerate() {
                     let region = match &protected {
@@ -424,8 +424,8 @@ impl Connection {
         info.frames = frames;
         let in_flight = ack_eliciting || padded;
         if in_flight {
-            let after = self.bytes_in_flight(HANDSHAKE_PATH) + size as u64;
-            info.delivery = self.paths[HANDSHAKE_PATH].delivery_snapshot(now, size as u64, after);
+            let after = self.bytes_in_flight(pi) + size as u64;
+            info.delivery = self.paths[pi].delivery_snapshot(now, size as u64, after);
         }
         let sp = space_mut!(self, pns);
         sp.next_pn += 1;
@@ -441,19 +441,19 @@ impl Connection {
         );
         self.stats.packets_sent += 1;
         if in_flight {
-            let inflight = self.bytes_in_flight(HANDSHAKE_PATH);
-            self.paths[HANDSHAKE_PATH].on_in_flight_sent(now, size as u64, inflight);
+            let inflight = self.bytes_in_flight(pi);
+            self.paths[pi].on_in_flight_sent(now, size as u64, inflight);
             self.trace_metrics(now);
         }
         if !ack_eliciting {
             self.ack_only_sent += 1;
         }
         if ack_eliciting {
-            self.paths[HANDSHAKE_PATH].recovery.recovery_packet_allowed = false;
+            self.paths[pi].recovery.recovery_packet_allowed = false;
             self.ack_only_sent = 0;
             self.last_ack_eliciting_sent = Some(now);
             if self.idle.on_ack_eliciting_sent() {
-                let min = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
+                let min = self.max_pto() * 3;
                 self.idle.restart(now, min);
             }
             self.set_loss_timer(now);
@@ -474,6 +474,7 @@ impl Connection {
     fn write_data_frames(
         &mut self,
         now: Instant,
+        pi: usize,
         buf: &mut Vec<u8>,
         end: usize,
         frames: &mut SentFrames,
@@ -495,7 +496,7 @@ impl Connection {
                 self.pending.new_token = false;
             }
         }
-        self.paths[HANDSHAKE_PATH].write_probe_frames(buf, end);
+        self.paths[pi].write_probe_frames(buf, end);
         while let Some(&seq) = self.local_cids.pending_new.first() {
             let Some(&cid) = self.local_cids.active.get(&seq) else {
                 self.local_cids.pending_new.pop_first();
@@ -588,9 +589,9 @@ impl Connection {
             self.stats.immediate_acks_sent += 1;
         }
         if !self.streams.has_stream_data() && buf.len() == start {
-            self.paths[HANDSHAKE_PATH].recovery.app_limited = true;
+            self.paths[pi].recovery.app_limited = true;
         } else if self.streams.has_stream_data() {
-            self.paths[HANDSHAKE_PATH].recovery.app_limited = false;
+            self.paths[pi].recovery.app_limited = false;
         }
         let protected = region.and_then(|(owner, g)| {
             let header = app_start - g.header_len..app_start;
@@ -729,11 +730,11 @@ impl Connection {
         let (header, payload) = buf[packet_start..].split_at_mut(payload_start - packet_start);
         let zero_rtt = pns.is_data() && self.sending_zero_rtt();
         let tag = match pns {
-            Pns::Data(HANDSHAKE_PATH) if zero_rtt => {
+            Pns::Data(_) if zero_rtt => {
                 let k = self.early.keys.as_ref().expect("0-RTT keys");
                 k.packet.encrypt_in_place(pn, header, payload)
             }
-            Pns::Data(HANDSHAKE_PATH) => {
+            Pns::Data(_) => {
                 let k = self.one_rtt.as_ref().expect("1-RTT keys");
                 k.local.encrypt_in_place(pn, header, payload)
             }
@@ -751,10 +752,8 @@ impl Connection {
         let rel = pn_offset - packet_start - 1;
         let pn_bytes = &mut rest[rel..rel + pn_len];
         let hp = match pns {
-            Pns::Data(HANDSHAKE_PATH) if zero_rtt => {
-                &self.early.keys.as_ref().expect("0-RTT keys").header
-            }
-            Pns::Data(HANDSHAKE_PATH) => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
+            Pns::Data(_) if zero_rtt => &self.early.keys.as_ref().expect("0-RTT keys").header,
+            Pns::Data(_) => &self.one_rtt.as_ref().expect("1-RTT keys").local_header,
             _ => {
                 &space!(self, pns)
                     .keys
