@@ -8,6 +8,7 @@ use crate::connection::AckFrequencyPolicy;
 use crate::connection::extension::ExtensionFactory;
 use crate::crypto::{ClientCryptoConfig, ServerCryptoConfig};
 use crate::events::EventSinkFactory;
+use crate::multipath::MultipathConfig;
 use crate::recovery::cc::{CongestionControl, ControllerFactory};
 
 /// Settings of one connection's transport (both sides).
@@ -69,6 +70,9 @@ pub struct TransportConfig {
     pub extensions: Vec<Arc<dyn ExtensionFactory>>,
     /// Traces (qlog, lab time series): a sink per connection. `None` builds no event at all.
     pub events: Option<Arc<dyn EventSinkFactory>>,
+    /// Multipath QUIC (draft-ietf-quic-multipath-21), advertised when set; used when the
+    /// peer advertises it too. Needs connection IDs (a non-zero `local_cid_len`).
+    pub multipath: Option<MultipathConfig>,
 }
 
 impl Default for TransportConfig {
@@ -101,6 +105,7 @@ impl Default for TransportConfig {
             crypto_buffer: 64 * 1024,
             extensions: Vec::new(),
             events: None,
+            multipath: None,
         }
     }
 }

@@ -212,7 +212,7 @@ impl Endpoint {
         let dcid = ConnectionId::random(&mut self.rng, 16);
         let scid = self.new_cid();
         let extensions = build_extensions(&config.transport, Side::Client);
-        let mut params = local_params(&config.transport, &extensions);
+        let mut params = local_params(&config.transport, &extensions, self.config.local_cid_len);
         params.initial_source_connection_id = Some(scid);
         let mut raw = Vec::new();
         params.encode(&mut raw);
@@ -530,7 +530,7 @@ impl Endpoint {
         };
         let local_cid = self.new_cid();
         let extensions = build_extensions(&server.transport, Side::Server);
-        let mut params = local_params(&server.transport, &extensions);
+        let mut params = local_params(&server.transport, &extensions, self.config.local_cid_len);
         params.original_destination_connection_id = Some(orig_dcid);
         params.initial_source_connection_id = Some(local_cid);
         params.retry_source_connection_id = retry_scid;
@@ -972,6 +972,7 @@ fn build_extensions(cfg: &TransportConfig, side: Side) -> Vec<Box<dyn Connection
 fn local_params(
     cfg: &TransportConfig,
     extensions: &[Box<dyn ConnectionExtension>],
+    local_cid_len: usize,
 ) -> TransportParameters {
     let mut ext_params = Vec::new();
     for e in extensions {
@@ -999,6 +1000,12 @@ fn local_params(
             .map(|d| d.as_micros() as u64),
         active_connection_id_limit: cfg.active_connection_id_limit.max(2),
         max_datagram_frame_size: cfg.max_datagram_frame_size,
+        // Multipath needs connection IDs on every packet (draft §2.1).
+        initial_max_path_id: cfg
+            .multipath
+            .as_ref()
+            .filter(|_| local_cid_len > 0)
+            .map(|m| u64::from(m.max_path_id)),
         extensions: ext_params,
         ..TransportParameters::default()
     }

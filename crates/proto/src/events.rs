@@ -815,12 +815,15 @@ pub(crate) fn sent_frame_info(
             offset,
             len: len as usize,
         },
-        SentFrame::NewConnectionId(seq) => FrameInfo::NewConnectionId {
+        // Multipath's PATH_NEW/RETIRE_CONNECTION_ID (other paths) have no frame info here.
+        SentFrame::NewConnectionId { path, seq } if path.0 == 0 => FrameInfo::NewConnectionId {
             seq,
             retire_prior_to: 0,
             cid: Some(cid(seq)?),
         },
-        SentFrame::RetireConnectionId(seq) => FrameInfo::RetireConnectionId { seq },
+        SentFrame::RetireConnectionId { path, seq } if path.0 == 0 => {
+            FrameInfo::RetireConnectionId { seq }
+        }
         SentFrame::HandshakeDone => FrameInfo::HandshakeDone,
         SentFrame::Ping => FrameInfo::Ping,
         SentFrame::AckFrequency(seq) => FrameInfo::AckFrequency {

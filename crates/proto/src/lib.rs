@@ -26,14 +26,17 @@ pub mod connection;
 pub mod crypto;
 pub mod endpoint;
 pub mod events;
+pub mod multipath;
 
 pub use application::Application;
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
     AckFrequencyPolicy, Connection, ConnectionError, ConnectionExtension, ConnectionStats, Event,
-    ExtensionCx, ExtensionFactory, FrameOutcome, PacketId, PathId, PathStats, ProtectedRegion,
-    ReadError, RecoveredLossMode, SentPacketInfo, StreamEvent, Transmit, WriteError,
+    ExtensionCx, ExtensionFactory, FrameOutcome, PacketId, PathError, PathId, PathInfo, PathState,
+    PathStats, ProtectedRegion, ReadError, RecoveredLossMode, SentPacketInfo, StreamEvent,
+    Transmit, WriteError,
 };
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointSecrets};
 pub use events::{EventSink, EventSinkFactory};
+pub use multipath::{MultipathConfig, Scheduler};

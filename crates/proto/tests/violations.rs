@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use qfec_proto::coding::put_varint;
+use qfec_proto::frame::Frame;
 use qfec_proto::{
     ConnectionError, ConnectionExtension, ConnectionHandle, Dir, ExtensionCx, ExtensionFactory,
     Side, TransportConfig, error_code,
@@ -75,10 +76,17 @@ fn pair_with_injector(
     server: TransportConfig,
 ) -> (Pair, Arc<Pending>, ConnectionHandle, ConnectionHandle) {
     let pending = Arc::new(Pending::default());
-    let mut pair = Pair::new(seed, server, LinkSpec::default(), LinkSpec::default());
+    let mut pair = Pair::new(
+        seed,
+        server.clone(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    // The client offers multipath when the server does (so its frames are negotiated).
     let client = TransportConfig {
         extensions: vec![Arc::new(InjectorFactory(pending.clone()))],
         max_datagram_frame_size: Some(1200),
+        multipath: server.multipath.clone(),
         ..TransportConfig::default()
     };
     let ch = pair.connect(client);
@@ -213,6 +221,150 @@ fn a_datagram_to_a_peer_that_did_not_offer_them_closes_with_protocol_violation()
     let err = inject(&mut pair, &pending, ch, sh, frame);
     assert!(
         closed_with(&err, error_code::PROTOCOL_VIOLATION),
+        "the server closed with {err:?}"
+    );
+}
+
+/// A server (and client) offering multipath with path IDs up to 2.
+fn multipath_server() -> TransportConfig {
+    TransportConfig {
+        multipath: Some(qfec_proto::MultipathConfig {
+            max_path_id: 2,
+            ..qfec_proto::MultipathConfig::default()
+        }),
+        ..TransportConfig::default()
+    }
+}
+
+fn encode(frames: &[Frame<'_>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in frames {
+        f.encode(&mut out);
+    }
+    out
+}
+
+#[test]
+fn multipath_frames_beyond_the_limits_close_with_protocol_violation() {
+    let cid = qfec_proto::ConnectionId::new(&[5; 8]);
+    let cases: Vec<(&str, Frame<'static>)> = vec![
+        (
+            "PATH_NEW_CONNECTION_ID above the path ID limit",
+            Frame::PathNewConnectionId {
+                path_id: 3,
+                seq: 0,
+                retire_prior_to: 0,
+                cid,
+                reset_token: [1; 16],
+            },
+        ),
+        (
+            "PATH_ABANDON above the path ID limit",
+            Frame::PathAbandon {
+                path_id: 7,
+                error_code: 0,
+            },
+        ),
+        (
+            "PATH_STATUS above the path ID limit",
+            Frame::PathStatus {
+                path_id: 3,
+                seq: 1,
+                available: false,
+            },
+        ),
+        ("MAX_PATH_ID below initial_max_path_id", Frame::MaxPathId(1)),
+        ("PATHS_BLOCKED above our limit", Frame::PathsBlocked(9)),
+        (
+            "PATH_CIDS_BLOCKED for an ID never issued",
+            Frame::PathCidsBlocked {
+                path_id: 1,
+                next_seq: 50,
+            },
+        ),
+        (
+            "PATH_RETIRE_CONNECTION_ID of an unissued sequence number",
+            Frame::PathRetireConnectionId {
+                path_id: 2,
+                seq: 40,
+            },
+        ),
+    ];
+    for (i, (what, frame)) in cases.into_iter().enumerate() {
+        let (mut pair, pending, ch, sh) = pair_with_injector(70 + i as u64, multipath_server());
+        let err = inject(&mut pair, &pending, ch, sh, encode(&[frame]));
+        assert!(
+            closed_with(&err, error_code::PROTOCOL_VIOLATION),
+            "{what}: the server closed with {err:?}"
+        );
+    }
+}
+
+#[test]
+fn multipath_frames_within_the_limits_are_accepted() {
+    // The control for the test above: the same kinds of frames, legal.
+    let (mut pair, pending, ch, sh) = pair_with_injector(80, multipath_server());
+    let frames = encode(&[
+        Frame::PathStatus {
+            path_id: 2,
+            seq: 4,
+            available: false,
+        },
+        // Older status of the same path: ignored.
+        Frame::PathStatus {
+            path_id: 2,
+            seq: 3,
+            available: true,
+        },
+        Frame::MaxPathId(5),
+        Frame::PathsBlocked(2),
+        Frame::PathCidsBlocked {
+            path_id: 1,
+            next_seq: 0,
+        },
+        // An abandoned path that never opened is not an error (draft §3.4).
+        Frame::PathAbandon {
+            path_id: 2,
+            error_code: 0,
+        },
+        // Frames about an abandoned path are ignored.
+        Frame::PathStatus {
+            path_id: 2,
+            seq: 9,
+            available: true,
+        },
+    ]);
+    let err = inject(&mut pair, &pending, ch, sh, frames);
+    assert!(err.is_none(), "{err:?}");
+    assert!(pair.server.connection(sh).unwrap().is_established());
+}
+
+#[test]
+fn a_path_ack_of_packets_never_sent_closes_with_protocol_violation() {
+    let (mut pair, pending, ch, sh) = pair_with_injector(81, multipath_server());
+    // Path 0 exists; the server never sent packet 100000 on it.
+    let mut frame = Vec::new();
+    put_varint(&mut frame, 0x3e);
+    put_varint(&mut frame, 0); // path 0
+    put_varint(&mut frame, 100_000); // largest acknowledged
+    put_varint(&mut frame, 0); // delay
+    put_varint(&mut frame, 0); // no more ranges
+    put_varint(&mut frame, 0); // first range
+    let err = inject(&mut pair, &pending, ch, sh, frame);
+    assert!(
+        closed_with(&err, error_code::PROTOCOL_VIOLATION),
+        "the server closed with {err:?}"
+    );
+}
+
+#[test]
+fn multipath_frames_without_multipath_are_unknown_frames() {
+    // Neither side offered multipath: its frame types mean nothing (RFC 9000 §12.4).
+    let (mut pair, pending, ch, sh) = pair_with_injector(82, TransportConfig::default());
+    let frame = encode(&[Frame::MaxPathId(4)]);
+    let err = inject(&mut pair, &pending, ch, sh, frame);
+    assert!(
+        closed_with(&err, error_code::FRAME_ENCODING_ERROR),
         "the server closed with {err:?}"
     );
 }

@@ -47,7 +47,18 @@ struct InFlight {
     at: Instant,
     seq: u64,
     to_server: bool,
+    /// 0: the main link; i > 0: `Pair::paths[i - 1]`.
+    link: usize,
     data: Vec<u8>,
+}
+
+/// A second (third, ...) network path between the client and the server: the client's
+/// address on it and its two directions. The server keeps its one address.
+pub struct ExtraPath {
+    pub client_addr: SocketAddr,
+    pub c2s: LinkSpec,
+    pub s2c: LinkSpec,
+    busy: [Instant; 2],
 }
 
 impl PartialEq for InFlight {
@@ -87,6 +98,11 @@ pub struct Pair {
     pub batch: usize,
     /// Decides per datagram whether the link drops it.
     pub drop_hook: Option<DropHook>,
+    /// More paths (multipath QUIC), chosen by the client's address on them.
+    pub paths: Vec<ExtraPath>,
+    /// Datagrams and bytes each link carried towards the server and towards the client
+    /// (index 0: the main link).
+    pub link_bytes: Vec<[u64; 2]>,
     buf: Vec<u8>,
 }
 
@@ -154,8 +170,30 @@ impl Pair {
             delivered: [0; 2],
             batch: 1,
             drop_hook: None,
+            paths: Vec::new(),
+            link_bytes: vec![[0; 2]],
             buf: Vec::new(),
         }
+    }
+
+    /// Adds a path from the client's address `client_addr` to the server; returns its link
+    /// index (for [`Pair::link_bytes`]).
+    pub fn add_path(&mut self, client_addr: SocketAddr, c2s: LinkSpec, s2c: LinkSpec) -> usize {
+        self.paths.push(ExtraPath {
+            client_addr,
+            c2s,
+            s2c,
+            busy: [Instant::ZERO; 2],
+        });
+        self.link_bytes.push([0; 2]);
+        self.paths.len()
+    }
+
+    /// The link of a datagram whose client-side address is `addr` (the main link when it is
+    /// none of the extra paths').
+    fn link_of(&self, addr: Option<SocketAddr>) -> usize {
+        addr.and_then(|a| self.paths.iter().position(|p| p.client_addr == a))
+            .map_or(0, |i| i + 1)
     }
 
     pub fn connect(&mut self, transport: TransportConfig) -> ConnectionHandle {
@@ -179,21 +217,33 @@ impl Pair {
                 let Some(t) = ep.poll_transmit(self.now, self.batch, &mut self.buf) else {
                     break;
                 };
+                let link = if to_server {
+                    self.link_of(t.source)
+                } else {
+                    self.link_of(Some(t.destination))
+                };
                 let seg = t.segment_size.unwrap_or(t.size);
                 let datagrams: Vec<Vec<u8>> =
                     self.buf[..t.size].chunks(seg).map(|c| c.to_vec()).collect();
                 for d in datagrams {
-                    self.enqueue(to_server, d);
+                    self.enqueue(to_server, link, d);
                 }
             }
         }
     }
 
-    fn enqueue(&mut self, to_server: bool, data: Vec<u8>) {
+    fn enqueue(&mut self, to_server: bool, link: usize, data: Vec<u8>) {
         let dir = if to_server { 0 } else { 1 };
-        let spec = if to_server { &self.c2s } else { &self.s2c };
+        let spec = match (link, to_server) {
+            (0, true) => &self.c2s,
+            (0, false) => &self.s2c,
+            (l, true) => &self.paths[l - 1].c2s,
+            (l, false) => &self.paths[l - 1].s2c,
+        }
+        .clone();
         self.sent[dir] += 1;
         self.sent_bytes[dir] += data.len() as u64;
+        self.link_bytes[link][dir] += data.len() as u64;
         let elapsed = self.now - Instant::from_nanos(1_000_000_000);
         if spec
             .blackholes
@@ -224,8 +274,12 @@ impl Pair {
                 .checked_div(spec.rate)
                 .unwrap_or(0),
         );
-        let start = self.busy[dir].max(self.now);
-        self.busy[dir] = start + ser;
+        let busy = match link {
+            0 => &mut self.busy[dir],
+            l => &mut self.paths[l - 1].busy[dir],
+        };
+        let start = (*busy).max(self.now);
+        *busy = start + ser;
         let jitter = if spec.jitter > Duration::ZERO {
             Duration::from_nanos(self.rng.gen_range(0..spec.jitter.as_nanos() as u64))
         } else {
@@ -237,6 +291,7 @@ impl Pair {
             at,
             seq: self.seq,
             to_server,
+            link,
             data,
         });
     }
@@ -264,12 +319,23 @@ impl Pair {
         self.now = self.now.max(next);
         while self.queue.peek().is_some_and(|p| p.at <= self.now) {
             let p = self.queue.pop().unwrap();
+            // The main link tells no local address (as before multipath); an extra path
+            // tells the client's, which is how a multipath client's socket reports it.
+            let client_side = match p.link {
+                0 => self.client_addr,
+                l => self.paths[l - 1].client_addr,
+            };
             if p.to_server {
                 self.delivered[0] += 1;
-                self.server.handle(self.now, self.client_addr, &p.data);
+                self.server.handle(self.now, client_side, &p.data);
             } else {
                 self.delivered[1] += 1;
-                self.client.handle(self.now, self.server_addr, &p.data);
+                let info = qfec_proto::DatagramInfo {
+                    remote: self.server_addr,
+                    local: (p.link > 0).then_some(client_side),
+                    ecn: None,
+                };
+                self.client.handle(self.now, info, &p.data);
             }
         }
         if self.client.poll_timeout().is_some_and(|t| t <= self.now) {

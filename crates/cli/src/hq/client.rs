@@ -583,7 +583,9 @@ impl Application for HqClient {
                 }
                 Event::Stream(StreamEvent::Readable(_))
                 | Event::Stream(_)
-                | Event::DatagramReceived => {}
+                | Event::DatagramReceived
+                | Event::PathAvailable(_)
+                | Event::PathAbandoned { .. } => {}
             }
         }
         if self.error.is_some() {

@@ -136,6 +136,7 @@ impl Connection {
             params.max_udp_payload_size,
         );
         self.local_cids.peer_limit = params.active_connection_id_limit;
+        self.negotiate_multipath(params.initial_max_path_id)?;
         let peer_idle = std::time::Duration::from_millis(params.max_idle_timeout);
         self.idle.negotiate(self.config.max_idle_timeout, peer_idle);
         self.peer_params = Some(params);
@@ -240,7 +241,8 @@ impl Connection {
     }
 
     pub(super) fn issue_cids(&mut self) {
-        let new = self.local_cids.top_up(&mut self.rng);
+        let paths = self.cid_paths();
+        let new = self.local_cids.top_up(&mut self.rng, paths);
         for cid in new {
             self.endpoint_events
                 .push_back(super::EndpointEvent::NewLocalCid(cid));

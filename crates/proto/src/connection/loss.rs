@@ -367,14 +367,19 @@ impl Connection {
                 SentFrame::Crypto { offset, len } => {
                     space_mut!(self, pns).crypto_send.on_lost(offset, len)
                 }
-                SentFrame::NewConnectionId(seq) => {
-                    if self.local_cids.active.contains_key(&seq) {
-                        self.local_cids.pending_new.insert(seq);
+                SentFrame::NewConnectionId { path, seq } => {
+                    if self.local_cids.get(path, seq).is_some() {
+                        self.local_cids.pending_new.insert((path, seq));
                     }
                 }
-                SentFrame::RetireConnectionId(seq) => {
-                    self.remote_cids.pending_retire.insert(seq);
+                SentFrame::RetireConnectionId { path, seq } => {
+                    self.remote_cids.set_retire_pending(path, seq, true);
                 }
+                SentFrame::PathAbandon { .. }
+                | SentFrame::PathStatus { .. }
+                | SentFrame::MaxPathId
+                | SentFrame::PathsBlocked
+                | SentFrame::PathCidsBlocked(_) => self.on_multipath_frame_lost(f),
                 SentFrame::HandshakeDone => self.pending.handshake_done = true,
                 SentFrame::NewToken => self.pending.new_token = self.pending.issued_token.is_some(),
                 SentFrame::AckFrequency(seq) => self.ack_frequency.on_request_lost(seq),
@@ -469,6 +474,11 @@ impl Connection {
             // A probe's ACK should not wait for the peer's ack delay (draft §7).
             self.ack_frequency.want_immediate_ack();
         }
+        if pns.is_data() {
+            // Multipath: a path silent for two PTOs probably broke; what it holds in flight
+            // goes again on the others rather than wait for a loss it cannot detect.
+            self.rescue_failing_path(pi);
+        }
         // Send one or two probes carrying data still unacknowledged, else PINGs.
         let sp = space_mut!(self, pns);
         sp.probes = 2;
@@ -515,6 +525,7 @@ impl Connection {
         });
         [
             self.idle.deadline(),
+            self.path_discard_deadline(),
             ack_timer,
             key_discard,
             keep_alive,
@@ -567,8 +578,9 @@ impl Connection {
             if path.recovery.pacing_timer.is_some_and(|t| now >= t) {
                 path.recovery.pacing_timer = None;
             }
-            path.on_validation_timeout(now);
         }
+        self.on_path_validation_timeouts(now);
+        self.discard_abandoned_paths(now);
         if let Some(k) = self.one_rtt.as_mut() {
             k.discard_old(now);
         }

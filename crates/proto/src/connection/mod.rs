@@ -37,6 +37,7 @@ mod handshake;
 mod idle;
 mod keys;
 mod loss;
+mod multipath;
 mod path;
 mod receive;
 mod recovery;
@@ -71,8 +72,10 @@ use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError};
 
-use cid::{LocalCids, RemoteCids};
+use cid::{LocalCids, PeerCids};
 use keys::OneRttKeys;
+use multipath::MultipathState;
+pub use multipath::{PathError, PathInfo, PathState, abandon_code};
 use path::Path;
 pub use path::{PacketId, PathId};
 use spaces::{HANDSHAKE_PATH, PacketSpace, Pns};
@@ -131,6 +134,14 @@ pub enum Event {
     DatagramReceived,
     /// The connection is closed; no more data can move.
     ConnectionLost(ConnectionError),
+    /// Multipath: a path passed validation and may carry data.
+    PathAvailable(PathId),
+    /// Multipath: a path was abandoned (by us or the peer; `error_code` is ours, see
+    /// [`abandon_code`]).
+    PathAbandoned {
+        id: PathId,
+        error_code: u64,
+    },
 }
 
 /// What the endpoint must learn from a connection (routing updates).
@@ -301,7 +312,11 @@ pub struct Connection {
     paths: Vec<Path>,
     streams: Streams,
     local_cids: LocalCids,
-    remote_cids: RemoteCids,
+    remote_cids: PeerCids,
+    /// The initial_max_path_id we advertised, if we offered multipath.
+    advertised_max_path_id: Option<u32>,
+    /// Multipath state, once both sides advertised it.
+    multipath: Option<MultipathState>,
     reset_key: ResetKey,
     peer_params: Option<TransportParameters>,
     /// The min_ack_delay we advertised: with it, the peer may send ACK_FREQUENCY and
@@ -418,7 +433,12 @@ impl Connection {
             paths: vec![path],
             streams: Streams::new(p.side, &cfg),
             local_cids: LocalCids::new(p.local_cid),
-            remote_cids: RemoteCids::new(p.remote_cid, cfg.active_connection_id_limit),
+            remote_cids: PeerCids::new(p.remote_cid, cfg.active_connection_id_limit),
+            advertised_max_path_id: p
+                .local_params
+                .initial_max_path_id
+                .and_then(|m| u32::try_from(m).ok()),
+            multipath: None,
             reset_key: p.reset_key,
             peer_params: None,
             min_ack_delay: p.local_params.min_ack_delay.map(Duration::from_micros),
@@ -555,12 +575,9 @@ impl Connection {
         self.one_rtt.as_ref().map(|k| k.key_phase)
     }
     pub fn local_cid(&self) -> ConnectionId {
-        *self
-            .local_cids
-            .active
-            .values()
-            .next()
-            .unwrap_or(&ConnectionId::new(&[]))
+        self.local_cids
+            .first()
+            .unwrap_or_else(|| ConnectionId::new(&[]))
     }
     /// The connection's extension of type `T`, if it has one.
     pub fn extension<T: ConnectionExtension>(&self) -> Option<&T> {

@@ -81,9 +81,32 @@ impl Amplification {
     }
 }
 
+/// Where a path is in its life (multipath QUIC, draft §3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Life {
+    Open,
+    /// PATH_ABANDON sent or received: nothing more is sent on the path; its state stays
+    /// until `discard_at` (three PTOs) to acknowledge packets still in flight to us.
+    Abandoned {
+        discard_at: Instant,
+    },
+}
+
+/// How a path's validation ended when its deadline passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ValidationTimeout {
+    /// Nothing was out, or the deadline is still ahead.
+    None,
+    /// The path went back to the validated address it migrated from.
+    Reverted,
+    /// The path never had a validated address: it failed.
+    Failed,
+}
+
 /// One network path and its congestion state.
 pub(super) struct Path {
     pub id: PathId,
+    pub life: Life,
     /// Our address on the path, once a datagram told it (packets leave from it).
     pub local: Option<SocketAddr>,
     pub remote: SocketAddr,
@@ -91,8 +114,9 @@ pub(super) struct Path {
     /// never below 1200 bytes (RFC 9000 §14).
     pub mtu: usize,
     validation: Validation,
-    /// Counted while the remote address is not validated.
-    amplification: Amplification,
+    /// Counted while the remote address is not validated; `None` on a path we opened
+    /// ourselves (the limit protects others from us answering spoofed datagrams).
+    amplification: Option<Amplification>,
     /// Client: the server acknowledged one of our Handshake packets, or the handshake is
     /// confirmed: it knows our address (RFC 9002 §6.2.2.1: until then, keep probing).
     pub peer_validated_address: bool,
@@ -112,6 +136,9 @@ pub(super) struct Path {
     /// The path's application-data packet-number space.
     pub space: PacketSpace,
     pub recovery: Recovery,
+    /// UDP payload bytes sent and received on the path.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
 }
 
 impl Path {
@@ -130,6 +157,7 @@ impl Path {
         let pacer = Pacer::new(config.initial_rtt, cc.window(), mtu, now);
         Path {
             id,
+            life: Life::Open,
             local: None,
             remote,
             mtu: usize::from(mtu).max(MIN_MTU),
@@ -138,7 +166,7 @@ impl Path {
             } else {
                 Validation::Unvalidated
             },
-            amplification: Amplification::default(),
+            amplification: Some(Amplification::default()),
             peer_validated_address,
             rtt: RttEstimator::new(config.initial_rtt),
             cc,
@@ -149,6 +177,8 @@ impl Path {
             challenge_in_packet: false,
             space,
             recovery: Recovery::default(),
+            bytes_sent: 0,
+            bytes_received: 0,
         }
     }
 
@@ -169,27 +199,35 @@ impl Path {
     /// A datagram of `len` bytes arrived on this path: before validation it adds to what may
     /// be sent back.
     pub fn on_datagram_received(&mut self, len: u64) {
-        if !self.is_validated() {
-            self.amplification.received += len;
+        self.bytes_received += len;
+        if !self.is_validated()
+            && let Some(a) = &mut self.amplification
+        {
+            a.received += len;
         }
     }
 
     /// A datagram of `len` bytes went out on this path.
     pub fn on_datagram_sent(&mut self, len: u64) {
-        if !self.is_validated() {
-            self.amplification.sent += len;
+        self.bytes_sent += len;
+        if !self.is_validated()
+            && let Some(a) = &mut self.amplification
+        {
+            a.sent += len;
         }
     }
 
     /// Bytes that may still be sent before the peer's address is validated; `None`: no
     /// limit.
     pub fn send_budget(&self) -> Option<u64> {
-        (!self.is_validated()).then(|| self.amplification.budget())
+        self.amplification
+            .filter(|_| !self.is_validated())
+            .map(|a| a.budget())
     }
 
     /// Nothing more may be sent until the peer sends more (the anti-amplification limit).
     pub fn amplification_blocked(&self) -> bool {
-        !self.is_validated() && self.amplification.blocked()
+        !self.is_validated() && self.amplification.is_some_and(|a| a.blocked())
     }
 
     /// The peer's address changed to `remote` on this path: validate it with a challenge of
@@ -206,7 +244,7 @@ impl Path {
         if self.migrated_from.is_none() {
             self.migrated_from = Some(old);
         }
-        self.amplification = Amplification { received, sent: 0 };
+        self.amplification = Some(Amplification { received, sent: 0 });
         self.validation = Validation::Challenged {
             data,
             deadline,
@@ -225,17 +263,40 @@ impl Path {
         true
     }
 
+    /// A path we open ourselves: the anti-amplification limit is not ours to keep on it.
+    pub fn opened_locally(&mut self) {
+        self.amplification = None;
+    }
+
+    /// Validates a new path's peer address with a challenge of `data` until `deadline`
+    /// (multipath QUIC: every new path is validated before it carries data, draft §3.1).
+    pub fn start_validation(&mut self, data: [u8; 8], deadline: Instant) {
+        self.validation = Validation::Challenged {
+            data,
+            deadline,
+            pending: true,
+        };
+    }
+
     /// The challenge went unanswered until `now`: back to the last validated address
-    /// (RFC 9000 §9.3.2).
-    pub fn on_validation_timeout(&mut self, now: Instant) {
+    /// (RFC 9000 §9.3.2), or, for a path that never had one, failure.
+    pub fn on_validation_timeout(&mut self, now: Instant) -> ValidationTimeout {
         if self.challenge().is_none_or(|(_, d)| now < d) {
-            return;
+            return ValidationTimeout::None;
         }
         self.validation = Validation::Unvalidated;
-        if let Some(old) = self.migrated_from.take() {
-            self.remote = old;
-            self.validation = Validation::Validated;
+        match self.migrated_from.take() {
+            Some(old) => {
+                self.remote = old;
+                self.validation = Validation::Validated;
+                ValidationTimeout::Reverted
+            }
+            None => ValidationTimeout::Failed,
         }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.life == Life::Open
     }
 
     /// A PATH_CHALLENGE from the peer: answer it (at most four waiting).
@@ -255,10 +316,11 @@ impl Path {
     }
 
     /// Writes the waiting PATH_RESPONSE frames, then our PATH_CHALLENGE if it waits, as room
-    /// (`end` of `buf`) allows. A packet with a challenge is padded (see
-    /// [`Path::take_challenge_in_packet`]).
-    pub fn write_probe_frames(&mut self, buf: &mut Vec<u8>, end: usize) {
+    /// (`end` of `buf`) allows; returns whether it wrote any. A packet with a challenge is
+    /// padded (see [`Path::take_challenge_in_packet`]).
+    pub fn write_probe_frames(&mut self, buf: &mut Vec<u8>, end: usize) -> bool {
         use crate::frame::Frame;
+        let start = buf.len();
         while let Some(&data) = self.path_responses.front() {
             if end.saturating_sub(buf.len()) < 9 {
                 break;
@@ -277,6 +339,7 @@ impl Path {
             *pending = false;
             self.challenge_in_packet = true;
         }
+        buf.len() > start
     }
 
     /// Whether the packet just built carries a PATH_CHALLENGE (RFC 9000 §8.2.1: pad it to

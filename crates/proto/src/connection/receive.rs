@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use super::ack::AckParams;
 use super::extension::FrameOutcome;
 use super::spaces::{HANDSHAKE_PATH, Pns};
-use super::{Connection, ConnectionError, Event, State};
+use super::{Connection, ConnectionError, Event, PathId, State};
 use crate::coding::Reader;
 use crate::crypto::{HP_SAMPLE_LEN, TAG_LEN};
 use crate::events::{self as ev, DropReason, PacketHeader, PacketType};
@@ -50,7 +50,10 @@ impl Connection {
         self.stats.udp_rx_bytes += data.len() as u64;
         // Coalesced packets share the first one's connection ID (RFC 9000 §12.2), hence its
         // path.
-        let pi = self.datagram_path(&data);
+        let Some((pi, new_path)) = self.resolve_path(now, info.remote, &data) else {
+            self.stats.packets_dropped += 1;
+            return;
+        };
         self.paths[pi].on_datagram_received(data.len() as u64);
         // Judged on the whole datagram before it is cut into packets (RFC 9000 §10.3.1).
         let maybe_reset = self.is_stateless_reset(&data);
@@ -59,6 +62,9 @@ impl Connection {
         while !rest.is_empty() {
             self.handle_packet(now, pi, info, &mut rest, first && maybe_reset);
             first = false;
+        }
+        if new_path {
+            self.settle_new_path(now, pi);
         }
         if !self.undecryptable.is_empty() {
             self.replay_undecryptable(now);
@@ -72,17 +78,12 @@ impl Connection {
         let buffered = std::mem::take(&mut self.undecryptable);
         for (info, mut packet) in buffered {
             if self.keys_available_for(&packet) {
-                let pi = self.datagram_path(&packet);
-                self.handle_packet(now, pi, info, &mut packet, false);
+                // Packets wait for keys only during the handshake, on its path.
+                self.handle_packet(now, HANDSHAKE_PATH, info, &mut packet, false);
             } else {
                 self.undecryptable.push((info, packet));
             }
         }
-    }
-
-    /// The slot of the path a datagram (or packet) arrived on.
-    fn datagram_path(&self, _data: &[u8]) -> usize {
-        HANDSHAKE_PATH
     }
 
     fn one_rtt_readable(&self) -> bool {
@@ -414,7 +415,11 @@ impl Connection {
                     KeyUsed::Previous => &keys.prev_remote.as_ref()?.0,
                     KeyUsed::Next => &keys.next.remote,
                 };
-                match key.decrypt_in_place(pn, header, body) {
+                let decrypted = match path.0 {
+                    0 => key.decrypt_in_place(pn, header, body),
+                    id => key.decrypt_in_place_for_path(id, pn, header, body),
+                };
+                match decrypted {
                     Ok(p) => (p.len(), key_used),
                     Err(_) => {
                         keys.auth_failures += 1;
@@ -649,7 +654,7 @@ impl Connection {
         FrameRegistry {
             datagram: self.config.max_datagram_frame_size.is_some(),
             ack_frequency: self.min_ack_delay.is_some(),
-            multipath: false,
+            multipath: self.multipath_active(),
             extensions: Some(&self.extensions),
         }
     }
@@ -714,7 +719,14 @@ impl Connection {
         };
         match frame {
             Frame::Padding { .. } | Frame::Ping => {}
+            // With multipath, an ACK in a 1-RTT packet acknowledges path 0.
+            Frame::Ack(ack) if pns.is_data() => {
+                self.on_path_ack(now, 0, &ack, ty).map_err(with_ty)?
+            }
             Frame::Ack(ack) => self.on_ack_frame(now, pns, &ack).map_err(with_ty)?,
+            Frame::PathAck { path_id, ack } => {
+                self.on_path_ack(now, path_id, &ack, ty).map_err(with_ty)?
+            }
             Frame::Crypto { offset, data } => {
                 self.on_crypto(now, pns, offset, data).map_err(with_ty)?
             }
@@ -760,11 +772,15 @@ impl Connection {
                 reset_token,
             } => self
                 .remote_cids
-                .on_new_cid(seq, retire_prior_to, cid, reset_token)
+                .on_new_cid(PathId::INITIAL, seq, retire_prior_to, cid, reset_token)
                 .map_err(with_ty)?,
             Frame::RetireConnectionId { seq } => {
                 let dcid = self.rx_dcid;
-                if let Some(cid) = self.local_cids.retire(seq, &dcid).map_err(with_ty)? {
+                let retired = self
+                    .local_cids
+                    .retire(PathId::INITIAL, seq, &dcid)
+                    .map_err(with_ty)?;
+                if let Some(cid) = retired {
                     self.endpoint_events
                         .push_back(super::EndpointEvent::RetiredLocalCid(cid));
                     self.issue_cids();
@@ -774,7 +790,9 @@ impl Connection {
                 self.paths[pns.path()].on_path_challenge(data);
             }
             Frame::PathResponse(data) => {
-                self.paths[pns.path()].on_path_response(data);
+                if self.paths[pns.path()].on_path_response(data) {
+                    self.on_path_validated(pns.path());
+                }
             }
             Frame::ConnectionClose(c) => {
                 let reason = String::from_utf8_lossy(c.reason).into_owned();
@@ -852,20 +870,15 @@ impl Connection {
                 }
             }
             Frame::ImmediateAck => space_mut!(self, pns).ack.request_immediate(),
-            // Decoded only when the frame registry enables multipath, which this connection
-            // does not negotiate.
-            Frame::PathAck { .. }
-            | Frame::PathAbandon { .. }
+            // Decoded only when the frame registry enables multipath (negotiated).
+            Frame::PathAbandon { .. }
             | Frame::PathStatus { .. }
             | Frame::PathNewConnectionId { .. }
             | Frame::PathRetireConnectionId { .. }
             | Frame::MaxPathId(_)
             | Frame::PathsBlocked(_)
             | Frame::PathCidsBlocked { .. } => {
-                return Err(TransportError::protocol_violation(
-                    "multipath frame without multipath negotiated",
-                )
-                .with_frame(ty));
+                self.on_multipath_frame(now, frame).map_err(with_ty)?
             }
             Frame::Extension { ty, body } => {
                 let rest = payload.slice(rest..);

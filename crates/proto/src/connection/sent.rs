@@ -1,6 +1,7 @@
 //! What a sent packet carried, so that its loss can be repaired and its acknowledgement
 //! can release state.
 
+use super::path::PathId;
 use crate::recovery::delivery::PacketDelivery;
 use crate::types::{Dir, StreamId};
 
@@ -25,8 +26,27 @@ pub enum SentFrame {
     DataBlocked,
     StreamDataBlocked(StreamId),
     StreamsBlocked(Dir),
-    NewConnectionId(u64),
-    RetireConnectionId(u64),
+    /// NEW_CONNECTION_ID (path 0) or PATH_NEW_CONNECTION_ID.
+    NewConnectionId {
+        path: PathId,
+        seq: u64,
+    },
+    /// RETIRE_CONNECTION_ID (path 0) or PATH_RETIRE_CONNECTION_ID.
+    RetireConnectionId {
+        path: PathId,
+        seq: u64,
+    },
+    PathAbandon {
+        path: PathId,
+        error_code: u64,
+    },
+    PathStatus {
+        path: PathId,
+        seq: u64,
+    },
+    MaxPathId,
+    PathsBlocked,
+    PathCidsBlocked(PathId),
     HandshakeDone,
     NewToken,
     Ping,

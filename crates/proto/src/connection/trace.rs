@@ -1,8 +1,8 @@
 //! The connection's events for its sink (see [`crate::events`]). Every method returns at once
 //! when there is no sink, before building anything.
 
-use super::Connection;
 use super::spaces::{HANDSHAKE_PATH, Pns};
+use super::{Connection, PathId};
 use crate::events::{
     self as ev, CongestionState, Event, FrameInfo, KeyTrigger, KeyType, PacketHeader, PacketType,
     RecoveryMetrics,
@@ -303,10 +303,10 @@ impl Connection {
         }
         let mut header = PacketHeader::new(self.sent_packet_type(pns, pn));
         header.packet_number = Some(pn);
-        let cids = &self.local_cids.active;
+        let cids = &self.local_cids;
         let infos: Vec<FrameInfo> = frames
             .iter()
-            .filter_map(|f| ev::sent_frame_info(f, |seq| cids.get(&seq).copied()))
+            .filter_map(|f| ev::sent_frame_info(f, |seq| cids.get(PathId::INITIAL, seq)))
             .collect();
         let Some(t) = self.tracer.as_mut() else {
             return;

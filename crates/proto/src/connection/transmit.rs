@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::extension::{ProtectedRegion, SentPacketInfo};
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::spaces::{HANDSHAKE_PATH, Pns};
-use super::{CloseInfo, Connection, State, Transmit};
+use super::{CloseInfo, Connection, PathId, State, Transmit};
 use crate::crypto::TAG_LEN;
 use crate::events as ev;
 use crate::frame::{self, ConnectionClose, Frame};
@@ -68,7 +68,60 @@ impl Connection {
             _ => {}
         }
         self.run_extension_actions(now);
-        let pi = HANDSHAKE_PATH;
+        // One open path (always so before multipath can open more): plain QUIC sending.
+        if self.paths.len() == 1 && self.paths[0].is_open() {
+            return self.transmit_on(now, HANDSHAKE_PATH, true, max_datagrams, buf);
+        }
+        self.discard_abandoned_paths(now);
+        let data = self.data_paths();
+        // First what a path must send itself (acknowledgements due, probes, validation),
+        // then new data on the paths the scheduler ranks, best first.
+        let orphan_acks = self.orphan_acks_due();
+        for pi in 0..self.paths.len() {
+            let own = self.path_needs_own_send(pi) || (orphan_acks && self.can_send_on(pi));
+            if own
+                && let Some(t) = self.transmit_on(now, pi, data.contains(&pi), max_datagrams, buf)
+            {
+                return Some(t);
+            }
+        }
+        for &pi in &data {
+            if let Some(t) = self.transmit_on(now, pi, true, max_datagrams, buf) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Path slot `pi` has something that must go out on it: an acknowledgement due, a
+    /// probe, or a path validation frame.
+    fn path_needs_own_send(&self, pi: usize) -> bool {
+        if !self.can_send_on(pi) {
+            return false;
+        }
+        let path = &self.paths[pi];
+        path.space.ack.is_immediate() || path.space.probes > 0 || path.has_probe_frames()
+    }
+
+    /// A path that can no longer send (abandoned, or without a connection ID of the peer)
+    /// owes the peer an acknowledgement now; it goes in a PATH_ACK on another path.
+    fn orphan_acks_due(&self) -> bool {
+        (0..self.paths.len()).any(|pi| {
+            let sp = &self.paths[pi].space;
+            !self.can_send_on(pi) && sp.ack.is_immediate() && !sp.received.is_empty()
+        })
+    }
+
+    /// Builds a datagram, or a batch of equal-size ones, on path slot `pi`; new data only
+    /// if `data_path` (the scheduler chose the path for it).
+    fn transmit_on(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        data_path: bool,
+        max_datagrams: usize,
+        buf: &mut Vec<u8>,
+    ) -> Option<Transmit> {
         let mtu = self.paths[pi].mtu;
         let start = buf.len();
         let mut segment = None;
@@ -76,7 +129,7 @@ impl Connection {
         while count < max_datagrams.max(1) {
             let before = buf.len();
             // Nothing more to send ends the batch; what was built so far still goes out.
-            if !self.build_datagram(now, pi, buf, mtu) {
+            if !self.build_datagram(now, pi, data_path, buf, mtu) {
                 break;
             }
             count += 1;
@@ -113,7 +166,14 @@ impl Connection {
     }
 
     /// Builds one datagram of up to `mtu` bytes; false when there is nothing to send.
-    fn build_datagram(&mut self, now: Instant, pi: usize, buf: &mut Vec<u8>, mtu: usize) -> bool {
+    fn build_datagram(
+        &mut self,
+        now: Instant,
+        pi: usize,
+        data_path: bool,
+        buf: &mut Vec<u8>,
+        mtu: usize,
+    ) -> bool {
         let mut limit = mtu;
         if let Some(budget) = self.paths[pi].send_budget() {
             limit = limit.min(budget as usize);
@@ -124,7 +184,7 @@ impl Connection {
         let in_flight = self.bytes_in_flight(pi);
         let pace = self.config.pacing && self.handshake_complete();
         let allowance = Allowance {
-            data: self.paths[pi].may_send(now, mtu, in_flight, pace),
+            data: data_path && self.paths[pi].may_send(now, mtu, in_flight, pace),
         };
         if allowance.data && self.handshake_complete() && self.out_of_data() {
             // Window and pacer would let data go, but there is none.
@@ -173,10 +233,17 @@ impl Connection {
 
     /// Largest payload of a full-size 1-RTT packet with the current connection ID and the
     /// longest packet number.
+    /// With several paths, the smallest over the paths that can send.
     pub(super) fn max_1rtt_payload(&self) -> usize {
-        let header = 1 + self.remote_cids.active.1.len() + 4;
-        debug_assert!(header <= MAX_SHORT_HEADER);
-        self.paths[HANDSHAKE_PATH].mtu - header - TAG_LEN
+        self.paths
+            .iter()
+            .filter_map(|p| {
+                let header = 1 + self.remote_cids.active(p.id)?.len() + 4;
+                debug_assert!(header <= MAX_SHORT_HEADER);
+                Some(p.mtu - header - TAG_LEN)
+            })
+            .min()
+            .unwrap_or(self.paths[HANDSHAKE_PATH].mtu - MAX_SHORT_HEADER - TAG_LEN)
     }
 
     fn space_can_send(&self, pns: Pns) -> bool {
@@ -185,9 +252,11 @@ impl Connection {
             return false;
         }
         match pns {
-            Pns::Data(_) => {
-                (self.one_rtt.is_some() && (self.handshake_complete() || self.side.is_server()))
-                    || self.sending_zero_rtt()
+            Pns::Data(pi) => {
+                self.can_send_on(pi)
+                    && ((self.one_rtt.is_some()
+                        && (self.handshake_complete() || self.side.is_server()))
+                        || self.sending_zero_rtt())
             }
             _ => sp.keys.is_some(),
         }
@@ -207,6 +276,14 @@ impl Connection {
         if sp.probes > 0 {
             return true;
         }
+        if pns.is_data()
+            && self.handshake_complete()
+            && (self.paths[pns.path()].has_probe_frames() || self.orphan_acks_due())
+        {
+            // Path validation is not held back by congestion control; neither are the
+            // acknowledgements of paths that cannot send themselves.
+            return true;
+        }
         if !allowance.data {
             return false;
         }
@@ -222,9 +299,9 @@ impl Connection {
                 && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
         self.pending.any()
-            || self.paths[pns.path()].has_probe_frames()
             || !self.local_cids.pending_new.is_empty()
-            || !self.remote_cids.pending_retire.is_empty()
+            || self.remote_cids.has_pending_retire()
+            || self.multipath.as_ref().is_some_and(|m| m.has_pending())
             || !self.datagrams_out.is_empty()
             || self.streams.wants_to_send()
             || self.extensions.iter().any(|e| e.wants_to_send())
@@ -287,26 +364,24 @@ impl Connection {
         } else {
             0
         };
-        // ACK first: it is what keeps the peer's recovery going.
-        let sp = space_mut!(self, pns);
-        if sp.ack.pending() && !sp.received.is_empty() {
-            let delay_us = sp.largest_received.map_or(0, |(_, t)| {
-                now.saturating_duration_since(t).as_micros() as u64
-            });
-            let delay = delay_us >> self.config.ack_delay_exponent;
-            let room = max_payload_end - buf.len();
-            let ranges = sp.ack_ranges_to_report(MAX_ACK_RANGES);
-            let len = frame::ack_encoded_len(&sp.received, delay, None, ranges);
-            let hold_back = !sp.ack.is_immediate() && wanted > 0 && len + wanted > room;
-            if len <= room && !hold_back {
-                frame::encode_ack(buf, &sp.received, delay, None, ranges);
-                info.largest_acked_in_ack = sp.received.max();
-                sp.ack.on_ack_sent(info.largest_acked_in_ack);
-                self.stats.ack_frames_sent += 1;
-            }
+        // ACK first: it is what keeps the peer's recovery going. With multipath, 1-RTT
+        // spaces are acknowledged with PATH_ACK (draft §2.3).
+        let path_ack = (pns.is_data() && self.multipath_active()).then(|| self.paths[pi].id.0);
+        if let Some(largest) = self.write_ack(now, pns, path_ack, buf, max_payload_end, wanted) {
+            info.largest_acked_in_ack = Some(largest);
         }
+        if pns.is_data() && self.multipath_active() {
+            self.write_orphan_acks(now, buf, max_payload_end);
+        }
+        if pns.is_data() && self.handshake_complete() {
+            ack_eliciting |= self.paths[pi].write_probe_frames(buf, max_payload_end);
+        }
+        let sp = space_mut!(self, pns);
         let probe = sp.probes > 0;
-        let may_send_data = allowance.data || probe;
+        // A probe carries data, unless its path looks broken and another does not: then it
+        // is a bare PING and the data goes on the healthy path.
+        let may_send_data =
+            allowance.data || (probe && !(pns.is_data() && self.failing_with_alternative(pi)));
 
         if may_send_data {
             // CRYPTO data.
@@ -346,6 +421,17 @@ impl Connection {
             }
             let sp = space_mut!(self, pns);
             if probe && ack_eliciting {
+                sp.probes -= 1;
+            }
+        } else if probe {
+            // The probe of a path that looks broken: a bare PING (see `may_send_data`).
+            if !ack_eliciting && buf.len() < max_payload_end {
+                Frame::Ping.encode(buf);
+                frames.push(SentFrame::Ping);
+                ack_eliciting = true;
+            }
+            let sp = space_mut!(self, pns);
+            if ack_eliciting {
                 sp.probes -= 1;
             }
         }
@@ -469,6 +555,60 @@ impl Connection {
         true
     }
 
+    /// Writes the ACK (or, with `path_ack`, the PATH_ACK of that path ID) of space `pns`
+    /// when one is pending and fits before `end`; returns the largest packet number it
+    /// acknowledges. An ACK that can wait is held back when it would leave less than
+    /// `wanted` bytes for an extension's frame.
+    fn write_ack(
+        &mut self,
+        now: Instant,
+        pns: Pns,
+        path_ack: Option<u32>,
+        buf: &mut Vec<u8>,
+        end: usize,
+        wanted: usize,
+    ) -> Option<u64> {
+        let exponent = self.config.ack_delay_exponent;
+        let sp = space_mut!(self, pns);
+        if !sp.ack.pending() || sp.received.is_empty() {
+            return None;
+        }
+        let delay_us = sp.largest_received.map_or(0, |(_, t)| {
+            now.saturating_duration_since(t).as_micros() as u64
+        });
+        let delay = delay_us >> exponent;
+        let room = end.saturating_sub(buf.len());
+        let ranges = sp.ack_ranges_to_report(MAX_ACK_RANGES);
+        let len = match path_ack {
+            Some(id) => frame::path_ack_encoded_len(id, &sp.received, delay, None, ranges),
+            None => frame::ack_encoded_len(&sp.received, delay, None, ranges),
+        };
+        let hold_back = !sp.ack.is_immediate() && wanted > 0 && len + wanted > room;
+        if len > room || hold_back {
+            return None;
+        }
+        match path_ack {
+            Some(id) => frame::encode_path_ack(buf, id, &sp.received, delay, None, ranges),
+            None => frame::encode_ack(buf, &sp.received, delay, None, ranges),
+        }
+        let largest = sp.received.max();
+        sp.ack.on_ack_sent(largest);
+        self.stats.ack_frames_sent += 1;
+        largest
+    }
+
+    /// PATH_ACKs of the paths that cannot send themselves (abandoned, or without a
+    /// connection ID of the peer), so that the peer learns what arrived there (draft §3.4.3).
+    fn write_orphan_acks(&mut self, now: Instant, buf: &mut Vec<u8>, end: usize) {
+        for pi in 0..self.paths.len() {
+            if self.can_send_on(pi) {
+                continue;
+            }
+            let id = self.paths[pi].id.0;
+            self.write_ack(now, Pns::Data(pi), Some(id), buf, end, 0);
+        }
+    }
+
     /// 1-RTT frames other than ACK and CRYPTO: control frames, extension frames, then
     /// DATAGRAM and STREAM frames, in a protected region when an extension asks for one.
     fn write_data_frames(
@@ -496,33 +636,52 @@ impl Connection {
                 self.pending.new_token = false;
             }
         }
-        self.paths[pi].write_probe_frames(buf, end);
-        while let Some(&seq) = self.local_cids.pending_new.first() {
-            let Some(&cid) = self.local_cids.active.get(&seq) else {
+        self.write_multipath_frames(buf, end, frames);
+        while let Some(&(path, seq)) = self.local_cids.pending_new.first() {
+            let Some(cid) = self.local_cids.get(path, seq) else {
                 self.local_cids.pending_new.pop_first();
                 continue;
             };
-            let f = Frame::NewConnectionId {
-                seq,
-                retire_prior_to: 0,
-                cid,
-                reset_token: self.reset_key.token(&cid),
+            let reset_token = self.reset_key.token(&cid);
+            // Path 0's IDs go in NEW_CONNECTION_ID, valid with or without multipath.
+            let f = if path == PathId::INITIAL {
+                Frame::NewConnectionId {
+                    seq,
+                    retire_prior_to: 0,
+                    cid,
+                    reset_token,
+                }
+            } else {
+                Frame::PathNewConnectionId {
+                    path_id: u64::from(path.0),
+                    seq,
+                    retire_prior_to: 0,
+                    cid,
+                    reset_token,
+                }
             };
             if f.encoded_len() > room(buf) {
                 break;
             }
             f.encode(buf);
-            frames.push(SentFrame::NewConnectionId(seq));
+            frames.push(SentFrame::NewConnectionId { path, seq });
             self.local_cids.pending_new.pop_first();
         }
-        while let Some(&seq) = self.remote_cids.pending_retire.first() {
-            let f = Frame::RetireConnectionId { seq };
+        while let Some((path, seq)) = self.remote_cids.first_pending_retire() {
+            let f = if path == PathId::INITIAL {
+                Frame::RetireConnectionId { seq }
+            } else {
+                Frame::PathRetireConnectionId {
+                    path_id: u64::from(path.0),
+                    seq,
+                }
+            };
             if f.encoded_len() > room(buf) {
                 break;
             }
             f.encode(buf);
-            frames.push(SentFrame::RetireConnectionId(seq));
-            self.remote_cids.pending_retire.pop_first();
+            frames.push(SentFrame::RetireConnectionId { path, seq });
+            self.remote_cids.set_retire_pending(path, seq, false);
         }
         // ACK frequency requests go only to a peer that accepts them, never in 0-RTT (draft §3).
         let ack_frequency = self.ack_frequency.is_active()
@@ -665,6 +824,14 @@ impl Connection {
         Some((owner, region))
     }
 
+    /// The peer's connection ID for packets on path slot `pi` (empty if it gave none: such a
+    /// path does not send, see `can_send_on`).
+    fn dcid(&self, pi: usize) -> crate::types::ConnectionId {
+        self.remote_cids
+            .active(self.paths[pi].id)
+            .unwrap_or_else(|| crate::types::ConnectionId::new(&[]))
+    }
+
     /// Writes the header of the next packet of `space`; returns (pn, pn_len, pn_offset,
     /// long-header offsets).
     fn write_header(
@@ -675,7 +842,7 @@ impl Connection {
         let sp = space!(self, pns);
         let pn = sp.next_pn;
         let pn_len = packet::pn_len_for(pn, sp.sent.largest_acked());
-        let dcid = self.remote_cids.active.1;
+        let dcid = self.dcid(pns.path());
         if pns.is_data() && self.sending_zero_rtt() {
             let scid = self.local_cid();
             let o = packet::write_long_header(
@@ -734,9 +901,14 @@ impl Connection {
                 let k = self.early.keys.as_ref().expect("0-RTT keys");
                 k.packet.encrypt_in_place(pn, header, payload)
             }
-            Pns::Data(_) => {
+            Pns::Data(pi) => {
                 let k = self.one_rtt.as_ref().expect("1-RTT keys");
-                k.local.encrypt_in_place(pn, header, payload)
+                // Multipath: the nonce holds the path ID too (draft §2.4); for path 0 the
+                // two nonces are the same.
+                match self.paths[pi].id.0 {
+                    0 => k.local.encrypt_in_place(pn, header, payload),
+                    id => k.local.encrypt_in_place_for_path(id, pn, header, payload),
+                }
             }
             _ => {
                 let k = space_mut!(self, pns).keys.as_ref().expect("space keys");
@@ -774,13 +946,17 @@ impl Connection {
         close: &CloseInfo,
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
+        // Any path that can still send (with multipath, the first of them).
+        let pi = (0..self.paths.len())
+            .find(|&p| self.can_send_on(p))
+            .unwrap_or(HANDSHAKE_PATH);
         let start = buf.len();
-        let mtu = self.paths[HANDSHAKE_PATH].mtu;
+        let mtu = self.paths[pi].mtu;
         let mut limit = mtu;
-        if let Some(budget) = self.paths[HANDSHAKE_PATH].send_budget() {
+        if let Some(budget) = self.paths[pi].send_budget() {
             limit = limit.min(budget as usize);
         }
-        for pns in Pns::on_path(HANDSHAKE_PATH) {
+        for pns in Pns::on_path(pi) {
             if !self.space_can_send(pns) {
                 continue;
             }
@@ -821,10 +997,10 @@ impl Connection {
         if size == 0 {
             return None;
         }
-        self.paths[HANDSHAKE_PATH].on_datagram_sent(size as u64);
+        self.paths[pi].on_datagram_sent(size as u64);
         Some(Transmit {
-            destination: self.paths[HANDSHAKE_PATH].remote,
-            source: self.paths[HANDSHAKE_PATH].local,
+            destination: self.paths[pi].remote,
+            source: self.paths[pi].local,
             ecn: None,
             size,
             segment_size: None,
@@ -895,7 +1071,7 @@ impl Connection {
             ev::PacketType::ZeroRtt => frame::PacketKind::ZeroRtt,
             _ => frame::PacketKind::OneRtt,
         };
-        let dcid = self.remote_cids.active.1;
+        let dcid = self.dcid(pns.path());
         let scid = Some(self.local_cid());
         let mut h = self.trace_header(kind, Some(pn), dcid, scid);
         if kind == frame::PacketKind::Initial {

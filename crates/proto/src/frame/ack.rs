@@ -234,7 +234,7 @@ fn ecn_len(e: &EcnCounts) -> usize {
     varint_len(e.ect0) + varint_len(e.ect1) + varint_len(e.ce)
 }
 
-fn put_ecn(buf: &mut Vec<u8>, e: &EcnCounts) {
+pub(super) fn put_ecn(buf: &mut Vec<u8>, e: &EcnCounts) {
     put_varint(buf, e.ect0);
     put_varint(buf, e.ect1);
     put_varint(buf, e.ce);

@@ -34,7 +34,7 @@ pub use ack::{
 pub use close::ConnectionClose;
 pub use crypto::{crypto_header_len, encode_crypto_header};
 pub use datagram::{datagram_header_len, encode_datagram_header};
-pub use multipath::MAX_PATH_ID;
+pub use multipath::{MAX_PATH_ID, encode_path_ack, path_ack_encoded_len};
 pub use registry::{ExtensionFrames, FrameIter, FrameRegistry, parse_frames};
 pub use simple::encode_padding;
 pub use stream::{StreamFrame, encode_stream_header, stream_header_len};

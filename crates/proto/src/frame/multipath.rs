@@ -79,6 +79,50 @@ pub(super) fn decode<'a>(t: u64, r: &mut Reader<'a>) -> Result<Frame<'a>, FrameE
     })
 }
 
+/// Writes a PATH_ACK of path `path_id` for the packets in `ranges` (its `max_ranges` highest
+/// ranges), like [`super::encode_ack`] writes an ACK.
+pub fn encode_path_ack(
+    buf: &mut Vec<u8>,
+    path_id: u32,
+    ranges: &crate::range_set::RangeSet,
+    delay: u64,
+    ecn: Option<&super::EcnCounts>,
+    max_ranges: usize,
+) {
+    let Some(top) = ranges.last_range() else {
+        return;
+    };
+    let t = if ecn.is_some() {
+        ty::PATH_ACK_ECN
+    } else {
+        ty::PATH_ACK
+    };
+    put_varint(buf, t);
+    put_varint(buf, u64::from(path_id));
+    put_varint(buf, top.end - 1);
+    put_varint(buf, delay);
+    ack::encode_ack_range_block(buf, ranges, max_ranges);
+    if let Some(e) = ecn {
+        ack::put_ecn(buf, e);
+    }
+}
+
+/// Exact size of what [`encode_path_ack`] writes with the same arguments.
+pub fn path_ack_encoded_len(
+    path_id: u32,
+    ranges: &crate::range_set::RangeSet,
+    delay: u64,
+    ecn: Option<&super::EcnCounts>,
+    max_ranges: usize,
+) -> usize {
+    match ranges.last_range() {
+        None => 0,
+        Some(_) => {
+            super::ack_encoded_len(ranges, delay, ecn, max_ranges) + varint_len(u64::from(path_id))
+        }
+    }
+}
+
 /// Writes a multipath frame; `None` for other frames.
 pub(super) fn encode(f: &Frame<'_>, buf: &mut Vec<u8>) -> Option<()> {
     match f {
