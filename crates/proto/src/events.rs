@@ -250,6 +250,9 @@ pub struct PacketHeader {
     pub dcid: Option<ConnectionId>,
     /// Initial and Retry packets: the token's length.
     pub token_len: Option<usize>,
+    /// Multipath QUIC: the path the packet travelled on (qlog writes it as the event's
+    /// `tuple`).
+    pub path_id: Option<u32>,
 }
 
 impl PacketHeader {
@@ -262,6 +265,7 @@ impl PacketHeader {
             scid: None,
             dcid: None,
             token_len: None,
+            path_id: None,
         }
     }
 }

@@ -123,7 +123,12 @@ pub fn event_record(now: Instant, event: &Event<'_>) -> Option<Value> {
         }
         _ => return None,
     };
-    Some(json!({"time": ms(now), "name": name, "data": data}))
+    let mut record = json!({"time": ms(now), "name": name, "data": data});
+    // Multipath: the path a packet went on, as the event's tuple (main schema §6.5).
+    if let Some(id) = packet_path(event) {
+        record["tuple"] = id.to_string().into();
+    }
+    Some(record)
 }
 
 fn ms(now: Instant) -> f64 {
@@ -178,6 +183,15 @@ fn header(h: &PacketHeader) -> Value {
         m.insert("token".into(), json!({"raw": {"length": len}}));
     }
     Value::Object(m)
+}
+
+/// The path ID of a packet event's packet, when it has one.
+fn packet_path(event: &Event<'_>) -> Option<u32> {
+    match event {
+        Event::PacketSent(p) | Event::PacketReceived(p) => p.header.path_id,
+        Event::PacketLost(l) => l.header.path_id,
+        _ => None,
+    }
 }
 
 fn packet(p: &PacketEvent<'_>) -> Value {

@@ -348,6 +348,11 @@ fn check_event(e: &Value) -> Check {
     if namespace.is_empty() || ty.is_empty() {
         return Err(format!("name {name:?} is not namespace:event"));
     }
+    if let Some(t) = m.get("tuple")
+        && !t.is_string()
+    {
+        return Err(format!("tuple = {t} is not a string (TupleID)"));
+    }
     let d = obj(
         m.get("data").ok_or("required field \"data\" missing")?,
         "data",

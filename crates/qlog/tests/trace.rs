@@ -191,3 +191,51 @@ fn fec_events_match_its_counters() {
     }));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn multipath_packets_carry_their_path_as_the_tuple() {
+    let dir = temp_dir("multipath");
+    let factory = Arc::new(QlogFactory::new(QlogOptions::new(&dir)).unwrap());
+    let t = traced(
+        TransportConfig {
+            multipath: Some(qfec_proto::MultipathConfig::default()),
+            ..TransportConfig::default()
+        },
+        &factory,
+    );
+    let mut pair = Pair::new(8, t.clone(), LinkSpec::default(), LinkSpec::default());
+    let second = "10.0.1.1:5001".parse().unwrap();
+    pair.add_path(second, LinkSpec::default(), LinkSpec::default());
+    let ch = pair.connect(t);
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    }));
+    let (now, server) = (pair.now, pair.server_addr);
+    let c = pair.client.connection_mut(ch).unwrap();
+    c.open_path(now, Some(second), server).unwrap();
+    let mut x = Exchange::new(ch, Vec::new(), payload(400_000, 2));
+    assert!(x.run(&mut pair, Duration::from_secs(30)), "{:?}", x.error);
+    drop(pair);
+    factory.flush();
+    assert!(factory.error().is_none(), "{:?}", factory.error());
+    let (client, server) = both(&dir);
+    for f in [&client, &server] {
+        let tuples: BTreeSet<&str> = f
+            .named("quic:packet_sent")
+            .filter(|e| e.pointer("/data/header/packet_type") == Some(&Value::from("1RTT")))
+            .filter_map(|e| e.get("tuple")?.as_str())
+            .collect();
+        assert_eq!(
+            tuples,
+            BTreeSet::from(["0", "1"]),
+            "1-RTT packets on both paths"
+        );
+        // Long-header packets belong to no path of the multipath extension.
+        assert!(
+            f.named("quic:packet_sent")
+                .filter(|e| e.pointer("/data/header/packet_type") == Some(&Value::from("initial")))
+                .all(|e| e.get("tuple").is_none())
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -302,7 +302,8 @@ impl Connection {
             self.paths[pi].local = info.local;
         }
         if self.tracing() {
-            let h = self.trace_header(kind, Some(pn), rx_dcid, scid);
+            let mut h = self.trace_header(kind, Some(pn), rx_dcid, scid);
+            h.path_id = self.trace_path_id(pns);
             let p = ev::PacketEvent::new(h, &[], packet_len);
             self.trace_packet(now, false, &payload, p);
         }

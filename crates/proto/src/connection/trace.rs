@@ -143,7 +143,13 @@ impl Connection {
             scid: if long { scid } else { None },
             dcid: Some(dcid),
             token_len: None,
+            path_id: None,
         }
+    }
+
+    /// The path ID of a packet of space `pns`, for traces, when multipath is in use.
+    pub(super) fn trace_path_id(&self, pns: Pns) -> Option<u32> {
+        (pns.is_data() && self.multipath_active()).then(|| self.paths[pns.path()].id.0)
     }
 
     /// Emits a packet event whose frames are those of plaintext `payload`, decoded only if
@@ -303,6 +309,7 @@ impl Connection {
         }
         let mut header = PacketHeader::new(self.sent_packet_type(pns, pn));
         header.packet_number = Some(pn);
+        header.path_id = self.trace_path_id(pns);
         let cids = &self.local_cids;
         let infos: Vec<FrameInfo> = frames
             .iter()

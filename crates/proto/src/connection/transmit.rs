@@ -1074,6 +1074,7 @@ impl Connection {
         let dcid = self.dcid(pns.path());
         let scid = Some(self.local_cid());
         let mut h = self.trace_header(kind, Some(pn), dcid, scid);
+        h.path_id = self.trace_path_id(pns);
         if kind == frame::PacketKind::Initial {
             h.token_len = Some(if self.side.is_client() {
                 self.retry_token.len()
