@@ -73,6 +73,16 @@ pub fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// A local address: IP:PORT, or an IP alone (any free port).
+pub fn parse_local_addr(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(ip) = s.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, 0));
+    }
+    s.parse().map_err(|_| {
+        format!("invalid address {s:?}: expected an IP (127.0.0.2) or IP:PORT (127.0.0.2:5000)")
+    })
+}
+
 pub fn existing_dir(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     if p.is_dir() {

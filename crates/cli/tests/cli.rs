@@ -66,6 +66,90 @@ fn a_wildcard_server_answers_from_the_address_the_client_used() {
 }
 
 #[test]
+fn multipath_client_opens_a_path_per_address_and_survives_abandoning_one() {
+    let root = temp_dir("root-mp");
+    let out = temp_dir("out-mp");
+    let data = file_bytes(8_000_000, 9);
+    std::fs::write(root.join("f.bin"), &data).unwrap();
+    let server = start_server(&root, &["--multipath"]);
+    let url = format!("https://{}/f.bin", server.addr);
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--timeout", "20", "--multipath"])
+        .args(["--bind", "127.0.0.1", "--bind", "127.0.0.2"])
+        .args(["--abandon-path", "0@2000000", "-o"])
+        .arg(&out)
+        .arg(&url)
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), data);
+    // Path 0 left from 127.0.0.1, path 1 from 127.0.0.2 (same port), both carried data.
+    let path = |id: u32| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("path {id}  ")))
+            .unwrap_or_else(|| panic!("no line for path {id}: {stdout}"))
+            .to_string()
+    };
+    let (p0, p1) = (path(0), path(1));
+    assert!(
+        p0.contains("127.0.0.1:") && p0.contains("abandoned"),
+        "{p0}"
+    );
+    assert!(
+        p1.contains("127.0.0.2:") && p1.contains("validated"),
+        "{p1}"
+    );
+    let received = |l: &str| -> u64 {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let i = w.iter().position(|x| *x == "received").unwrap();
+        w[i + 1].parse().unwrap()
+    };
+    assert!(received(&p1) > 1_000_000, "{stdout}");
+    assert!(
+        received(&p0) + received(&p1) > data.len() as u64,
+        "{stdout}"
+    );
+    assert!(stdout.contains("path 0 abandoned after"), "{stdout}");
+    // Without --multipath on the server: plain QUIC, one path, the file still arrives.
+    let plain = start_server(&root, &[]);
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--timeout", "20", "--multipath"])
+        .args(["--bind", "127.0.0.1", "--bind", "127.0.0.2"])
+        .arg(format!("https://{}/f.bin", plain.addr))
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert!(stdout.contains("1 of 1 files"), "{stdout}");
+    assert!(
+        stdout.contains("no path from 127.0.0.2") && stdout.contains("not negotiated"),
+        "{stdout}"
+    );
+    one_line_error(
+        &[
+            "client",
+            "--bind",
+            "127.0.0.1",
+            "--bind",
+            "127.0.0.2",
+            "https://127.0.0.1:1/",
+        ],
+        "need --multipath",
+    );
+    one_line_error(
+        &[
+            "client",
+            "--multipath",
+            "--abandon-path",
+            "zero",
+            "https://127.0.0.1:1/",
+        ],
+        "ID@BYTES",
+    );
+    one_line_error(&["server", "--scheduler", "fastest"], "minrtt or backup");
+}
+
+#[test]
 fn fec_server_and_client_negotiate_and_report() {
     let root = temp_dir("root-fec");
     let out = temp_dir("out-fec");

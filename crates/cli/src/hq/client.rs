@@ -14,9 +14,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use qfec_fec::{FecExtension, FecStats};
 use qfec_io::{Application, Driver};
+use qfec_proto::connection::abandon_code;
 use qfec_proto::{
-    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError,
-    StreamEvent, StreamId,
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathError,
+    PathId, PathInfo, ReadError, StreamEvent, StreamId,
 };
 
 use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint, runtime};
@@ -43,9 +44,15 @@ pub struct ClientArgs {
     /// Do not verify the server certificate (labs and tests only).
     #[arg(long)]
     insecure: bool,
-    /// Local address to bind.
-    #[arg(long, value_parser = crate::parse_socket_addr)]
-    bind: Option<SocketAddr>,
+    /// Local address to bind. With --multipath, give it once per local address: the
+    /// connection starts from the first and opens a path from each other one (they share one
+    /// UDP socket on the first one's port).
+    #[arg(long, value_parser = crate::parse_local_addr)]
+    bind: Vec<SocketAddr>,
+    /// With --multipath: abandon path ID once BYTES have arrived, as ID@BYTES (failover
+    /// tests; the data goes on over the other paths).
+    #[arg(long, value_name = "ID@BYTES", value_parser = parse_abandon, requires = "multipath")]
+    abandon_path: Option<(u32, u64)>,
     /// Check the server's certificate against this name instead of the URL's host.
     #[arg(long, value_name = "NAME")]
     server_name: Option<String>,
@@ -101,12 +108,36 @@ pub fn parse_url(s: &str) -> Result<Url> {
     })
 }
 
+/// `--abandon-path ID@BYTES`.
+fn parse_abandon(s: &str) -> Result<(u32, u64), String> {
+    let bad = || format!("invalid --abandon-path {s:?}: expected ID@BYTES, e.g. 0@1000000");
+    let (id, bytes) = s.split_once('@').ok_or_else(bad)?;
+    Ok((
+        id.parse().map_err(|_| bad())?,
+        bytes.parse().map_err(|_| bad())?,
+    ))
+}
+
 pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
     let urls: Vec<Url> = args
         .urls
         .iter()
         .map(|u| parse_url(u))
         .collect::<Result<_>>()?;
+    if args.bind.len() > 1 && !args.transport.multipath() {
+        bail!("several --bind addresses need --multipath (a path from each)");
+    }
+    if args.bind.len() > 1 && args.tcp {
+        bail!("--tcp takes one --bind address");
+    }
+    if let Some(port) = args.bind.iter().skip(1).map(|a| a.port()).find(|&p| p != 0)
+        && port != args.bind[0].port()
+    {
+        bail!(
+            "the --bind addresses share one UDP socket: give the port on the first only              (got {port} after {})",
+            args.bind[0].port()
+        );
+    }
     if args.tcp {
         let trust = if args.insecure {
             crate::tcp::Trust::Insecure
@@ -123,7 +154,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             keylog: args.transport.keylog(),
             timeout: Duration::from_secs(args.timeout),
             server_name: args.server_name,
-            bind: args.bind,
+            bind: args.bind.first().copied(),
             cc: args.tcp_cc,
             output: args.output,
         };
@@ -148,7 +179,9 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         output: args.output.clone(),
         timeout: args.timeout,
         server_name: args.server_name.clone(),
-        bind: args.bind,
+        bind: args.bind.first().copied(),
+        paths: args.bind.iter().skip(1).copied().collect(),
+        abandon_path: args.abandon_path.map(|(id, bytes)| (PathId(id), bytes)),
         seed: args.seed,
         key_update: false,
     };
@@ -168,6 +201,10 @@ pub struct FetchOptions {
     /// Name the certificate must hold; the URL's host when unset.
     pub server_name: Option<String>,
     pub bind: Option<SocketAddr>,
+    /// Multipath: local addresses to open a path from, besides `bind`'s.
+    pub paths: Vec<SocketAddr>,
+    /// Multipath: abandon this path once this many bytes arrived.
+    pub abandon_path: Option<(PathId, u64)>,
     pub seed: Option<u64>,
     /// Update the 1-RTT keys once the handshake is confirmed (interop case keyupdate).
     pub key_update: bool,
@@ -203,13 +240,19 @@ pub async fn fetch(
     let mut transport = (*client.transport).clone();
     transport.handshake_timeout = Some(Duration::from_secs(opts.timeout));
     client.transport = Arc::new(transport);
-    let bind = opts.bind.unwrap_or_else(|| {
-        if remote.is_ipv4() {
-            "0.0.0.0:0".parse().unwrap()
-        } else {
-            "[::]:0".parse().unwrap()
-        }
-    });
+    let wildcard: SocketAddr = if remote.is_ipv4() {
+        "0.0.0.0:0".parse().unwrap()
+    } else {
+        "[::]:0".parse().unwrap()
+    };
+    let multipath = !opts.paths.is_empty();
+    // Several local addresses share one socket bound to the wildcard address; each packet
+    // leaves from its path's address (IP_PKTINFO).
+    let bind = match opts.bind {
+        Some(b) if multipath => SocketAddr::new(wildcard.ip(), b.port()),
+        Some(b) => b,
+        None => wildcard,
+    };
     // The certificate must hold the URL's host, an IP address or a DNS name.
     let server_name = opts
         .server_name
@@ -217,17 +260,36 @@ pub async fn fetch(
         .unwrap_or_else(|| first.host.clone());
     let endpoint = new_endpoint(None, opts.seed)?;
     let mut driver = Driver::bind(bind, endpoint).with_context(|| format!("cannot bind {bind}"))?;
-    driver
-        .connect(remote)
-        .with_context(|| format!("cannot reach {remote}"))?;
+    if !multipath {
+        // A connected socket: ICMP errors reach us. Not with several source addresses.
+        driver
+            .connect(remote)
+            .with_context(|| format!("cannot reach {remote}"))?;
+    }
+    let port = driver.local_addr()?.port();
     let now = driver.now();
     let h = driver
         .endpoint
         .connect(now, client, remote, &server_name)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(first) = opts.bind.filter(|b| multipath && !b.ip().is_unspecified()) {
+        let conn = driver.endpoint.connection_mut(h).expect("just connected");
+        conn.set_local_address(SocketAddr::new(first.ip(), port));
+    }
     let deadline = now + Duration::from_secs(opts.timeout);
     let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now);
     app.key_update = opts.key_update;
+    app.paths = Paths {
+        enabled: multipath || opts.abandon_path.is_some(),
+        to_open: opts
+            .paths
+            .iter()
+            .map(|a| SocketAddr::new(a.ip(), port))
+            .collect(),
+        remote: Some(remote),
+        abandon: opts.abandon_path,
+        ..Paths::default()
+    };
     app.describe = Describe {
         remote: Some(remote),
         server_name,
@@ -333,8 +395,90 @@ pub(crate) fn spawn_sink(
     (tx, handle)
 }
 
+/// Multipath in the client: the paths still to open, a path to abandon, and what each path
+/// did (kept after the connection forgets an abandoned path).
+#[derive(Default)]
+pub(super) struct Paths {
+    enabled: bool,
+    /// Local addresses a path is still to be opened from (once the handshake is confirmed
+    /// and the server gave connection IDs), to `remote`.
+    to_open: Vec<SocketAddr>,
+    remote: Option<SocketAddr>,
+    /// Abandon this path once this many bytes arrived.
+    abandon: Option<(PathId, u64)>,
+    seen: std::collections::BTreeMap<PathId, PathInfo>,
+    /// What happened that the report tells: paths that could not open, abandonment.
+    notes: Vec<String>,
+}
+
+impl Paths {
+    fn poll(&mut self, now: Instant, conn: &mut qfec_proto::Connection, received: u64) {
+        if !self.enabled {
+            return;
+        }
+        if conn.handshake_confirmed()
+            && let Some(remote) = self.remote
+        {
+            let mut still = Vec::new();
+            for local in std::mem::take(&mut self.to_open) {
+                match conn.open_path(now, Some(local), remote) {
+                    Ok(_) => {}
+                    // The server's connection IDs for it may still be on their way.
+                    Err(PathError::NoConnectionId(_) | PathError::PathIdsBlocked(_)) => {
+                        still.push(local)
+                    }
+                    Err(e) => self.notes.push(format!("no path from {local}: {e}")),
+                }
+            }
+            self.to_open = still;
+        }
+        if let Some((id, bytes)) = self.abandon
+            && received >= bytes
+        {
+            self.abandon = None;
+            match conn.close_path(now, id, abandon_code::APPLICATION_ABANDON_PATH) {
+                Ok(()) => self.notes.push(format!(
+                    "path {id} abandoned after {received} bytes (--abandon-path)"
+                )),
+                Err(e) => self.notes.push(format!("path {id} not abandoned: {e}")),
+            }
+        }
+        for p in conn.paths_info() {
+            self.seen.insert(p.id, p);
+        }
+    }
+
+    /// A line per path: addresses, state, bytes each way, RTT.
+    fn report(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .seen
+            .values()
+            .map(|p| {
+                format!(
+                    "path {}  {} -> {}  {}{}  sent {} bytes  received {} bytes  rtt {:.1} ms",
+                    p.id,
+                    p.local.map_or("-".to_string(), |a| a.to_string()),
+                    p.remote,
+                    p.state,
+                    if p.backup { " (backup)" } else { "" },
+                    p.bytes_sent,
+                    p.bytes_received,
+                    p.stats.rtt.as_secs_f64() * 1000.0
+                )
+            })
+            .collect();
+        lines.extend(self.to_open.iter().map(|a| {
+            format!("no path from {a}: the server never gave connection IDs for another path")
+        }));
+        lines.extend(self.notes.iter().cloned());
+        lines
+    }
+}
+
 pub struct HqClient {
     conn: ConnectionHandle,
+    /// Multipath bookkeeping (idle without --multipath).
+    pub(super) paths: Paths,
     downloads: Vec<Download>,
     start: Instant,
     connected_at: Option<Instant>,
@@ -380,6 +524,7 @@ impl HqClient {
             .collect();
         HqClient {
             conn,
+            paths: Paths::default(),
             downloads,
             start,
             connected_at: None,
@@ -474,6 +619,7 @@ impl HqClient {
         if self.keys_updated {
             lines.push("1-RTT keys updated once, by us".to_string());
         }
+        lines.extend(self.paths.report());
         match self.early_data {
             Some(true) => lines.push("0-RTT: requests sent early, accepted".to_string()),
             Some(false) => lines.push("0-RTT: rejected, requests sent again in 1-RTT".to_string()),
@@ -601,6 +747,8 @@ impl Application for HqClient {
             conn.close(now, 0, b"timeout");
             return ControlFlow::Break(());
         }
+        let received = self.downloads.iter().map(|d| d.bytes).sum();
+        self.paths.poll(now, conn, received);
         if self.key_update && conn.handshake_confirmed() && conn.force_key_update() {
             self.key_update = false;
             self.keys_updated = true;

@@ -38,7 +38,7 @@ pub const ALPN_HQ: &[u8] = b"hq-interop";
 pub(crate) const CODE_NOT_FOUND: u64 = 0x404;
 
 /// The `TransportArgs` that only QUIC has (all but `keylog`), for `--tcp` to refuse.
-pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 8] = [
+pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 11] = [
     "cc",
     "no_pacing",
     "ack_frequency",
@@ -47,6 +47,9 @@ pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 8] = [
     "fec",
     "fec_cc",
     "no_fec_decode",
+    "multipath",
+    "max_path_id",
+    "scheduler",
 ];
 
 /// Transport options shared by client and server.
@@ -86,6 +89,16 @@ pub struct TransportArgs {
     /// Do not offer to decode the peer's FEC (plain QUIC unless --fec is given).
     #[arg(long)]
     no_fec_decode: bool,
+    /// Offer multipath QUIC (draft-ietf-quic-multipath-21); used when the peer offers it too.
+    #[arg(long)]
+    multipath: bool,
+    /// With --multipath: the highest path ID the peer may use at once (paths 0..=N).
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "multipath")]
+    max_path_id: u32,
+    /// With --multipath: which paths carry new data: minrtt (the fastest with room, backups
+    /// last) or backup (one path at a time, the next when it fails).
+    #[arg(long, default_value = "minrtt", requires = "multipath")]
+    scheduler: qfec_proto::Scheduler,
 }
 
 /// The options' defaults, as `qfec server` and `qfec client` without options use them.
@@ -111,6 +124,11 @@ fn parse_fec(s: &str) -> Result<FecArg, String> {
 }
 
 impl TransportArgs {
+    /// Whether multipath QUIC is offered (`--multipath`).
+    pub(crate) fn multipath(&self) -> bool {
+        self.multipath
+    }
+
     /// Whether to log TLS secrets: `--keylog`, or SSLKEYLOGFILE set.
     fn keylog(&self) -> bool {
         self.keylog || std::env::var_os("SSLKEYLOGFILE").is_some()
@@ -144,6 +162,12 @@ impl TransportArgs {
                 f.decode.clear();
             }
             f.install(&mut t);
+        }
+        if self.multipath {
+            t.multipath = Some(qfec_proto::MultipathConfig {
+                max_path_id: self.max_path_id,
+                scheduler: self.scheduler.factory(),
+            });
         }
         if let Some(dir) = self.qlog_dir() {
             let mut o = QlogOptions::new(dir);

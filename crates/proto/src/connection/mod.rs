@@ -487,6 +487,12 @@ impl Connection {
     pub fn side(&self) -> Side {
         self.side
     }
+    /// The address the first path's packets leave from (a client with several local
+    /// addresses sets it before the first datagram goes out); the socket's choice otherwise.
+    pub fn set_local_address(&mut self, local: SocketAddr) {
+        self.paths[HANDSHAKE_PATH].local = Some(local);
+    }
+
     pub fn remote_address(&self) -> SocketAddr {
         self.paths[HANDSHAKE_PATH].remote
     }
