@@ -279,7 +279,7 @@ pub async fn fetch(
     let deadline = now + Duration::from_secs(opts.timeout);
     let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now);
     app.key_update = opts.key_update;
-    app.paths = Paths {
+    app.paths = Box::new(Paths {
         enabled: multipath || opts.abandon_path.is_some(),
         to_open: opts
             .paths
@@ -289,7 +289,7 @@ pub async fn fetch(
         remote: Some(remote),
         abandon: opts.abandon_path,
         ..Paths::default()
-    };
+    });
     app.describe = Describe {
         remote: Some(remote),
         server_name,
@@ -478,7 +478,7 @@ impl Paths {
 pub struct HqClient {
     conn: ConnectionHandle,
     /// Multipath bookkeeping (idle without --multipath).
-    pub(super) paths: Paths,
+    pub(super) paths: Box<Paths>,
     downloads: Vec<Download>,
     start: Instant,
     connected_at: Option<Instant>,
@@ -524,7 +524,7 @@ impl HqClient {
             .collect();
         HqClient {
             conn,
-            paths: Paths::default(),
+            paths: Box::default(),
             downloads,
             start,
             connected_at: None,
