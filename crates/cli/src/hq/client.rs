@@ -279,7 +279,7 @@ pub async fn fetch(
     let deadline = now + Duration::from_secs(opts.timeout);
     let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now);
     app.key_update = opts.key_update;
-    app.paths = Box::new(Paths {
+    *app.paths = Paths {
         enabled: multipath || opts.abandon_path.is_some(),
         to_open: opts
             .paths
@@ -289,7 +289,7 @@ pub async fn fetch(
         remote: Some(remote),
         abandon: opts.abandon_path,
         ..Paths::default()
-    });
+    };
     app.describe = Describe {
         remote: Some(remote),
         server_name,

@@ -244,7 +244,7 @@ mod in_the_simulator {
 
     enum Hq {
         Server(HqServer),
-        Client(HqClient),
+        Client(Box<HqClient>),
     }
 
     impl Application for Hq {
@@ -307,7 +307,7 @@ mod in_the_simulator {
                 Hq::Server(HqServer::new(root.canonicalize().unwrap())),
             ),
         );
-        let c = sim.add_node(c_addr, QuicNode::finishing(client, Hq::Client(app)));
+        let c = sim.add_node(c_addr, QuicNode::finishing(client, Hq::Client(Box::new(app))));
         let link = |name: &str| {
             LinkSpec::new(name, 20_000_000, Duration::from_millis(10))
                 .air_loss(LossSpec::Bernoulli { p: 0.03 })
