@@ -46,6 +46,22 @@ impl Peer {
         }
     }
 
+    /// `noq-peer` (crates/noq-peer: noq from crates.io, with multipath), built by cargo next
+    /// to `qfec`.
+    fn noq() -> Peer {
+        let bin = Path::new(QFEC).with_file_name("noq-peer");
+        assert!(
+            bin.is_file(),
+            "{} is missing: build it with `cargo build -p qfec-noq-peer` in the same profile \
+             (`cargo test --workspace` builds it)",
+            bin.display()
+        );
+        Peer {
+            name: "noq",
+            program: vec![bin],
+        }
+    }
+
     /// The quic-go peer that peers/quic-go/build.sh built, if QFEC_PEERS_GO names it.
     fn quic_go() -> Option<Peer> {
         let Some(bin) = std::env::var_os("QFEC_PEERS_GO") else {
@@ -240,15 +256,19 @@ fn aioquic_client_downloads_from_qfec_server_through_the_emulator() {
     }
 }
 
-/// A missing file is a stream reset with code 0x404 both ways, which each client reports as
-/// not found; over loopback.
-#[test]
-fn missing_files_are_not_found_between_qfec_and_quinn() {
-    let quinn = Peer::quinn();
-    let (root, _) = site("peers-missing-root");
-    let mut server = Command::new(&quinn.program[0])
-        .args(["server", "--listen", "127.0.0.1:0", "--root"])
-        .arg(&root)
+/// Starts `peer`'s server on 127.0.0.1 (any port) with `extra` options; returns it and the
+/// address it listens on.
+fn peer_server_on_loopback(
+    peer: &Peer,
+    root: &Path,
+    extra: &[&str],
+) -> (std::process::Child, String) {
+    let mut server = Command::new(&peer.program[0])
+        .args(&peer.program[1..])
+        .arg("server")
+        .args(extra)
+        .args(["--listen", "127.0.0.1:0", "--root"])
+        .arg(root)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -260,6 +280,101 @@ fn missing_files_are_not_found_between_qfec_and_quinn() {
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or_else(|| panic!("{first}"))
         .to_string();
+    (server, addr)
+}
+
+/// The bytes a client's `path ID ...` report line says the path received.
+fn path_received(stdout: &str, id: u32) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("path {id}  ")))
+        .unwrap_or_else(|| panic!("no line for path {id}: {stdout}"));
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == "received").unwrap();
+    w[i + 1].parse().unwrap()
+}
+
+#[test]
+fn qfec_client_downloads_from_noq_server_through_the_emulator() {
+    if emulation_available() {
+        qfec_client_from(&Peer::noq());
+    }
+}
+
+#[test]
+fn noq_client_downloads_from_qfec_server_through_the_emulator() {
+    if emulation_available() {
+        peer_client_from_qfec(&Peer::noq());
+    }
+}
+
+/// Multipath QUIC (draft-21) with noq, both ways, over loopback: the client opens a second
+/// path from 127.0.0.2, abandons path 0 after 3 MB, and the 8 MB file arrives intact over the
+/// other path.
+#[test]
+fn multipath_with_noq_both_ways_survives_abandoning_a_path() {
+    let noq = Peer::noq();
+    let root = temp_dir("peers-noq-mp-root");
+    let data = file_bytes(8_000_000, 21);
+    std::fs::write(root.join("f.bin"), &data).unwrap();
+    let sha: String = Sha256::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+
+    // qfec client, noq server.
+    let (mut server, addr) = peer_server_on_loopback(&noq, &root, &["--multipath"]);
+    let out = temp_dir("peers-noq-mp-out");
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--timeout", "30", "--multipath"])
+        .args(["--bind", "127.0.0.1", "--bind", "127.0.0.2"])
+        .args(["--abandon-path", "0@3000000", "-o"])
+        .arg(&out)
+        .arg(format!("https://{addr}/f.bin"))
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = succeeded(&o);
+    assert_eq!(
+        Sha256::digest(std::fs::read(out.join("f.bin")).unwrap()),
+        Sha256::digest(&data)
+    );
+    assert!(stdout.contains("path 0 abandoned after"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("path 1  127.0.0.2:") && l.contains("validated")),
+        "{stdout}"
+    );
+    assert!(path_received(&stdout, 1) > 1_000_000, "{stdout}");
+
+    // noq client, qfec server.
+    let qfec = start_server(&root, &["--multipath"]);
+    let o = Command::new(&noq.program[0])
+        .args(["client", "--multipath", "--insecure", "--bind", "127.0.0.2"])
+        .args(["--abandon-path", "0@3000000"])
+        .arg(format!("https://{}/f.bin", qfec.addr))
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert!(
+        stdout.contains(&format!("/f.bin  {} bytes", data.len()))
+            && stdout.contains(&format!("sha256 {sha}")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("path 1 opened from 127.0.0.2"), "{stdout}");
+    assert!(stdout.contains("path 0 abandoned after"), "{stdout}");
+    assert!(path_received(&stdout, 1) > 1_000_000, "{stdout}");
+}
+
+/// A missing file is a stream reset with code 0x404 both ways, which each client reports as
+/// not found; over loopback.
+#[test]
+fn missing_files_are_not_found_between_qfec_and_quinn() {
+    let quinn = Peer::quinn();
+    let (root, _) = site("peers-missing-root");
+    let (mut server, addr) = peer_server_on_loopback(&quinn, &root, &[]);
     let o = Command::new(QFEC)
         .args(["client", "--insecure", "--timeout", "10"])
         .arg(format!("https://{addr}/f.bin"))

@@ -4,6 +4,8 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -73,6 +75,7 @@ pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<E
     } else {
         "[::]:0".parse()?
     };
+    #[allow(unused_mut)] // quinn's set_default_client_config takes &mut, noq's &
     let mut endpoint =
         quinn::Endpoint::client(bind).with_context(|| format!("cannot bind {bind}"))?;
     endpoint.set_default_client_config(crate::tls::client_config(insecure, ca)?);
@@ -83,9 +86,11 @@ pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<E
         .await
         .map_err(|e| anyhow!("cannot connect to {remote}: {e}{}", hint(&e)))?;
     let handshake = start.elapsed();
+    crate::on_connected(&conn, remote);
+    let received = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = urls
         .iter()
-        .map(|u| tokio::spawn(fetch(conn.clone(), u.path.clone(), start)))
+        .map(|u| tokio::spawn(fetch(conn.clone(), u.path.clone(), start, received.clone())))
         .collect();
     let (mut total, mut end, mut complete) = (0, handshake, 0);
     for (url, task) in urls.iter().zip(tasks) {
@@ -112,6 +117,9 @@ pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<E
         handshake.as_secs_f64() * 1000.0,
         urls.len()
     );
+    for line in crate::path_report(&conn) {
+        println!("{line}");
+    }
     conn.close(0u32.into(), b"done");
     // Lets the CONNECTION_CLOSE go out.
     endpoint.wait_idle().await;
@@ -123,7 +131,12 @@ pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<E
 }
 
 /// Requests `path` on a new stream and hashes the answer.
-async fn fetch(conn: quinn::Connection, path: String, start: Instant) -> Result<Fetched, String> {
+async fn fetch(
+    conn: quinn::Connection,
+    path: String,
+    start: Instant,
+    received: Arc<AtomicU64>,
+) -> Result<Fetched, String> {
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
     send.write_all(format!("GET {path}\r\n").as_bytes())
         .await
@@ -131,11 +144,15 @@ async fn fetch(conn: quinn::Connection, path: String, start: Instant) -> Result<
     send.finish().map_err(|e| e.to_string())?;
     let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
     let mut bytes = 0;
+    // `read` rather than `read_chunk`: the call quinn and noq share.
+    let mut buf = vec![0u8; 256 * 1024];
     loop {
-        match recv.read_chunk(usize::MAX, true).await {
-            Ok(Some(chunk)) => {
-                bytes += chunk.bytes.len() as u64;
-                hash.update(&chunk.bytes);
+        match recv.read(&mut buf).await {
+            Ok(Some(n)) => {
+                bytes += n as u64;
+                hash.update(&buf[..n]);
+                let total = received.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+                crate::on_progress(&conn, total);
             }
             Ok(None) => break,
             Err(quinn::ReadError::Reset(code))

@@ -12,6 +12,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The binary's name, in its messages.
+const NAME: &str = "quinn-peer";
+
+/// Transport settings of this peer beyond the shared ones: none for quinn.
+fn tune_transport(_t: &mut quinn::TransportConfig) {}
+
+/// Client hooks (noq-peer's multipath): none for quinn.
+fn on_connected(_conn: &quinn::Connection, _remote: SocketAddr) {}
+fn on_progress(_conn: &quinn::Connection, _received: u64) {}
+fn path_report(_conn: &quinn::Connection) -> Vec<String> {
+    Vec::new()
+}
+
 /// ALPN of HTTP/0.9 over QUIC as the QUIC interop runner uses it.
 const ALPN_HQ: &[u8] = b"hq-interop";
 /// Stream reset code for a file that does not exist or may not be served (as qfec's).
@@ -66,7 +79,7 @@ async fn main() -> ExitCode {
         Command::Client { insecure, ca, urls } => client::run(&urls, insecure, ca.as_deref()).await,
     };
     result.unwrap_or_else(|e| {
-        eprintln!("quinn-peer: {e:#}");
+        eprintln!("{NAME}: {e:#}");
         ExitCode::FAILURE
     })
 }

@@ -37,7 +37,8 @@ pub async fn run(listen: SocketAddr, root: &Path, cert_out: Option<&Path>) -> Re
     let endpoint = quinn::Endpoint::server(config, listen)
         .with_context(|| format!("cannot listen on {listen}: is the address local and free?"))?;
     eprintln!(
-        "quinn-peer: listening on {} serving {}",
+        "{}: listening on {} serving {}",
+        crate::NAME,
         endpoint.local_addr()?,
         root.display()
     );
@@ -48,7 +49,7 @@ pub async fn run(listen: SocketAddr, root: &Path, cert_out: Option<&Path>) -> Re
             let remote = incoming.remote_address();
             match incoming.await {
                 Ok(conn) => serve_connection(conn, root).await,
-                Err(e) => eprintln!("quinn-peer: handshake with {remote} failed: {e}"),
+                Err(e) => eprintln!("{}: handshake with {remote} failed: {e}", crate::NAME),
             }
         });
     }
@@ -61,7 +62,7 @@ async fn serve_connection(conn: quinn::Connection, root: Arc<PathBuf>) {
         let root = root.clone();
         tokio::spawn(async move {
             if let Err(e) = serve_stream(send, recv, &root).await {
-                eprintln!("quinn-peer: stream failed: {e:#}");
+                eprintln!("{}: stream failed: {e:#}", crate::NAME);
             }
         });
     }
@@ -73,9 +74,10 @@ async fn serve_stream(
     root: &Path,
 ) -> Result<()> {
     let mut request = Vec::new();
+    let mut buf = [0u8; 1024];
     while !request.contains(&b'\n') && request.len() <= MAX_REQUEST {
-        match recv.read_chunk(MAX_REQUEST, true).await? {
-            Some(chunk) => request.extend_from_slice(&chunk.bytes),
+        match recv.read(&mut buf).await? {
+            Some(n) => request.extend_from_slice(&buf[..n]),
             None => break,
         }
     }

@@ -25,11 +25,13 @@ fn provider() -> Arc<CryptoProvider> {
 /// of every preset and of a 1 Gb/s path with 100 ms RTT (12.5 MB), so that flow control never
 /// sets the pace of a transfer (quinn's default stream window, 1.25 MB, would past 100 Mb/s
 /// at 100 ms).
+/// The peer binary adds its own settings (`crate::tune_transport`: noq-peer's multipath).
 pub fn transport() -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     t.stream_receive_window(quinn::VarInt::from_u32(16 << 20))
         .receive_window(quinn::VarInt::from_u32(32 << 20))
         .send_window(32 << 20);
+    crate::tune_transport(&mut t);
     Arc::new(t)
 }
 

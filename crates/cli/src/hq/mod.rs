@@ -307,7 +307,10 @@ mod in_the_simulator {
                 Hq::Server(HqServer::new(root.canonicalize().unwrap())),
             ),
         );
-        let c = sim.add_node(c_addr, QuicNode::finishing(client, Hq::Client(Box::new(app))));
+        let c = sim.add_node(
+            c_addr,
+            QuicNode::finishing(client, Hq::Client(Box::new(app))),
+        );
         let link = |name: &str| {
             LinkSpec::new(name, 20_000_000, Duration::from_millis(10))
                 .air_loss(LossSpec::Bernoulli { p: 0.03 })
