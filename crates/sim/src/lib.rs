@@ -52,9 +52,23 @@ pub use trace::DeliveryTrace;
 pub trait Node {
     /// A datagram arrived from `from` (the sender's address) at time `now`.
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]);
+    /// A datagram arrived from `from` at this node's address `to`: a node with several
+    /// addresses ([`Simulator::add_address`], e.g. one per path) tells them apart by it.
+    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
+        let _ = to;
+        self.handle_datagram(now, from, data)
+    }
     /// Emit the next datagram to send now (destination, bytes), or None. Called repeatedly
     /// until None after every event delivered to this node.
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)>;
+    /// Like [`Node::poll_transmit`], with the node's address to send from (`None`, or an
+    /// address that is not the node's: its first address).
+    fn poll_transmit_from(
+        &mut self,
+        now: Instant,
+    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
+        self.poll_transmit(now).map(|(dst, data)| (None, dst, data))
+    }
     /// The next time this node wants `handle_timeout`; None = no timer.
     fn poll_timeout(&mut self) -> Option<Instant>;
     fn handle_timeout(&mut self, now: Instant);
@@ -68,8 +82,17 @@ impl<T: Node + ?Sized> Node for Box<T> {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         (**self).handle_datagram(now, from, data)
     }
+    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
+        (**self).handle_datagram_at(now, from, to, data)
+    }
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
         (**self).poll_transmit(now)
+    }
+    fn poll_transmit_from(
+        &mut self,
+        now: Instant,
+    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
+        (**self).poll_transmit_from(now)
     }
     fn poll_timeout(&mut self) -> Option<Instant> {
         (**self).poll_timeout()

@@ -311,10 +311,13 @@ impl<N: Node> Simulator<N> {
         let t = Instant::from_nanos(now);
         loop {
             let slot = &mut self.nodes[idx as usize];
-            let Some((dst, data)) = slot.node.poll_transmit(t) else {
+            let Some((from, dst, data)) = slot.node.poll_transmit_from(t) else {
                 break;
             };
-            let src = slot.addr;
+            // The node's own address it names, else its first.
+            let src = from
+                .filter(|a| self.addrs.get(a) == Some(&NodeId(idx)))
+                .unwrap_or(slot.addr);
             self.send(now, src, dst, data);
         }
         let slot = &mut self.nodes[idx as usize];
@@ -429,9 +432,12 @@ impl<N: Node> Simulator<N> {
             .log
             .record(now, EventKind::Deliver, p.link, p.data.len(), p.hash);
         self.world.capture(now, false, p.src, p.dst, &p.data);
-        self.nodes[dst as usize]
-            .node
-            .handle_datagram(Instant::from_nanos(now), p.src, &p.data);
+        self.nodes[dst as usize].node.handle_datagram_at(
+            Instant::from_nanos(now),
+            p.src,
+            p.dst,
+            &p.data,
+        );
         self.drive(dst);
     }
 

@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -254,5 +255,115 @@ fn timers_follow_later_earlier_and_cleared_deadlines() {
         sim.stats().timeouts,
         2 + 9,
         "two for the mover, nine CBR sends"
+    );
+}
+
+/// Sends one datagram from each of its two addresses and records at which address, from
+/// where and when each echo came back.
+struct TwoHomed {
+    to_send: Vec<(SocketAddr, Vec<u8>)>,
+    echoes: Vec<(SocketAddr, SocketAddr, Instant)>,
+}
+
+impl qfec_sim::Node for TwoHomed {
+    fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: &[u8]) {
+        panic!("a node with several addresses is told which one a datagram reached");
+    }
+    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, _: &[u8]) {
+        self.echoes.push((to, from, now));
+    }
+    fn poll_transmit(&mut self, _: Instant) -> Option<(SocketAddr, Vec<u8>)> {
+        unreachable!("the simulator asks poll_transmit_from")
+    }
+    fn poll_transmit_from(
+        &mut self,
+        _: Instant,
+    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
+        let (src, data) = self.to_send.pop()?;
+        Some((Some(src), b(), data))
+    }
+    fn poll_timeout(&mut self) -> Option<Instant> {
+        None
+    }
+    fn handle_timeout(&mut self, _: Instant) {}
+    fn is_done(&self) -> bool {
+        self.echoes.len() == 3
+    }
+}
+
+#[test]
+fn a_node_with_two_addresses_sends_and_receives_on_each_path() {
+    enum N {
+        Two(TwoHomed),
+        Echo(Echo),
+    }
+    impl qfec_sim::Node for N {
+        fn handle_datagram(&mut self, now: Instant, f: SocketAddr, d: &[u8]) {
+            match self {
+                N::Two(n) => n.handle_datagram(now, f, d),
+                N::Echo(n) => n.handle_datagram(now, f, d),
+            }
+        }
+        fn handle_datagram_at(&mut self, now: Instant, f: SocketAddr, to: SocketAddr, d: &[u8]) {
+            match self {
+                N::Two(n) => n.handle_datagram_at(now, f, to, d),
+                N::Echo(n) => n.handle_datagram_at(now, f, to, d),
+            }
+        }
+        fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
+            match self {
+                N::Two(n) => n.poll_transmit(now),
+                N::Echo(n) => n.poll_transmit(now),
+            }
+        }
+        fn poll_transmit_from(
+            &mut self,
+            now: Instant,
+        ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
+            match self {
+                N::Two(n) => n.poll_transmit_from(now),
+                N::Echo(n) => n.poll_transmit_from(now),
+            }
+        }
+        fn poll_timeout(&mut self) -> Option<Instant> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+        fn is_done(&self) -> bool {
+            match self {
+                N::Two(n) => n.is_done(),
+                N::Echo(_) => true,
+            }
+        }
+    }
+    // The second address is c(); a packet that names an address of another node is sent
+    // from the node's first address instead.
+    let second = c();
+    let node = TwoHomed {
+        to_send: vec![
+            ("10.9.9.9:9".parse().unwrap(), b"stray".to_vec()),
+            (second, b"two".to_vec()),
+            (a(), b"one".to_vec()),
+        ],
+        echoes: vec![],
+    };
+    let mut sim: Simulator<N> = Simulator::new(1);
+    let id = sim.add_node(a(), N::Two(node));
+    sim.add_address(id, second);
+    sim.add_node(b(), N::Echo(Echo::new(None)));
+    let fast = LinkSpec::new("fast", 0, Duration::from_millis(10));
+    let slow = LinkSpec::new("slow", 0, Duration::from_millis(30));
+    sim.connect(a(), b(), &fast, &fast);
+    sim.connect(second, b(), &slow, &slow);
+    sim.run_until(ms(1000.0));
+    let N::Two(n) = sim.node(id) else { panic!() };
+    // The stray source fell back to a(): two echoes over the fast path, one over the slow.
+    assert_eq!(
+        n.echoes,
+        vec![
+            (a(), b(), ms(20.0)),
+            (a(), b(), ms(20.0)),
+            (second, b(), ms(60.0))
+        ]
     );
 }

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 
-use qfec_proto::{Application, Endpoint, Instant};
+use qfec_proto::{Application, DatagramInfo, Endpoint, Instant};
 use qfec_sim::Node;
 
 use super::{ClientApp, ServerApp};
@@ -110,10 +110,29 @@ impl<A: Application> Node for QuicNode<A> {
         self.poll_app(now);
     }
 
+    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
+        let info = DatagramInfo {
+            remote: from,
+            local: Some(to),
+            ecn: None,
+        };
+        self.endpoint.handle(now, info, data);
+        self.poll_app(now);
+    }
+
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
+        self.poll_transmit_from(now)
+            .map(|(_, dst, data)| (dst, data))
+    }
+
+    /// From the address of the packet's path (a multipath client has one per path).
+    fn poll_transmit_from(
+        &mut self,
+        now: Instant,
+    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
         self.buf.clear();
         let t = self.endpoint.poll_transmit(now, 1, &mut self.buf)?;
-        Some((t.destination, self.buf[..t.size].to_vec()))
+        Some((t.source, t.destination, self.buf[..t.size].to_vec()))
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
