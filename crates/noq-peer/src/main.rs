@@ -36,12 +36,14 @@ struct Multipath {
     enabled: bool,
     /// Client: the local address of a second path.
     second: Option<IpAddr>,
-    /// Client: abandon this path once this many bytes arrived.
+    /// Client: abandon this path once this many bytes arrived and the second path is open.
     abandon: Option<(u32, u64)>,
 }
 
 static MULTIPATH: OnceLock<Multipath> = OnceLock::new();
 static ABANDONED: AtomicBool = AtomicBool::new(false);
+/// The second path is open: `--abandon-path` waits for it (a failover, not a lone path closed).
+static SECOND_OPEN: AtomicBool = AtomicBool::new(false);
 /// What happened to the paths, for the report.
 static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -81,6 +83,7 @@ fn on_connected(conn: &quinn::Connection, remote: SocketAddr) {
             match conn.open_path(tuple, PathStatus::Available).await {
                 Ok(p) => {
                     note(format!("path {} opened from {local}", p.id()));
+                    SECOND_OPEN.store(true, Ordering::Relaxed);
                     return;
                 }
                 Err(e) => last = e.to_string(),
@@ -96,7 +99,10 @@ fn on_progress(conn: &quinn::Connection, received: u64) {
     let Some((id, bytes)) = multipath().abandon else {
         return;
     };
-    if received < bytes || ABANDONED.swap(true, Ordering::Relaxed) {
+    if received < bytes
+        || !SECOND_OPEN.load(Ordering::Relaxed)
+        || ABANDONED.swap(true, Ordering::Relaxed)
+    {
         return;
     }
     match conn.path(PathId::from(id)).map(|p| p.close()) {
@@ -122,6 +128,14 @@ fn path_report(conn: &quinn::Connection) -> Vec<String> {
         }
     }
     lines.extend(NOTES.lock().unwrap().drain(..));
+    if let Some((id, bytes)) = multipath().abandon
+        && !ABANDONED.load(Ordering::Relaxed)
+    {
+        lines.push(format!(
+            "path {id} not abandoned: no second path was open before the end, or fewer than \
+             {bytes} bytes arrived"
+        ));
+    }
     lines
 }
 
@@ -163,7 +177,8 @@ enum Command {
         /// With --multipath: open a second path from this local IP once connected.
         #[arg(long, value_name = "IP", requires = "multipath")]
         bind: Option<IpAddr>,
-        /// With --multipath: abandon path ID once BYTES arrived, as ID@BYTES.
+        /// With --multipath: abandon path ID once BYTES arrived and the second path is open,
+        /// as ID@BYTES.
         #[arg(long, value_name = "ID@BYTES", value_parser = parse_abandon, requires = "multipath")]
         abandon_path: Option<(u32, u64)>,
         /// https://HOST:PORT/PATH, all naming one server.

@@ -160,7 +160,13 @@ async fn fetch(
             {
                 return Err("not found".into());
             }
-            Err(e) => return Err(e.to_string()),
+            // With why the connection ended, when it did.
+            Err(e) => {
+                return Err(match conn.close_reason() {
+                    Some(why) => format!("{e}: {why}"),
+                    None => e.to_string(),
+                });
+            }
         }
     }
     let hex: String = hash

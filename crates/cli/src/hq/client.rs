@@ -17,7 +17,7 @@ use qfec_io::{Application, Driver};
 use qfec_proto::connection::abandon_code;
 use qfec_proto::{
     ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathError,
-    PathId, PathInfo, ReadError, StreamEvent, StreamId,
+    PathId, PathInfo, PathState, ReadError, StreamEvent, StreamId,
 };
 
 use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint, runtime};
@@ -49,7 +49,7 @@ pub struct ClientArgs {
     /// UDP socket on the first one's port).
     #[arg(long, value_parser = crate::parse_local_addr)]
     bind: Vec<SocketAddr>,
-    /// With --multipath: abandon path ID once BYTES have arrived, as ID@BYTES (failover
+    /// With --multipath: abandon path ID once BYTES have arrived and another path is validated, as ID@BYTES (failover
     /// tests; the data goes on over the other paths).
     #[arg(long, value_name = "ID@BYTES", value_parser = parse_abandon, requires = "multipath")]
     abandon_path: Option<(u32, u64)>,
@@ -404,7 +404,7 @@ pub(super) struct Paths {
     /// and the server gave connection IDs), to `remote`.
     to_open: Vec<SocketAddr>,
     remote: Option<SocketAddr>,
-    /// Abandon this path once this many bytes arrived.
+    /// Abandon this path once this many bytes arrived and another path is validated.
     abandon: Option<(PathId, u64)>,
     seen: std::collections::BTreeMap<PathId, PathInfo>,
     /// What happened that the report tells: paths that could not open, abandonment.
@@ -432,8 +432,13 @@ impl Paths {
             }
             self.to_open = still;
         }
+        // Only once another path can carry the data: a failover, not a lone path closed.
         if let Some((id, bytes)) = self.abandon
             && received >= bytes
+            && conn
+                .paths_info()
+                .iter()
+                .any(|p| p.id != id && p.state == PathState::Validated)
         {
             self.abandon = None;
             match conn.close_path(now, id, abandon_code::APPLICATION_ABANDON_PATH) {
@@ -471,6 +476,12 @@ impl Paths {
             format!("no path from {a}: the server never gave connection IDs for another path")
         }));
         lines.extend(self.notes.iter().cloned());
+        if let Some((id, bytes)) = self.abandon {
+            lines.push(format!(
+                "path {id} not abandoned: no other path was validated before the end, or fewer \
+                 than {bytes} bytes arrived"
+            ));
+        }
         lines
     }
 }
