@@ -9,7 +9,8 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use qfec_proto::transport_params::{
-    MAX_EXTENSION_LEN, MAX_EXTENSIONS, PreferredAddress, TransportParameters, is_reserved_id,
+    MAX_EXTENSION_LEN, MAX_EXTENSIONS, PreferredAddress, TransportParameters, is_known_id,
+    is_reserved_id,
 };
 use qfec_proto::{ConnectionId, Side};
 
@@ -94,6 +95,7 @@ fn structured(u: &mut Unstructured<'_>) -> Result<()> {
         initial_source_connection_id: opt(u, |u| cid(u, 0))?,
         max_datagram_frame_size: opt(u, int)?,
         min_ack_delay: opt(u, int)?,
+        initial_max_path_id: opt(u, int)?,
         ..TransportParameters::default()
     };
     if server {
@@ -116,8 +118,7 @@ fn structured(u: &mut Unstructured<'_>) -> Result<()> {
     let n = u.int_in_range(0..=MAX_EXTENSIONS + 2)?;
     for _ in 0..n {
         let id = int(u)?;
-        let known = id <= 0x10 || id == 0x20 || id == 0xff04_de1b;
-        if known || is_reserved_id(id) || tp.extension(id).is_some() {
+        if is_known_id(id) || is_reserved_id(id) || tp.extension(id).is_some() {
             continue;
         }
         let len = u.int_in_range(0..=64)?;

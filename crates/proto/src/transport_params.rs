@@ -112,6 +112,12 @@ fn tp_error(reason: &'static str) -> TransportError {
     TransportError::new(error_code::TRANSPORT_PARAMETER_ERROR, reason)
 }
 
+/// Whether `id` is a parameter this crate reads into a field of [`TransportParameters`]
+/// (an extension may not use it).
+pub fn is_known_id(id: u64) -> bool {
+    known_bit(id).is_some()
+}
+
 /// Ids of the form 31 * N + 27, sent only to exercise tolerance of unknown parameters.
 pub fn is_reserved_id(id: u64) -> bool {
     id >= 27 && (id - 27).is_multiple_of(31)
@@ -400,6 +406,12 @@ impl TransportParameters {
         {
             return Err(tp_error("initial_max_path_id above 2^32 - 1"));
         }
+        // A known id among the extensions would be sent twice, or read back as the field.
+        if self.extensions.iter().any(|(id, _)| is_known_id(*id)) {
+            return Err(tp_error(
+                "an extension parameter has the id of a known parameter",
+            ));
+        }
         Ok(())
     }
 
@@ -424,6 +436,24 @@ impl TransportParameters {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Regression (fuzz, transport_params): an extension that used the id of
+    /// initial_max_path_id passed validation and came back from decode as the field.
+    #[test]
+    fn an_extension_with_a_known_id_is_not_valid() {
+        for id in [
+            id::INITIAL_MAX_PATH_ID,
+            id::MIN_ACK_DELAY,
+            id::MAX_IDLE_TIMEOUT,
+        ] {
+            let mut tp = TransportParameters::default();
+            tp.set_extension(id, vec![1]);
+            assert!(tp.validate().is_err(), "{id:#x}");
+        }
+        let mut tp = TransportParameters::default();
+        tp.set_extension(0x3f, vec![1]);
+        assert!(tp.validate().is_ok());
+    }
 
     fn enc(tp: &TransportParameters) -> Vec<u8> {
         let mut b = Vec::new();
