@@ -18,6 +18,7 @@ use qfec_lab::{
 };
 use qfec_proto::AckFrequencyPolicy;
 use qfec_proto::RecoveredLossMode;
+use qfec_proto::Scheduler;
 use qfec_proto::recovery::cc::CongestionControl;
 
 #[derive(Subcommand, Debug)]
@@ -125,6 +126,15 @@ pub struct RunArgs {
     /// 10s.
     #[arg(long)]
     stagger: Option<String>,
+    /// Add a path between client and server, as PRESET or PRESET@LOSS (e.g. 4g@1%): the run
+    /// is then multipath QUIC, the client opening a path over each. Repeat for more paths;
+    /// --loss and --preset change the first path only.
+    #[arg(long, value_name = "PRESET[@LOSS]")]
+    path: Vec<String>,
+    /// Which paths carry data with --path: minrtt (lowest RTT first, every path) or backup
+    /// (one path at a time); a list (minrtt,backup) compares them.
+    #[arg(long)]
+    scheduler: Option<String>,
     /// Disable pacing.
     #[arg(long)]
     no_pacing: bool,
@@ -434,6 +444,7 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
                 seeds: vec![1],
                 duration_limit: DEFAULT_DURATION_LIMIT,
                 flows: Vec::new(),
+                extra_paths: Vec::new(),
             }
         }
     };
@@ -444,6 +455,31 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         .collect::<Result<Vec<_>>>()?;
     if let [w] = workloads.as_slice() {
         base.workload = w.clone();
+    }
+    if !args.path.is_empty() {
+        if !base.extra_paths.is_empty() {
+            bail!("--path: the scenario file already describes its [[paths]]; drop --path");
+        }
+        base.extra_paths = args
+            .path
+            .iter()
+            .enumerate()
+            .map(|(i, p)| parse_path(p, i + 1))
+            .collect::<Result<_>>()?;
+        if base.extra_paths.len() >= qfec_lab::scenario::MAX_PATHS {
+            bail!(
+                "--path: at most {} paths beyond the first",
+                qfec_lab::scenario::MAX_PATHS - 1
+            );
+        }
+    }
+    if args.emu && !base.extra_paths.is_empty() {
+        bail!(
+            "--emu: the emulator has one path; multipath runs ([[paths]], --path) are simulator only"
+        );
+    }
+    if args.scheduler.is_some() && base.extra_paths.is_empty() {
+        bail!("--scheduler chooses among paths: add one with --path PRESET (e.g. --path 4g)");
     }
     if args.no_pacing {
         base.protocol.pacing = Some(false);
@@ -496,6 +532,19 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         };
     }
     Ok(sweep)
+}
+
+/// `--path PRESET[@LOSS]`: path `k`'s links.
+fn parse_path(s: &str, k: usize) -> Result<qfec_lab::LinkPair> {
+    let (name, loss) = match s.split_once('@') {
+        Some((n, l)) => (
+            n,
+            Some(parse_ratio(l).map_err(|e| anyhow::anyhow!("--path {s}: {e}"))?),
+        ),
+        None => (s, None),
+    };
+    let preset = Preset::from_name(name).map_err(|e| anyhow::anyhow!("--path {s}: {e}"))?;
+    qfec_lab::scenario::preset_path(preset, loss, k).map_err(|e| anyhow::anyhow!("--path {s}: {e}"))
 }
 
 /// `--flows N`: N identical flows, or one of each variant when the options gave a list.
@@ -594,51 +643,58 @@ fn variants(base: &ProtocolSettings, args: &RunArgs) -> Result<Vec<Variant>> {
         &args.ack_frequency,
         str::parse::<AckFrequencyPolicy>,
     )?;
+    let schedulers = list("--scheduler", &args.scheduler, str::parse::<Scheduler>)?;
     let mut out = Vec::new();
     let cc_opts: Vec<Option<&(String, CongestionControl)>> = opts(&ccs);
     let fec_opts = opts(&fecs);
-    for af in opts(&afs) {
-        for cc in &cc_opts {
-            for fec in &fec_opts {
-                let has_fec =
-                    fec.is_some_and(|(_, f)| f.is_some()) || (fec.is_none() && base.fec.is_some());
-                let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
-                for mode in &mode_opts {
-                    let mut p = base.clone();
-                    let mut name = Vec::new();
-                    // A value names the variant only when its option lists several.
-                    let mut tag = |n: &String, listed: usize| {
-                        if listed > 1 {
-                            name.push(n.clone());
+    for sched in opts(&schedulers) {
+        for af in opts(&afs) {
+            for cc in &cc_opts {
+                for fec in &fec_opts {
+                    let has_fec = fec.is_some_and(|(_, f)| f.is_some())
+                        || (fec.is_none() && base.fec.is_some());
+                    let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
+                    for mode in &mode_opts {
+                        let mut p = base.clone();
+                        let mut name = Vec::new();
+                        // A value names the variant only when its option lists several.
+                        let mut tag = |n: &String, listed: usize| {
+                            if listed > 1 {
+                                name.push(n.clone());
+                            }
+                        };
+                        if let Some((n, k)) = sched {
+                            p.scheduler = Some(*k);
+                            tag(n, schedulers.len());
                         }
-                    };
-                    if let Some((n, a)) = af {
-                        p.ack_frequency = Some(*a);
-                        tag(n, afs.len());
+                        if let Some((n, a)) = af {
+                            p.ack_frequency = Some(*a);
+                            tag(n, afs.len());
+                        }
+                        if let Some((n, c)) = cc {
+                            p.congestion = Some(*c);
+                            tag(n, ccs.len());
+                        }
+                        if let Some((n, f)) = fec {
+                            p.fec = *f;
+                            tag(n, fecs.len());
+                        }
+                        if let Some((n, m)) = mode {
+                            p.fec_cc = Some(*m);
+                            tag(n, modes.len());
+                        }
+                        if !has_fec {
+                            p.fec_cc = None;
+                        }
+                        out.push(Variant {
+                            name: if name.is_empty() {
+                                "default".into()
+                            } else {
+                                name.join("/")
+                            },
+                            protocol: p,
+                        });
                     }
-                    if let Some((n, c)) = cc {
-                        p.congestion = Some(*c);
-                        tag(n, ccs.len());
-                    }
-                    if let Some((n, f)) = fec {
-                        p.fec = *f;
-                        tag(n, fecs.len());
-                    }
-                    if let Some((n, m)) = mode {
-                        p.fec_cc = Some(*m);
-                        tag(n, modes.len());
-                    }
-                    if !has_fec {
-                        p.fec_cc = None;
-                    }
-                    out.push(Variant {
-                        name: if name.is_empty() {
-                            "default".into()
-                        } else {
-                            name.join("/")
-                        },
-                        protocol: p,
-                    });
                 }
             }
         }

@@ -274,6 +274,68 @@ fn bad_input_gets_a_clear_error() {
         ],
         "buffer=DURATION",
     );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--path", "wlan-n"],
+        "can only be the first path",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--path", "4g@2"],
+        "--path 4g@2",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--scheduler", "backup"],
+        "add one with --path PRESET",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--path", "4g", "--emu"],
+        "simulator only",
+    );
+}
+
+/// `--path 4g@1%` makes the run multipath over paper 000's WLAN and 4G; `--scheduler
+/// minrtt,backup` compares the schedulers, and the records say what each path carried.
+#[test]
+fn lab_runs_multipath_with_a_second_path_and_compares_schedulers() {
+    let dir = temp_dir("lab-multipath");
+    let out = dir.join("runs.jsonl");
+    let o = Command::new(QFEC)
+        .args([
+            "lab", "run", "--preset", "wlan", "--loss", "2%", "--path", "4g@1%",
+        ])
+        .args([
+            "--scheduler",
+            "minrtt,backup",
+            "--workload",
+            "bulk:5MB",
+            "--seeds",
+            "2",
+            "-q",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    let goodput = |variant: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(variant))
+            .unwrap_or_else(|| panic!("no row for {variant}: {stdout}"));
+        line.split_whitespace().nth(11).unwrap().parse().unwrap()
+    };
+    // Both paths at once against one at a time.
+    assert!(goodput("minrtt") > 1.5 * goodput("backup"), "{stdout}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let records: Vec<qfec_lab::RunRecord> = qfec_lab::output::read_jsonl(&text).unwrap();
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        assert_eq!(r.paths.len(), 2, "{r:?}");
+        let second = r.paths[1].bytes_received;
+        match r.variant.as_str() {
+            "minrtt" => assert!(second > 1_000_000, "{:?}", r.paths),
+            _ => assert!(second < 100_000, "{:?}", r.paths),
+        }
+    }
 }
 
 #[test]

@@ -48,6 +48,17 @@ pub struct EmuRun {
 /// no root, no TUN; or a failed setup) is an error instead, since no run can succeed then.
 pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
     let mut rec = spec.record();
+    if !spec.extra_paths.is_empty() {
+        rec.error = Some(
+            "the emulator has one path: runs with [[paths]] (multipath) are simulator only \
+             (`qfec lab run`)"
+                .into(),
+        );
+        return Ok(EmuRun {
+            record: rec,
+            link: None,
+        });
+    }
     let flows = spec.flow_list();
     let transports = flows
         .as_ref()

@@ -33,6 +33,7 @@ fn spec(down: LinkSpec, up: LinkSpec, flows: Vec<qfec_lab::FlowSpec>) -> RunSpec
         protocol: ProtocolSettings::default(),
         duration_limit: Duration::from_secs(60),
         flows,
+        extra_paths: Vec::new(),
     }
 }
 

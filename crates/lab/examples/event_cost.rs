@@ -31,6 +31,7 @@ fn main() {
         seeds: (1..=seeds).collect(),
         duration_limit: qfec_lab::scenario::DEFAULT_DURATION_LIMIT,
         flows: Vec::new(),
+        extra_paths: Vec::new(),
     };
     let mut sweep = Sweep::new(base);
     sweep.variants = ["none", "adaptive"]

@@ -35,6 +35,9 @@ pub struct RunSpec {
     /// `protocol` from time 0. Otherwise these flows; `workload` and `protocol` are then the
     /// first flow's (for labels and baselines).
     pub flows: Vec<FlowSpec>,
+    /// More paths between each client and its server beyond `links`: with any, both run
+    /// multipath QUIC and each client opens a path per entry, from an address of its own.
+    pub extra_paths: Vec<LinkPair>,
 }
 
 /// Most flows a run may have.
@@ -224,6 +227,7 @@ impl Sweep {
                                 protocol: v.protocol.clone(),
                                 duration_limit: self.base.duration_limit,
                                 flows: self.base.flows.clone(),
+                                extra_paths: self.base.extra_paths.clone(),
                             });
                         }
                     }

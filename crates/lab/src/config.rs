@@ -30,6 +30,7 @@
 //! max_ack_delay = "25ms"
 //! fec = "rlc(20,2)"            # none, xor, xor(2,10), rs, rs(20,10), rlc, rlc(20,2,1,gf2)
 //! fec_cc = "signal"            # or "mask"
+//! scheduler = "minrtt"         # which paths carry data with [[paths]]: minrtt or backup
 //!
 //! [link.wifi]                  # optional: the last hop is an 802.11n WLAN (both directions
 //! mcs = 7                      # share one channel: AP station down, client station up)
@@ -41,6 +42,12 @@
 //! retry_limit = 7
 //! ap_queue = "1000 packets"    # and client_queue
 //! wired_delay = "4ms"          # one way, server <-> access point
+//!
+//! [[paths]]                    # optional: more paths between client and server; with any,
+//! preset = "4g"                # both run multipath QUIC and the client opens one path per
+//! loss = "1%"                  # entry from an address of its own, once connected
+//! down = { delay = "40ms", schedule = [{ at = "5s", blackhole = true }] }
+//! up = { rate = "5Mbps" }      # (down, up: as [link.down], [link.up])
 //!
 //! [[flows]]                    # optional: several flows share the links
 //! name = "background"          # each inherits [workload] and [protocol] unless it sets them
@@ -58,7 +65,7 @@ use serde::Deserialize;
 
 use qfec_fec::Redundancy;
 use qfec_proto::recovery::cc::CongestionControl;
-use qfec_proto::{AckFrequencyPolicy, RecoveredLossMode};
+use qfec_proto::{AckFrequencyPolicy, RecoveredLossMode, Scheduler};
 
 use crate::units::{Dur, Rate, Ratio, Size};
 
@@ -80,6 +87,23 @@ pub struct ScenarioFile {
     /// `protocol` unless it sets its own.
     #[serde(default)]
     pub flows: Vec<FlowCfg>,
+    /// More paths between the client and the server (multipath QUIC).
+    #[serde(default)]
+    pub paths: Vec<PathCfg>,
+}
+
+/// One path of `[[paths]]`: a preset's links (or unlimited ones), its loss, and overrides of
+/// each direction.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathCfg {
+    pub preset: Option<String>,
+    /// The preset's loss parameter on this path (default: the preset's).
+    pub loss: Option<Ratio>,
+    /// Server -> client.
+    pub down: Option<DirectionCfg>,
+    /// Client -> server.
+    pub up: Option<DirectionCfg>,
 }
 
 /// One flow of `[[flows]]`.
@@ -432,6 +456,10 @@ pub struct ProtocolSettings {
     pub fec: Option<Redundancy>,
     #[serde(default, with = "text")]
     pub fec_cc: Option<RecoveredLossMode>,
+    /// Which paths carry new data when the run has several (`[[paths]]`): `minrtt` (the
+    /// default) or `backup` (`qfec_proto::Scheduler`).
+    #[serde(default, with = "text")]
+    pub scheduler: Option<Scheduler>,
     #[serde(default)]
     pub extra: BTreeMap<String, toml::Value>,
 }

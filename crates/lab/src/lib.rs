@@ -59,7 +59,9 @@ pub mod workload;
 
 pub use campaign::{FlowSpec, MAX_FLOWS, RunSpec, Sweep, Variant, run_all};
 pub use config::ProtocolSettings;
-pub use metrics::{RunRecord, StationRecord, Stats, Summary, WlanRecord, aggregate, jain_index};
+pub use metrics::{
+    PathRecord, RunRecord, StationRecord, Stats, Summary, WlanRecord, aggregate, jain_index,
+};
 pub use pages::PageModel;
 pub use presets::{LinkPair, PRESETS, Preset, Wlan};
 pub use scenario::{Scenario, ScenarioError};

@@ -97,6 +97,10 @@ pub struct RunRecord {
     /// Over a WLAN: what the access point's and the client's stations did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wlan: Option<WlanRecord>,
+    /// With several paths (multipath QUIC): what each path of the (first) client's
+    /// connection carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<PathRecord>,
     /// (time s, smoothed RTT s) samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rtt_trace: Vec<(f64, f64)>,
@@ -120,6 +124,32 @@ pub struct WlanRecord {
     pub up: StationRecord,
     /// Fraction of the run the channel was busy.
     pub busy_fraction: f64,
+}
+
+/// One path of a multipath connection, as the client saw it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PathRecord {
+    /// Its path ID.
+    pub id: u32,
+    /// Its state when last seen: validating, validated or abandoned.
+    pub state: String,
+    /// UDP payload bytes the client sent and received on it.
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// Smoothed RTT when last seen, seconds.
+    pub srtt_s: f64,
+}
+
+impl PathRecord {
+    pub fn from_info(p: &qfec_proto::PathInfo) -> Self {
+        PathRecord {
+            id: p.id.0,
+            state: p.state.to_string(),
+            bytes_sent: p.bytes_sent,
+            bytes_received: p.bytes_received,
+            srtt_s: p.stats.rtt.as_secs_f64(),
+        }
+    }
 }
 
 /// One station's share of the channel.

@@ -61,7 +61,13 @@ pub struct Scenario {
     /// Several flows on the links (`[[flows]]`); empty: one flow of `workload` and
     /// `protocol`.
     pub flows: Vec<FlowSpec>,
+    /// More paths between client and server beyond `links` (`[[paths]]`): with any, the
+    /// run is multipath QUIC.
+    pub extra_paths: Vec<LinkPair>,
 }
+
+/// Most paths a run may have, the first included.
+pub const MAX_PATHS: usize = 8;
 
 /// Default simulated-time limit of a run.
 pub const DEFAULT_DURATION_LIMIT: Duration = Duration::from_secs(600);
@@ -148,6 +154,7 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     let down = direction(base.down, raw.link.down.as_ref(), "link.down", dir)?;
     let up = direction(base.up, raw.link.up.as_ref(), "link.up", dir)?;
     let flows = flows(&raw, preset)?;
+    let extra_paths = extra_paths(&raw, dir)?;
     let seeds = match (raw.seeds, raw.repetitions) {
         (Some(_), Some(_)) => {
             return Err((
@@ -185,7 +192,71 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
         seeds,
         duration_limit,
         flows,
+        extra_paths,
     })
+}
+
+/// Path `k`'s links (k = 1, 2, ... beyond the first path): `preset`'s at `loss` (default:
+/// the preset's), named `path{k}-down` and `path{k}-up` (the name seeds their loss). A WLAN
+/// preset can only be the first path: its stations join the run's one channel.
+pub fn preset_path(preset: &Preset, loss: Option<f64>, k: usize) -> Result<LinkPair, String> {
+    if preset.wlan.is_some() {
+        return Err(format!(
+            "{} is a WLAN, which can only be the first path (--preset, preset or [link.wifi]); \
+             give it there and this path's preset as the first",
+            preset.name
+        ));
+    }
+    if let Some(l) = loss {
+        crate::units::check_ratio(l)?;
+    }
+    let mut links = preset.links(loss);
+    links.down.name = format!("path{k}-down");
+    links.up.name = format!("path{k}-up");
+    Ok(links)
+}
+
+/// `[[paths]]`: each a preset's links at its loss (or unlimited ones), then its overrides.
+/// Their links are named `path1-down`, `path1-up`, ... (the name seeds their loss).
+fn extra_paths(raw: &ScenarioFile, dir: &Path) -> Res<Vec<LinkPair>> {
+    if raw.paths.len() >= MAX_PATHS {
+        return Err((
+            "paths".into(),
+            format!(
+                "at most {} paths beyond the first, got {}",
+                MAX_PATHS - 1,
+                raw.paths.len()
+            ),
+        ));
+    }
+    let mut out = Vec::with_capacity(raw.paths.len());
+    for (i, p) in raw.paths.iter().enumerate() {
+        let at = |f: &str| format!("paths[{i}].{f}");
+        let preset = match &p.preset {
+            Some(name) => Some(Preset::from_name(name).map_err(|e| (at("preset"), e))?),
+            None => None,
+        };
+        let loss = p.loss.map(|r| r.0);
+        let base = match preset {
+            Some(pr) => preset_path(pr, loss, i + 1).map_err(|e| (at("preset"), e))?,
+            None if loss.is_some() => {
+                return Err((
+                    at("loss"),
+                    "a path's loss needs its preset; set down.loss / up.loss instead".into(),
+                ));
+            }
+            None => LinkPair {
+                down: LinkSpec::new("down", 0, Duration::ZERO),
+                up: LinkSpec::new("up", 0, Duration::ZERO),
+            },
+        };
+        let mut down = direction(base.down, p.down.as_ref(), &at("down"), dir)?;
+        let mut up = direction(base.up, p.up.as_ref(), &at("up"), dir)?;
+        down.name = format!("path{}-down", i + 1);
+        up.name = format!("path{}-up", i + 1);
+        out.push(LinkPair { down, up });
+    }
+    Ok(out)
 }
 
 /// `[[flows]]`: each inherits the top-level workload and protocol unless it sets its own.

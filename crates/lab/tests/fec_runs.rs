@@ -43,6 +43,7 @@ fn run_with(
         protocol,
         duration_limit: Duration::from_secs(600),
         flows: Vec::new(),
+        extra_paths: Vec::new(),
     });
     assert!(rec.error.is_none(), "{fec:?}: {:?}", rec.error);
     assert!(rec.completed);

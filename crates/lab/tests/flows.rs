@@ -32,6 +32,7 @@ fn two_flows(protocols: [ProtocolSettings; 2], starts: [u64; 2], bytes: u64) -> 
         protocol: flows[0].protocol.clone(),
         duration_limit: Duration::from_secs(600),
         flows,
+        extra_paths: Vec::new(),
     }
 }
 

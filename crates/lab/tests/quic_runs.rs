@@ -19,6 +19,7 @@ fn spec(links: LinkPair, workload: Workload, protocol: ProtocolSettings, seed: u
         protocol,
         duration_limit: Duration::from_secs(600),
         flows: Vec::new(),
+        extra_paths: Vec::new(),
     }
 }
 

@@ -103,6 +103,12 @@ impl Scheduler {
     }
 }
 
+impl std::fmt::Display for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl std::str::FromStr for Scheduler {
     type Err = String;
 

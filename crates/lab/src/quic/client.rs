@@ -6,7 +6,8 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use qfec_proto::{
-    Application, ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, ReadError, StreamId,
+    Application, ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathError, PathId,
+    PathInfo, ReadError, StreamId,
 };
 
 use super::Content;
@@ -65,6 +66,44 @@ pub struct ClientApp {
     /// When the handshake completed.
     established_at: Option<Instant>,
     error: Option<String>,
+    /// Multipath: the paths to open and what each path did (boxed: idle on one path).
+    paths: Box<Paths>,
+}
+
+/// A multipath client's paths: the local addresses it still has to open a path from (once
+/// the handshake is confirmed and the server gave connection IDs for them), and the last
+/// state of every path seen (kept after the connection forgets an abandoned path).
+#[derive(Default)]
+struct Paths {
+    to_open: Vec<SocketAddr>,
+    server: Option<SocketAddr>,
+    seen: std::collections::BTreeMap<PathId, PathInfo>,
+}
+
+impl Paths {
+    fn poll(&mut self, now: Instant, c: &mut qfec_proto::Connection) -> Result<(), String> {
+        let Some(server) = self.server else {
+            return Ok(());
+        };
+        if c.handshake_confirmed() && !self.to_open.is_empty() {
+            let mut still = Vec::new();
+            for local in std::mem::take(&mut self.to_open) {
+                match c.open_path(now, Some(local), server) {
+                    Ok(_) => {}
+                    // The server's connection IDs for it may still be on their way.
+                    Err(PathError::NoConnectionId(_) | PathError::PathIdsBlocked(_)) => {
+                        still.push(local)
+                    }
+                    Err(e) => return Err(format!("cannot open a path from {local}: {e}")),
+                }
+            }
+            self.to_open = still;
+        }
+        for p in c.paths_info() {
+            self.seen.insert(p.id, p);
+        }
+        Ok(())
+    }
 }
 
 impl ClientApp {
@@ -84,6 +123,19 @@ impl ClientApp {
     /// A client whose connection was opened at `start`.
     pub fn new(conn: ConnectionHandle, workload: &Workload, start: Instant) -> Self {
         Self::build(Some(conn), workload, start)
+    }
+
+    /// Once connected (multipath negotiated, handshake confirmed), opens a path to `server`
+    /// from each of `locals`: addresses of its own besides the one it connects from.
+    pub fn with_paths(mut self, locals: Vec<SocketAddr>, server: SocketAddr) -> Self {
+        if !locals.is_empty() {
+            self.paths = Box::new(Paths {
+                to_open: locals,
+                server: Some(server),
+                seen: Default::default(),
+            });
+        }
+        self
     }
 
     fn build(conn: Option<ConnectionHandle>, workload: &Workload, start: Instant) -> Self {
@@ -135,6 +187,7 @@ impl ClientApp {
             done_at: None,
             established_at: None,
             error: None,
+            paths: Box::default(),
         }
     }
 
@@ -191,6 +244,10 @@ impl ClientApp {
             return;
         }
         self.established_at.get_or_insert(now);
+        if let Err(e) = self.paths.poll(now, c) {
+            self.error = Some(e);
+            return;
+        }
         let finished = match &mut self.work {
             Work::Requests { reqs, level } => drive_requests(
                 now,
@@ -230,6 +287,9 @@ impl ClientApp {
             rec.add_connection(c);
         }
         rec.app_bytes = self.app_bytes;
+        rec.paths = (self.paths.seen.values())
+            .map(crate::metrics::PathRecord::from_info)
+            .collect();
         rec.handshake_s = self.established_at.map(|t| (t - self.start).as_secs_f64());
         if let Some(e) = &self.error {
             rec.error.get_or_insert_with(|| e.clone());

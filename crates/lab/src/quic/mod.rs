@@ -19,7 +19,8 @@ use qfec_proto::crypto::deterministic;
 use qfec_proto::events::EventSinkFactory;
 use qfec_proto::recovery::cc::{CongestionControl, CubicConfig};
 use qfec_proto::{
-    ClientConfig, Endpoint, EndpointConfig, Instant, ServerConfig, Side, TransportConfig,
+    ClientConfig, Endpoint, EndpointConfig, Instant, MultipathConfig, Scheduler, ServerConfig,
+    Side, TransportConfig,
 };
 use qfec_qlog::{QlogFactory, QlogOptions};
 use qfec_sim::{RunOutcome, Simulator};
@@ -140,9 +141,10 @@ pub fn flow_transports(
         .enumerate()
         .map(|(i, f)| {
             let config = |side| {
-                transport_config(&f.protocol, &f.workload, side).map(|mut t| {
+                transport_config(&f.protocol, &f.workload, side).and_then(|mut t| {
                     t.events = events(i);
-                    Arc::new(t)
+                    t.multipath = multipath(spec, &f.protocol)?;
+                    Ok(Arc::new(t))
                 })
             };
             match (config(Side::Server), config(Side::Client)) {
@@ -152,6 +154,44 @@ pub fn flow_transports(
             }
         })
         .collect()
+}
+
+/// Multipath QUIC for a run with more than one path: as many path IDs as paths (at least the
+/// core's default), and the flow's scheduler.
+fn multipath(spec: &RunSpec, p: &ProtocolSettings) -> Result<Option<MultipathConfig>, String> {
+    if spec.extra_paths.is_empty() {
+        if p.scheduler.is_some() {
+            return Err(
+                "protocol.scheduler: a scheduler chooses among paths; add [[paths]] (or drop it)"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    }
+    let defaults = MultipathConfig::default();
+    Ok(Some(MultipathConfig {
+        max_path_id: defaults.max_path_id.max(spec.extra_paths.len() as u32),
+        scheduler: p.scheduler.unwrap_or(Scheduler::MinRtt).factory(),
+    }))
+}
+
+/// The address flow `i`'s client opens path `k` (1, 2, ...) from: its own address with the
+/// second octet `k`.
+fn path_addr(client: SocketAddr, k: usize) -> SocketAddr {
+    match client.ip() {
+        std::net::IpAddr::V4(v4) => {
+            let o = v4.octets();
+            SocketAddr::from((
+                [o[0], o[1].wrapping_add(k as u8), o[2], o[3]],
+                client.port(),
+            ))
+        }
+        std::net::IpAddr::V6(v6) => {
+            let mut o = v6.segments();
+            o[1] = o[1].wrapping_add(k as u16);
+            SocketAddr::from((o, client.port()))
+        }
+    }
 }
 
 /// Captures to write during a run.
@@ -258,11 +298,18 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         } else {
             ClientApp::deferred(client_cfg, server, &f.workload, flow_start)
         };
+        let locals = (1..=spec.extra_paths.len())
+            .map(|k| path_addr(client, k))
+            .collect();
+        let app = app.with_paths(locals, server);
         let s = sim.add_node(
             server,
             QuicNode::server(server_ep, ServerApp::new(&f.workload)),
         );
         let c = sim.add_node(client, QuicNode::client(client_ep, app));
+        for k in 1..=spec.extra_paths.len() {
+            sim.add_address(c, path_addr(client, k));
+        }
         nodes.push((s, c));
     }
     // WLAN links (`Serializer::Wifi`) become the two stations of one channel here: the
@@ -274,6 +321,16 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         let (server, client) = flow_addrs(i);
         sim.add_route(server, client, down);
         sim.add_route(client, server, up);
+    }
+    // Path k: its own two links, between the server and the client's k-th address.
+    for (k, pair) in spec.extra_paths.iter().enumerate() {
+        let (down, up) = (sim.add_link(&pair.down), sim.add_link(&pair.up));
+        for i in 0..flows.len() {
+            let (server, client) = flow_addrs(i);
+            let local = path_addr(client, k + 1);
+            sim.add_route(server, local, down);
+            sim.add_route(local, server, up);
+        }
     }
     if let Err(e) = attach_captures(&mut sim, options) {
         rec.error = Some(e);

@@ -273,6 +273,7 @@ fn push_runs(out: &mut Vec<RunSpec>, point: &Point<'_>, variants: &[Variant]) {
                 protocol: v.protocol.clone(),
                 duration_limit: point.time_limit,
                 flows: Vec::new(),
+                extra_paths: Vec::new(),
             });
         }
     }

@@ -98,6 +98,7 @@ pub(super) fn plan(opts: &Options, out: &mut Vec<RunSpec>) {
                 protocol: flows[0].protocol.clone(),
                 duration_limit: Duration::from_secs(3600),
                 flows,
+                extra_paths: Vec::new(),
             });
         }
     }
