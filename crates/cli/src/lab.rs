@@ -226,6 +226,10 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
                     );
                 }
             }
+            println!(
+                "\nJoin presets with + for a multipath run, one path each: wlan+4g is paper 000's \
+                 WLAN and 4G rows (Table I, NetType1) as two paths. Only the first may be a WLAN."
+            );
             Ok(ExitCode::SUCCESS)
         }
         LabCommand::Run(args) => run_experiment(*args),
@@ -423,7 +427,7 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
         None => Vec::new(),
     };
     for p in &presets {
-        Preset::from_name(p).map_err(|e| anyhow::anyhow!("--preset: {e}"))?;
+        Preset::paths_from_name(p).map_err(|e| anyhow::anyhow!("--preset: {e}"))?;
     }
     let mut base = match &args.scenario {
         Some(path) => Scenario::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
@@ -431,10 +435,10 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
             let Some(first) = presets.first() else {
                 bail!("give a scenario file or --preset NAME (see `qfec lab presets`)");
             };
-            let p = Preset::from_name(first).map_err(anyhow::Error::msg)?;
+            let (p, _) = Preset::paths_from_name(first).map_err(anyhow::Error::msg)?;
             Scenario {
                 name: "cli".into(),
-                preset: Some(p.name.to_string()),
+                preset: Some(first.to_ascii_lowercase()),
                 loss: Some(p.default_loss()),
                 links: p.links(None),
                 workload: Workload::Bulk {

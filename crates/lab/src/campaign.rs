@@ -155,13 +155,24 @@ impl Sweep {
 
     /// Expand into runs (seeds innermost, so one point's runs are adjacent).
     pub fn runs(&self) -> Result<Vec<RunSpec>, String> {
-        let presets: Vec<Option<&'static Preset>> = if self.presets.is_empty() {
+        // Each preset with its name and the further paths a name like "wlan+4g" adds.
+        type Named = (&'static Preset, String, Vec<LinkPair>);
+        let named = |n: &str| -> Result<Named, String> {
+            let (first, _) = Preset::paths_from_name(n)?;
+            Ok((first, n.to_ascii_lowercase(), Preset::extra_paths_of(n)?))
+        };
+        let presets: Vec<Option<Named>> = if self.presets.is_empty() {
             vec![None]
         } else {
             self.presets
                 .iter()
-                .map(|n| Preset::from_name(n).map(Some))
+                .map(|n| named(n).map(Some))
                 .collect::<Result<_, _>>()?
+        };
+        // Without a preset list, the scenario's own preset may name more paths.
+        let base_paths = match &self.base.preset {
+            Some(n) => Preset::extra_paths_of(n)?,
+            None => Vec::new(),
         };
         let losses: Vec<Option<f64>> = if self.losses.is_empty() {
             vec![None]
@@ -195,18 +206,37 @@ impl Sweep {
         for preset in &presets {
             for loss in &losses {
                 let (links, point_loss) = match (preset, loss) {
-                    (Some(p), l) => (p.links(*l), l.unwrap_or_else(|| p.default_loss())),
+                    (Some((p, ..)), l) => (p.links(*l), l.unwrap_or_else(|| p.default_loss())),
                     (None, Some(l)) => (self.base.links.with_loss(*l), *l),
                     (None, None) => (self.base.links.clone(), self.base.loss.unwrap_or(0.0)),
                 };
                 let preset_name = preset
-                    .map(|p| p.name.to_string())
+                    .as_ref()
+                    .map(|(_, n, _)| n.clone())
                     .or_else(|| self.base.preset.clone());
+                // The preset's further paths, then the scenario's [[paths]].
+                let mut extra_paths = match preset {
+                    Some((_, _, more)) => more.clone(),
+                    None => base_paths.clone(),
+                };
+                extra_paths.extend(self.base.extra_paths.iter().cloned());
+                // Named by their place (the name seeds their loss).
+                for (k, p) in extra_paths.iter_mut().enumerate() {
+                    p.down.name = format!("path{}-down", k + 1);
+                    p.up.name = format!("path{}-up", k + 1);
+                }
+                if extra_paths.len() >= crate::scenario::MAX_PATHS {
+                    return Err(format!(
+                        "{} paths: at most {}",
+                        extra_paths.len() + 1,
+                        crate::scenario::MAX_PATHS
+                    ));
+                }
                 let workloads = if !self.workloads.is_empty() {
                     self.workloads.clone()
                 } else {
                     vec![match preset {
-                        Some(p) if self.preset_bulk => Workload::Bulk {
+                        Some((p, ..)) if self.preset_bulk => Workload::Bulk {
                             bytes: p.bulk_bytes,
                         },
                         _ => self.base.workload.clone(),
@@ -227,7 +257,7 @@ impl Sweep {
                                 protocol: v.protocol.clone(),
                                 duration_limit: self.base.duration_limit,
                                 flows: self.base.flows.clone(),
-                                extra_paths: self.base.extra_paths.clone(),
+                                extra_paths: extra_paths.clone(),
                             });
                         }
                     }

@@ -352,6 +352,39 @@ impl Preset {
             })
     }
 
+    /// A preset per path of a name like `wlan+4g`: the first path's, then one per further
+    /// path (multipath runs). A plain name is one path.
+    pub fn paths_from_name(name: &str) -> Result<(&'static Preset, Vec<&'static Preset>), String> {
+        let mut parts = name.split('+').map(str::trim);
+        let first = Preset::from_name(parts.next().unwrap_or_default())?;
+        let more = parts
+            .map(Preset::from_name)
+            .collect::<Result<Vec<_>, _>>()?;
+        if more.len() >= crate::scenario::MAX_PATHS {
+            return Err(format!(
+                "{name:?}: at most {} paths",
+                crate::scenario::MAX_PATHS
+            ));
+        }
+        if let Some(w) = more.iter().find(|p| p.wlan.is_some()) {
+            return Err(format!(
+                "{name:?}: {} is a WLAN, which can only be the first path",
+                w.name
+            ));
+        }
+        Ok((first, more))
+    }
+
+    /// The further paths' links of a name like `wlan+4g` (none for a plain name), at each
+    /// preset's default loss; see [`crate::scenario::preset_path`].
+    pub fn extra_paths_of(name: &str) -> Result<Vec<LinkPair>, String> {
+        let (_, more) = Preset::paths_from_name(name)?;
+        more.iter()
+            .enumerate()
+            .map(|(i, p)| crate::scenario::preset_path(p, None, i + 1))
+            .collect()
+    }
+
     pub fn rate_bps(&self) -> u64 {
         (self.rate_mbps.mid() * 1e6).round() as u64
     }

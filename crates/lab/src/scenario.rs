@@ -62,7 +62,8 @@ pub struct Scenario {
     /// `protocol`.
     pub flows: Vec<FlowSpec>,
     /// More paths between client and server beyond `links` (`[[paths]]`): with any, the
-    /// run is multipath QUIC.
+    /// run is multipath QUIC. A preset named like `wlan+4g` adds its own when the sweep
+    /// expands it ([`crate::Sweep::runs`]).
     pub extra_paths: Vec<LinkPair>,
 }
 
@@ -122,8 +123,14 @@ fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<usize> {
 type Res<T> = Result<T, (String, String)>;
 
 fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
+    // A name like "wlan+4g" is the first path's preset, then more paths (see
+    // Preset::paths_from_name; the sweep adds those).
     let preset = match &raw.preset {
-        Some(name) => Some(Preset::from_name(name).map_err(|e| ("preset".to_string(), e))?),
+        Some(name) => Some(
+            Preset::paths_from_name(name)
+                .map_err(|e| ("preset".to_string(), e))?
+                .0,
+        ),
         None => None,
     };
     let loss = raw.loss.map(|r| r.0);
@@ -184,7 +191,7 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     });
     Ok(Scenario {
         name,
-        preset: preset.map(|p| p.name.to_string()),
+        preset: raw.preset.as_ref().map(|n| n.to_ascii_lowercase()),
         loss: point_loss,
         links: LinkPair { down, up },
         workload,

@@ -187,3 +187,29 @@ fn the_shipped_multipath_scenario_loads() {
     assert_eq!(s.extra_paths[0].up.name, "path1-up");
     assert_eq!(s.seeds, vec![1, 2, 3]);
 }
+
+#[test]
+fn a_preset_named_wlan_plus_4g_is_two_paths() {
+    // In a scenario file.
+    let s = scenario("preset = \"wlan+4g\"\n[workload]\nkind = \"bulk\"\nsize = \"2MB\"\n");
+    assert_eq!(s.preset.as_deref(), Some("wlan+4g"));
+    let r = spec(&s, 1);
+    assert_eq!(r.extra_paths.len(), 1);
+    let lte = qfec_lab::Preset::from_name("4g").unwrap();
+    assert_eq!(r.extra_paths[0].down.delay, lte.links(None).down.delay);
+    let rec = quic::run(&r);
+    ok(&rec);
+    assert_eq!(rec.paths.len(), 2);
+    assert_eq!(rec.preset, "wlan+4g");
+    // As a swept preset, with a [[paths]] of the scenario after it: three paths, each with
+    // links of its own name.
+    let mut sweep = qfec_lab::Sweep::new(scenario(WLAN_4G));
+    sweep.presets = vec!["3g+4g".into()];
+    let r = sweep.runs().unwrap().remove(0);
+    let names: Vec<&str> = r.extra_paths.iter().map(|p| p.down.name.as_str()).collect();
+    assert_eq!(names, ["path1-down", "path2-down"]);
+    assert_eq!(r.preset.as_deref(), Some("3g+4g"));
+    // Only the first path may be a WLAN.
+    let e = qfec_lab::Preset::paths_from_name("4g+wlan-n").unwrap_err();
+    assert!(e.contains("only be the first path"), "{e}");
+}
