@@ -18,6 +18,7 @@
 //! queue = "bdp"                # "25 packets", "64KB", "unlimited", or an integer (packets)
 //! loss = { model = "gilbert_elliott", p = 0.01, r = 0.3, h = 0.0, k = 1.0 }
 //! corrupt = 0.001
+//! duplicate = 0.001            # a packet delivered twice
 //! schedule = [{ at = "5s", blackhole = true }, { at = "6s", blackhole = false }]
 //!
 //! [workload]
@@ -265,6 +266,8 @@ pub struct DirectionCfg {
     /// Loss before the queue.
     pub ingress_loss: Option<LossCfg>,
     pub corrupt: Option<Ratio>,
+    /// Probability that a packet is delivered twice.
+    pub duplicate: Option<Ratio>,
     /// mahimahi trace, relative to the scenario file's directory.
     pub trace: Option<PathBuf>,
     #[serde(default)]

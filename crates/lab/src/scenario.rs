@@ -516,6 +516,9 @@ fn direction(mut l: LinkSpec, cfg: Option<&DirectionCfg>, at: &str, dir: &Path) 
     if let Some(loss) = &c.ingress_loss {
         l.ingress_loss = vec![loss_spec(loss, &field("ingress_loss"))?];
     }
+    if let Some(p) = c.duplicate {
+        l.duplicate = p.0;
+    }
     if let Some(p) = c.corrupt {
         l.corrupt = p.0;
     }

@@ -69,6 +69,8 @@ pub struct LinkSpec {
     pub air_loss: Vec<LossSpec>,
     /// Probability of flipping one random byte of a delivered packet.
     pub corrupt: f64,
+    /// Probability that a delivered packet arrives twice (the copy just after it).
+    pub duplicate: f64,
     pub delay: Duration,
     pub jitter: Jitter,
     /// If false, a packet never arrives before the previous one on this direction.
@@ -91,6 +93,7 @@ impl LinkSpec {
             ingress_loss: Vec::new(),
             air_loss: Vec::new(),
             corrupt: 0.0,
+            duplicate: 0.0,
             delay,
             jitter: Jitter::None,
             allow_reorder: false,
@@ -127,6 +130,11 @@ impl LinkSpec {
 
     pub fn air_loss(mut self, loss: LossSpec) -> Self {
         self.air_loss.push(loss);
+        self
+    }
+
+    pub fn duplicate(mut self, p: f64) -> Self {
+        self.duplicate = p;
         self
     }
 

@@ -30,6 +30,8 @@ pub enum EventKind {
     WifiTxop,
     /// A WLAN station's exchange collided (len = MPDUs, hash field = PSDU bytes).
     WifiCollision,
+    /// A link direction delivers a copy of a packet as well.
+    Duplicate,
 }
 
 impl fmt::Display for EventKind {
@@ -49,6 +51,7 @@ impl fmt::Display for EventKind {
             EventKind::DropRetryLimit => "drop-retry-limit",
             EventKind::WifiTxop => "wifi-txop",
             EventKind::WifiCollision => "wifi-collision",
+            EventKind::Duplicate => "duplicate",
         };
         f.write_str(s)
     }

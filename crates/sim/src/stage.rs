@@ -10,7 +10,7 @@ use crate::log::{EventKind, bytes_hash};
 use crate::loss::LossModel;
 use crate::rng::SimRng;
 use crate::trace::{DeliveryTrace, OPPORTUNITY_BYTES, TraceCursor};
-use crate::world::{Ev, World};
+use crate::world::{Ev, Packet, World};
 
 /// Per-direction counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,6 +24,8 @@ pub struct LinkStats {
     /// WLAN stations: MPDUs discarded at the MAC retry limit.
     pub dropped_retry: u64,
     pub corrupted: u64,
+    /// Packets delivered twice.
+    pub duplicated: u64,
     pub delivered_packets: u64,
     pub delivered_bytes: u64,
     pub max_queue_packets: usize,
@@ -74,6 +76,8 @@ pub(crate) struct LinkRt {
     air: Vec<(Box<dyn LossModel>, SimRng)>,
     corrupt: f64,
     corrupt_rng: SimRng,
+    duplicate: f64,
+    duplicate_rng: SimRng,
     delay_ns: u64,
     jitter: Jitter,
     jitter_rng: SimRng,
@@ -120,6 +124,8 @@ impl LinkRt {
             air: models(&spec.air_loss, "air"),
             corrupt: spec.corrupt,
             corrupt_rng: SimRng::for_stage(seed, &format!("{}/corrupt", spec.name)),
+            duplicate: spec.duplicate,
+            duplicate_rng: SimRng::for_stage(seed, &format!("{}/duplicate", spec.name)),
             delay_ns: spec.delay.as_nanos() as u64,
             jitter: spec.jitter,
             jitter_rng: SimRng::for_stage(seed, &format!("{}/jitter", spec.name)),
@@ -342,6 +348,21 @@ impl LinkRt {
         }
         self.last_arrival = self.last_arrival.max(arrival);
         w.schedule(arrival, Ev::Arrive(slot));
+        if self.duplicate > 0.0 && self.duplicate_rng.chance(self.duplicate) {
+            let p = w.get_mut(slot);
+            let copy = Packet {
+                src: p.src,
+                dst: p.dst,
+                data: p.data.clone(),
+                hash: p.hash,
+                link: p.link,
+            };
+            let (len, hash) = (copy.data.len(), copy.hash);
+            let dup = w.insert(copy);
+            self.stats.duplicated += 1;
+            w.log.record(now, EventKind::Duplicate, self.id, len, hash);
+            w.schedule(arrival, Ev::Arrive(dup));
+        }
     }
 
     pub fn apply_change(&mut self, now: u64, idx: usize, w: &mut World) {

@@ -101,6 +101,28 @@ fn corruption_flips_bytes_but_delivers() {
 }
 
 #[test]
+fn duplication_delivers_some_packets_twice() {
+    let link = LinkSpec::new("a->b", 10_000_000, Duration::from_millis(5)).duplicate(0.1);
+    let arrivals = |seed| {
+        let (mut sim, s) = cbr(seed, &link, 500, Duration::from_millis(1), 2000);
+        run(&mut sim);
+        let st = sim.link_stats(LinkId(0)).clone();
+        let n = sink(&sim, s).arrivals.len() as u64;
+        (n, st.duplicated, sim.event_hash())
+    };
+    let (n, dup, hash) = arrivals(1);
+    assert_eq!(n, 2000 + dup);
+    assert!((150..250).contains(&dup), "{dup} of 2000 duplicated at 10%");
+    assert_eq!(arrivals(1), (n, dup, hash));
+    assert_ne!(arrivals(2).2, hash);
+    // Off by default: nothing duplicated.
+    let plain = LinkSpec::new("a->b", 10_000_000, Duration::from_millis(5));
+    let (mut sim, s) = cbr(1, &plain, 500, Duration::from_millis(1), 100);
+    run(&mut sim);
+    assert_eq!(sink(&sim, s).arrivals.len(), 100);
+}
+
+#[test]
 fn jitter_reorders_only_when_allowed() {
     for reorder in [false, true] {
         let link = LinkSpec::new("a->b", 100_000_000, Duration::from_millis(20))
