@@ -68,6 +68,8 @@ pub struct Simulator<N: Node = Box<dyn Node>> {
     nodes: Vec<NodeSlot<N>>,
     addrs: BTreeMap<SocketAddr, NodeId>,
     routes: BTreeMap<(SocketAddr, SocketAddr), LinkId>,
+    /// NAT rebindings, by time: (from ns, inside address, outside address).
+    nat: Vec<(u64, SocketAddr, SocketAddr)>,
     links: Vec<LinkRt>,
     /// WLAN channels, found by name when a station joins.
     media: Vec<Medium>,
@@ -87,6 +89,7 @@ impl<N: Node> Simulator<N> {
             nodes: Vec::new(),
             addrs: BTreeMap::new(),
             routes: BTreeMap::new(),
+            nat: Vec::new(),
             links: Vec::new(),
             media: Vec::new(),
             media_by_name: BTreeMap::new(),
@@ -122,6 +125,46 @@ impl<N: Node> Simulator<N> {
             self.addrs.insert(addr, node).is_none(),
             "address {addr} taken"
         );
+    }
+
+    /// A NAT in front of the node address `inside` rebinds it to `outside` at `at`: from then
+    /// on its datagrams leave from `outside`, datagrams to `outside` reach it (as sent to
+    /// `inside`, over `inside`'s routes), and datagrams to its previous outside address are
+    /// dropped (counted unroutable), as after a real NAT rebinding. Panics if `outside` is a
+    /// node's address.
+    pub fn add_rebinding(&mut self, at: Instant, inside: SocketAddr, outside: SocketAddr) {
+        assert!(
+            !self.addrs.contains_key(&outside),
+            "rebinding to {outside}, a node's address"
+        );
+        self.nat.push((at.as_nanos(), inside, outside));
+        self.nat.sort_by_key(|&(t, ..)| t);
+    }
+
+    /// The address `inside` appears as at `now` (itself before any rebinding).
+    fn outside(&self, now: u64, inside: SocketAddr) -> SocketAddr {
+        self.nat
+            .iter()
+            .rev()
+            .find(|&&(t, i, _)| t <= now && i == inside)
+            .map_or(inside, |&(_, _, o)| o)
+    }
+
+    /// The node address a datagram to `dst` reaches at `now`: `dst` itself unless a NAT
+    /// rebound it; None for an outside address no longer (or not yet) in use.
+    fn inside(&self, now: u64, dst: SocketAddr) -> Option<SocketAddr> {
+        if self.nat.is_empty() {
+            return Some(dst);
+        }
+        if let Some(&(_, i, _)) = self
+            .nat
+            .iter()
+            .find(|&&(t, i, o)| t <= now && o == dst && self.outside(now, i) == o)
+        {
+            return Some(i);
+        }
+        (self.outside(now, dst) == dst && !self.nat.iter().any(|&(_, _, o)| o == dst))
+            .then_some(dst)
     }
 
     /// Add a link direction; attach it to routes with [`Simulator::add_route`].
@@ -334,8 +377,15 @@ impl<N: Node> Simulator<N> {
     fn send(&mut self, now: u64, src: SocketAddr, dst: SocketAddr, data: Vec<u8>) {
         self.stats.datagrams_sent += 1;
         let hash = bytes_hash(&data);
+        // Behind a NAT: routed as the node's own addresses, on the wire as the outside ones.
+        let (route_src, route_dst) = (src, self.inside(now, dst).unwrap_or(dst));
+        let src = if self.nat.is_empty() {
+            src
+        } else {
+            self.outside(now, src)
+        };
         self.world.capture(now, true, src, dst, &data);
-        let Some(&link) = self.routes.get(&(src, dst)) else {
+        let Some(&link) = self.routes.get(&(route_src, route_dst)) else {
             self.stats.unroutable += 1;
             self.world
                 .log
@@ -419,8 +469,9 @@ impl<N: Node> Simulator<N> {
     }
 
     fn arrive(&mut self, now: u64, slot: u32) {
-        let p = self.world.take(slot);
-        let Some(&NodeId(dst)) = self.addrs.get(&p.dst) else {
+        let mut p = self.world.take(slot);
+        let inside = self.inside(now, p.dst);
+        let Some(&NodeId(dst)) = inside.and_then(|a| self.addrs.get(&a)) else {
             self.stats.unroutable += 1;
             self.world
                 .log
@@ -432,6 +483,7 @@ impl<N: Node> Simulator<N> {
             .log
             .record(now, EventKind::Deliver, p.link, p.data.len(), p.hash);
         self.world.capture(now, false, p.src, p.dst, &p.data);
+        p.dst = inside.unwrap_or(p.dst);
         self.nodes[dst as usize].node.handle_datagram_at(
             Instant::from_nanos(now),
             p.src,
