@@ -824,7 +824,12 @@ fn unvalidated_new_path_gets_at_most_three_times_what_it_sent() {
 fn nat_rebinding_of_a_downloading_client() {
     // The client only sends ACKs (small datagrams): the server must still reach it on the
     // new address within the 3x budget those ACKs give, and the download must finish.
+    // Regression: what goes to the old address is lost (the NAT forgot it), so the client
+    // hears nothing until the server answers at the new one; the server counted only the
+    // ACK's payload towards its budget, and sent nothing under 1200 bytes of budget, so the
+    // download stalled until the idle timeout (found by `qfec lab` NAT rebindings).
     let (mut pair, ch, sh) = established(23);
+    pair.nat_forgets_old_address = true;
     let data = payload(2_000_000, 23);
     let s = pair.server.connection_mut(sh).unwrap();
     let id = s.open_stream(Dir::Uni).unwrap();

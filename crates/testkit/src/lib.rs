@@ -98,6 +98,10 @@ pub struct Pair {
     pub batch: usize,
     /// Decides per datagram whether the link drops it.
     pub drop_hook: Option<DropHook>,
+    /// Datagrams the server sends to an address that is not the client's (`client_addr` or
+    /// a path's) are lost, as behind a NAT that forgot the client's old mapping. Off: they
+    /// still reach the client.
+    pub nat_forgets_old_address: bool,
     /// More paths (multipath QUIC), chosen by the client's address on them.
     pub paths: Vec<ExtraPath>,
     /// Datagrams and bytes each link carried towards the server and towards the client
@@ -170,6 +174,7 @@ impl Pair {
             delivered: [0; 2],
             batch: 1,
             drop_hook: None,
+            nat_forgets_old_address: false,
             paths: Vec::new(),
             link_bytes: vec![[0; 2]],
             buf: Vec::new(),
@@ -222,6 +227,13 @@ impl Pair {
                 } else {
                     self.link_of(Some(t.destination))
                 };
+                if !to_server
+                    && self.nat_forgets_old_address
+                    && t.destination != self.client_addr
+                    && link == 0
+                {
+                    continue;
+                }
                 let seg = t.segment_size.unwrap_or(t.size);
                 let datagrams: Vec<Vec<u8>> =
                     self.buf[..t.size].chunks(seg).map(|c| c.to_vec()).collect();

@@ -332,7 +332,9 @@ impl Connection {
         let newest = space_mut!(self, pns)
             .largest_received_pn()
             .is_none_or(|l| pn > l);
-        let packet_bytes = payload.len() as u64;
+        // What the peer sent from its new address, should it have moved: the whole packet
+        // (a 1-RTT packet ends its datagram), which the anti-amplification limit triples.
+        let packet_bytes = packet_len as u64;
         self.restart_idle_timer(now);
         match self.process_payload(now, pns, kind, pn, payload) {
             // RFC 9000 §9.3: the peer moved if its newest packet, carrying more than probing

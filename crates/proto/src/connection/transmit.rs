@@ -177,7 +177,12 @@ impl Connection {
         let mut limit = mtu;
         if let Some(budget) = self.paths[pi].send_budget() {
             limit = limit.min(budget as usize);
-            if limit < MIN_INITIAL_DATAGRAM {
+            // During the handshake, a datagram too small to carry a full Initial waits for
+            // more from the client. A peer that moved afterwards gets what the budget allows:
+            // a PATH_CHALLENGE smaller than 1200 bytes (RFC 9000 §8.2.1), or nothing would be
+            // sent until the peer sends again, which a client that only acknowledges never
+            // does.
+            if limit < MIN_INITIAL_DATAGRAM && !self.handshake_confirmed() {
                 return false;
             }
         }
