@@ -449,6 +449,7 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
                 duration_limit: DEFAULT_DURATION_LIMIT,
                 flows: Vec::new(),
                 extra_paths: Vec::new(),
+                rebindings: Vec::new(),
             }
         }
     };

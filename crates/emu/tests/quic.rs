@@ -34,6 +34,7 @@ fn spec(down: LinkSpec, up: LinkSpec, flows: Vec<qfec_lab::FlowSpec>) -> RunSpec
         duration_limit: Duration::from_secs(60),
         flows,
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     }
 }
 

@@ -32,6 +32,7 @@ fn main() {
         duration_limit: qfec_lab::scenario::DEFAULT_DURATION_LIMIT,
         flows: Vec::new(),
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     };
     let mut sweep = Sweep::new(base);
     sweep.variants = ["none", "adaptive"]

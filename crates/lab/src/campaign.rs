@@ -38,6 +38,9 @@ pub struct RunSpec {
     /// More paths between each client and its server beyond `links`: with any, both run
     /// multipath QUIC and each client opens a path per entry, from an address of its own.
     pub extra_paths: Vec<LinkPair>,
+    /// Times (from the run's start) at which a NAT in front of each client rebinds its
+    /// first address to a new one: the server sees the client move (RFC 9000 §9.3).
+    pub rebindings: Vec<Duration>,
 }
 
 /// Most flows a run may have.
@@ -258,6 +261,7 @@ impl Sweep {
                                 duration_limit: self.base.duration_limit,
                                 flows: self.base.flows.clone(),
                                 extra_paths: extra_paths.clone(),
+                                rebindings: self.base.rebindings.clone(),
                             });
                         }
                     }

@@ -10,6 +10,7 @@
 //! loss = "2%"                  # the preset's loss parameter (Bernoulli, each direction)
 //! duration_limit = "120s"
 //! seeds = { base = 1, count = 10 }   # or seeds = [1, 2, 3], or repetitions = 10
+//! rebind = ["5s", "12s"]       # a NAT rebinds the client's address at these times
 //!
 //! [link.down]                  # server -> client; overrides the preset
 //! rate = "20Mbps"
@@ -91,6 +92,9 @@ pub struct ScenarioFile {
     /// More paths between the client and the server (multipath QUIC).
     #[serde(default)]
     pub paths: Vec<PathCfg>,
+    /// When a NAT in front of the client rebinds its address (the server sees it move).
+    #[serde(default)]
+    pub rebind: Vec<Dur>,
 }
 
 /// One path of `[[paths]]`: a preset's links (or unlimited ones), its loss, and overrides of

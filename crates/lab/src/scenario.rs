@@ -65,6 +65,8 @@ pub struct Scenario {
     /// run is multipath QUIC. A preset named like `wlan+4g` adds its own when the sweep
     /// expands it ([`crate::Sweep::runs`]).
     pub extra_paths: Vec<LinkPair>,
+    /// `rebind = ["5s", ...]`: when a NAT rebinds each client's first address.
+    pub rebindings: Vec<Duration>,
 }
 
 /// Most paths a run may have, the first included.
@@ -200,6 +202,7 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
         duration_limit,
         flows,
         extra_paths,
+        rebindings: raw.rebind.iter().map(|d| d.0).collect(),
     })
 }
 

@@ -44,6 +44,7 @@ fn run_with(
         duration_limit: Duration::from_secs(600),
         flows: Vec::new(),
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     });
     assert!(rec.error.is_none(), "{fec:?}: {:?}", rec.error);
     assert!(rec.completed);

@@ -33,6 +33,7 @@ fn two_flows(protocols: [ProtocolSettings; 2], starts: [u64; 2], bytes: u64) -> 
         duration_limit: Duration::from_secs(600),
         flows,
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     }
 }
 

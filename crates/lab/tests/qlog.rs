@@ -33,6 +33,7 @@ fn spec(fec: Option<&str>, loss: f64, seed: u64) -> RunSpec {
         duration_limit: Duration::from_secs(120),
         flows: Vec::new(),
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     }
 }
 

@@ -20,6 +20,7 @@ fn spec(links: LinkPair, workload: Workload, protocol: ProtocolSettings, seed: u
         duration_limit: Duration::from_secs(600),
         flows: Vec::new(),
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     }
 }
 

@@ -24,6 +24,7 @@ fn spec(links: LinkPair, bytes: u64, protocol: ProtocolSettings, seed: u64) -> R
         duration_limit: Duration::from_secs(60),
         flows: Vec::new(),
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     }
 }
 

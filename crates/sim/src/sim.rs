@@ -48,6 +48,15 @@ pub struct SimStats {
     pub unroutable: u64,
 }
 
+/// See [`Simulator::add_rebinding`].
+struct Rebinding {
+    at: u64,
+    inside: SocketAddr,
+    outside: SocketAddr,
+    /// Took effect: the node sent at or after `at`.
+    active: bool,
+}
+
 struct NodeSlot<N> {
     node: N,
     addr: SocketAddr,
@@ -68,8 +77,8 @@ pub struct Simulator<N: Node = Box<dyn Node>> {
     nodes: Vec<NodeSlot<N>>,
     addrs: BTreeMap<SocketAddr, NodeId>,
     routes: BTreeMap<(SocketAddr, SocketAddr), LinkId>,
-    /// NAT rebindings, by time: (from ns, inside address, outside address).
-    nat: Vec<(u64, SocketAddr, SocketAddr)>,
+    /// NAT rebindings, by time.
+    nat: Vec<Rebinding>,
     links: Vec<LinkRt>,
     /// WLAN channels, found by name when a station joins.
     media: Vec<Medium>,
@@ -127,44 +136,58 @@ impl<N: Node> Simulator<N> {
         );
     }
 
-    /// A NAT in front of the node address `inside` rebinds it to `outside` at `at`: from then
-    /// on its datagrams leave from `outside`, datagrams to `outside` reach it (as sent to
-    /// `inside`, over `inside`'s routes), and datagrams to its previous outside address are
-    /// dropped (counted unroutable), as after a real NAT rebinding. Panics if `outside` is a
-    /// node's address.
+    /// A NAT in front of the node address `inside` rebinds it to `outside` from `at`: the
+    /// first datagram the node sends from then on leaves from `outside`, and from that moment
+    /// datagrams to `outside` reach it (as sent to `inside`, over `inside`'s routes) and those
+    /// to its previous outside address are dropped (counted unroutable), as when a NAT whose
+    /// mapping expired maps the next outgoing packet anew. Panics if `outside` is a node's
+    /// address.
     pub fn add_rebinding(&mut self, at: Instant, inside: SocketAddr, outside: SocketAddr) {
         assert!(
             !self.addrs.contains_key(&outside),
             "rebinding to {outside}, a node's address"
         );
-        self.nat.push((at.as_nanos(), inside, outside));
-        self.nat.sort_by_key(|&(t, ..)| t);
+        self.nat.push(Rebinding {
+            at: at.as_nanos(),
+            inside,
+            outside,
+            active: false,
+        });
+        self.nat.sort_by_key(|r| r.at);
     }
 
-    /// The address `inside` appears as at `now` (itself before any rebinding).
-    fn outside(&self, now: u64, inside: SocketAddr) -> SocketAddr {
+    /// The address `inside` appears as (itself before its first rebinding takes effect).
+    fn outside(&self, inside: SocketAddr) -> SocketAddr {
         self.nat
             .iter()
             .rev()
-            .find(|&&(t, i, _)| t <= now && i == inside)
-            .map_or(inside, |&(_, _, o)| o)
+            .find(|r| r.active && r.inside == inside)
+            .map_or(inside, |r| r.outside)
     }
 
-    /// The node address a datagram to `dst` reaches at `now`: `dst` itself unless a NAT
-    /// rebound it; None for an outside address no longer (or not yet) in use.
-    fn inside(&self, now: u64, dst: SocketAddr) -> Option<SocketAddr> {
+    /// `src` sends at `now`: the rebindings due for it take effect.
+    fn rebind_on_send(&mut self, now: u64, src: SocketAddr) {
+        for r in &mut self.nat {
+            if r.inside == src && r.at <= now {
+                r.active = true;
+            }
+        }
+    }
+
+    /// The node address a datagram to `dst` reaches: `dst` itself unless a NAT rebound it;
+    /// None for an outside address no longer (or not yet) in use.
+    fn inside(&self, dst: SocketAddr) -> Option<SocketAddr> {
         if self.nat.is_empty() {
             return Some(dst);
         }
-        if let Some(&(_, i, _)) = self
+        if let Some(r) = self
             .nat
             .iter()
-            .find(|&&(t, i, o)| t <= now && o == dst && self.outside(now, i) == o)
+            .find(|r| r.active && r.outside == dst && self.outside(r.inside) == dst)
         {
-            return Some(i);
+            return Some(r.inside);
         }
-        (self.outside(now, dst) == dst && !self.nat.iter().any(|&(_, _, o)| o == dst))
-            .then_some(dst)
+        (self.outside(dst) == dst && !self.nat.iter().any(|r| r.outside == dst)).then_some(dst)
     }
 
     /// Add a link direction; attach it to routes with [`Simulator::add_route`].
@@ -378,11 +401,12 @@ impl<N: Node> Simulator<N> {
         self.stats.datagrams_sent += 1;
         let hash = bytes_hash(&data);
         // Behind a NAT: routed as the node's own addresses, on the wire as the outside ones.
-        let (route_src, route_dst) = (src, self.inside(now, dst).unwrap_or(dst));
+        let (route_src, route_dst) = (src, self.inside(dst).unwrap_or(dst));
         let src = if self.nat.is_empty() {
             src
         } else {
-            self.outside(now, src)
+            self.rebind_on_send(now, src);
+            self.outside(src)
         };
         self.world.capture(now, true, src, dst, &data);
         let Some(&link) = self.routes.get(&(route_src, route_dst)) else {
@@ -470,7 +494,7 @@ impl<N: Node> Simulator<N> {
 
     fn arrive(&mut self, now: u64, slot: u32) {
         let mut p = self.world.take(slot);
-        let inside = self.inside(now, p.dst);
+        let inside = self.inside(p.dst);
         let Some(&NodeId(dst)) = inside.and_then(|a| self.addrs.get(&a)) else {
             self.stats.unroutable += 1;
             self.world

@@ -111,6 +111,7 @@ fn case_specs(preset: &str, loss: f64, bytes: u64, runs: u64) -> Result<Vec<RunS
         duration_limit: DEFAULT_DURATION_LIMIT,
         flows: Vec::new(),
         extra_paths: Vec::new(),
+        rebindings: Vec::new(),
     };
     let mut sweep = Sweep::new(base);
     sweep.presets = vec![p.name.to_string()];

@@ -194,6 +194,19 @@ fn path_addr(client: SocketAddr, k: usize) -> SocketAddr {
     }
 }
 
+/// The outside address of a client's `j`-th NAT rebinding (1, 2, ...): in 100.64.0.0/10
+/// (shared address space, RFC 6598), another port.
+fn rebound_addr(client: SocketAddr, j: usize) -> SocketAddr {
+    let flow = match client.ip() {
+        std::net::IpAddr::V4(v4) => v4.octets()[2],
+        std::net::IpAddr::V6(v6) => v6.octets()[15],
+    };
+    SocketAddr::from((
+        [100, 64, flow, (j % 256) as u8],
+        client.port().wrapping_add(j as u16),
+    ))
+}
+
 /// Captures to write during a run.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -309,6 +322,9 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         let c = sim.add_node(client, QuicNode::client(client_ep, app));
         for k in 1..=spec.extra_paths.len() {
             sim.add_address(c, path_addr(client, k));
+        }
+        for (j, at) in spec.rebindings.iter().enumerate() {
+            sim.add_rebinding(start + *at, client, rebound_addr(client, j + 1));
         }
         nodes.push((s, c));
     }

@@ -274,6 +274,7 @@ fn push_runs(out: &mut Vec<RunSpec>, point: &Point<'_>, variants: &[Variant]) {
                 duration_limit: point.time_limit,
                 flows: Vec::new(),
                 extra_paths: Vec::new(),
+                rebindings: Vec::new(),
             });
         }
     }

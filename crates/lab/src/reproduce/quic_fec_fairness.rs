@@ -99,6 +99,7 @@ pub(super) fn plan(opts: &Options, out: &mut Vec<RunSpec>) {
                 duration_limit: Duration::from_secs(3600),
                 flows,
                 extra_paths: Vec::new(),
+                rebindings: Vec::new(),
             });
         }
     }

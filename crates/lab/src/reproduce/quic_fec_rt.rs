@@ -141,6 +141,7 @@ fn push(out: &mut Vec<RunSpec>, pt: &RtPoint, vs: &[RtVariant], seeds: u64, secs
                 duration_limit: Duration::from_secs(secs + 120),
                 flows: Vec::new(),
                 extra_paths: Vec::new(),
+                rebindings: Vec::new(),
             });
         }
     }
