@@ -274,6 +274,19 @@ fn bad_input_gets_a_clear_error() {
         ],
         "buffer=DURATION",
     );
+    one_line_error(&["lab", "soak", "--bytes", "ten"], "--bytes");
+    one_line_error(&["lab", "soak", "--bytes", "0"], "give a positive size");
+    one_line_error(
+        &[
+            "lab",
+            "soak",
+            "--bytes",
+            "1MB",
+            "--out",
+            "/nonexistent/dir/x.jsonl",
+        ],
+        "--out: cannot create",
+    );
     one_line_error(
         &["lab", "run", "--preset", "wlan", "--path", "wlan-n"],
         "can only be the first path",
@@ -290,6 +303,27 @@ fn bad_input_gets_a_clear_error() {
         &["lab", "run", "--preset", "wlan", "--path", "4g", "--emu"],
         "simulator only",
     );
+}
+
+/// A small soak: every condition with and without FEC, the records written as runs end.
+#[test]
+fn lab_soak_checks_every_byte_and_writes_each_run() {
+    let dir = temp_dir("lab-soak");
+    let out = dir.join("soak.jsonl");
+    let o = Command::new(QFEC)
+        .args(["lab", "soak", "--bytes", "20MB", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert!(
+        stdout.contains("soak: 10 runs, 0.020 GB verified byte for byte, 0 failed runs, 0 bytes missing, 0 duplicated"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("path-failures/rlc"), "{stdout}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let records: Vec<qfec_lab::RunRecord> = qfec_lab::output::read_jsonl(&text).unwrap();
+    assert_eq!(records.len(), 10);
 }
 
 /// `--path 4g@1%` makes the run multipath over paper 000's WLAN and 4G; `--scheduler

@@ -53,6 +53,7 @@ pub mod presets;
 pub mod quic;
 pub mod reproduce;
 pub mod scenario;
+pub mod soak;
 pub mod trace;
 pub mod units;
 pub mod workload;
