@@ -127,8 +127,9 @@ pub struct RunArgs {
     /// Number of seeds (1..=N) or a list/range such as 1-20 or 3,7,9.
     #[arg(long)]
     seeds: Option<String>,
-    /// Congestion controller: newreno, cubic, bbr, or disabled (none at all, as paper 002's
-    /// real-time runs); a list (newreno,cubic) compares them as variants of one experiment.
+    /// Congestion controller: newreno, cubic, bbr, lia (NewReno coupled across multipath
+    /// paths, RFC 6356), or disabled (none at all, as paper 002's real-time runs); a list
+    /// (newreno,cubic) compares them as variants of one experiment.
     #[arg(long)]
     cc: Option<String>,
     /// FEC both endpoints send: none, on (= adaptive), rquic, rquic(ss=off), xor,

@@ -213,3 +213,36 @@ fn a_preset_named_wlan_plus_4g_is_two_paths() {
     let e = qfec_lab::Preset::paths_from_name("4g+wlan-n").unwrap_err();
     assert!(e.contains("only be the first path"), "{e}");
 }
+
+/// LIA (RFC 6356) couples the paths' increases: the connection gets at least what the best
+/// path alone would give, and less than two independent NewReno controllers take.
+#[test]
+fn lia_takes_at_least_the_best_path_and_less_than_uncoupled_newreno() {
+    let cc = |name: &str, toml: &str| {
+        scenario(&toml.replace(
+            "[workload]",
+            &format!("[protocol]\ncongestion = \"{name}\"\n[workload]"),
+        ))
+    };
+    let one_path = WLAN_4G.replace("[[paths]]\npreset = \"4g\"\nloss = \"1%\"\n", "");
+    let lte_only = one_path.replace(
+        "preset = \"wlan\"\nloss = \"2%\"",
+        "preset = \"4g\"\nloss = \"1%\"",
+    );
+    for seed in 1..=2 {
+        let lia = quic::run(&spec(&cc("lia", WLAN_4G), seed));
+        let g_lia = ok(&lia);
+        assert!(
+            lia.paths.iter().all(|p| p.bytes_received > 500_000),
+            "{:?}",
+            lia.paths
+        );
+        let g_reno = ok(&quic::run(&spec(&cc("newreno", WLAN_4G), seed)));
+        let best = ok(&quic::run(&spec(&cc("newreno", &one_path), seed)))
+            .max(ok(&quic::run(&spec(&cc("newreno", &lte_only), seed))));
+        assert!(
+            g_lia >= 0.9 * best && g_lia < g_reno,
+            "seed {seed}: LIA {g_lia:.0} b/s, best path alone {best:.0}, uncoupled NewReno {g_reno:.0}"
+        );
+    }
+}

@@ -55,7 +55,8 @@ pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 11] = [
 /// Transport options shared by client and server.
 #[derive(Args, Clone, Debug)]
 pub struct TransportArgs {
-    /// Congestion controller: newreno, cubic or bbr; `disabled` sends without any (only for
+    /// Congestion controller: newreno, cubic, bbr, or lia (with --multipath: NewReno whose
+    /// paths share one flow's increase, RFC 6356); `disabled` sends without any (only for
     /// applications that set their own rate, and only on paths you own).
     #[arg(long, default_value = "cubic")]
     cc: CongestionControl,

@@ -8,6 +8,7 @@ use super::spaces::{HANDSHAKE_PATH, Pns};
 use super::{Connection, ConnectionError, PacketId, State};
 use crate::frame::Ack;
 use crate::recovery::PersistentCongestion;
+use crate::recovery::cc::Coupled;
 use crate::recovery::rtt::GRANULARITY;
 use crate::recovery::sent::SentPacket;
 use crate::time::Instant;
@@ -131,6 +132,17 @@ impl Connection {
         let tell_extensions = pns.is_data() && !self.extensions.is_empty();
         let mut acked_pns: Vec<PacketId> = Vec::new();
         let mut traced_pns: Vec<u64> = Vec::new();
+        if self.paths.len() > 1 && pns.is_data() {
+            // Multipath: what a coupled controller needs of the other usable paths.
+            let others: Vec<Coupled> = (self.paths.iter().enumerate())
+                .filter(|&(j, p)| j != pi && p.is_open() && p.is_validated())
+                .map(|(_, p)| Coupled {
+                    window: p.cc.window(),
+                    srtt: p.rtt.smoothed(),
+                })
+                .collect();
+            self.paths[pi].cc.set_coupled_paths(&others);
+        }
         for (pn, p) in acked {
             if tracing {
                 traced_pns.push(pn);

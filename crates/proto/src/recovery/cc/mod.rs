@@ -1,7 +1,9 @@
 //! Congestion control behind an open trait: the connection owns a `Box<dyn Controller>` per
 //! path, built by a [`ControllerFactory`] chosen in the configuration. NewReno (RFC 9002 §7,
 //! Appendix B), CUBIC (RFC 9438) and BBRv3 (draft-ietf-ccwg-bbr) are provided, and
-//! [`Disabled`] for applications that set their own rate (never a default).
+//! [`Disabled`] for applications that set their own rate (never a default). With multipath,
+//! LIA (RFC 6356: NewReno whose increase is coupled across the paths) keeps the connection
+//! from taking more of a shared bottleneck than one path's flow would.
 //!
 //! Windows are in bytes. The connection keeps bytes in flight (see
 //! [`SentPackets`](super::SentPackets)) and asks [`Controller::window`] whether it may send.
@@ -46,6 +48,11 @@ pub trait Controller: Send + fmt::Debug {
         app_limited: bool,
         rtt: &RttEstimator,
     );
+
+    /// Multipath: the connection's other usable paths, told before the `on_ack` calls of
+    /// each ACK frame on this path. Coupled controllers (LIA) read them; the rest ignore
+    /// them.
+    fn set_coupled_paths(&mut self, _others: &[Coupled]) {}
 
     /// After all packets of one ACK frame were processed.
     fn on_end_acks(&mut self, _now: Instant, _bytes_in_flight: u64, _app_limited: bool) {}
@@ -117,6 +124,15 @@ impl Clone for Box<dyn Controller> {
     }
 }
 
+/// What a coupled controller knows of another path of its connection.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Coupled {
+    /// Its congestion window, bytes.
+    pub window: u64,
+    /// Its smoothed RTT.
+    pub srtt: std::time::Duration,
+}
+
 /// Builds a controller per path; shared by all connections of an endpoint.
 pub trait ControllerFactory: Send + Sync + fmt::Debug {
     fn build(&self, now: Instant, max_datagram_size: u16) -> Box<dyn Controller>;
@@ -140,14 +156,18 @@ pub enum CongestionControl {
     /// No congestion control at all ([`Disabled`]): only for applications that set their
     /// own rate, and only when asked for by name.
     Disabled,
+    /// NewReno with the Linked Increases Algorithm across multipath paths (RFC 6356); plain
+    /// NewReno on one path.
+    Lia,
 }
 
 impl CongestionControl {
-    pub const ALL: [CongestionControl; 4] = [
+    pub const ALL: [CongestionControl; 5] = [
         CongestionControl::NewReno,
         CongestionControl::Cubic,
         CongestionControl::Bbr,
         CongestionControl::Disabled,
+        CongestionControl::Lia,
     ];
 
     /// The factory with default parameters.
@@ -157,6 +177,7 @@ impl CongestionControl {
             CongestionControl::Cubic => Arc::new(CubicConfig::default()),
             CongestionControl::Bbr => Arc::new(BbrConfig::default()),
             CongestionControl::Disabled => Arc::new(DisabledConfig),
+            CongestionControl::Lia => Arc::new(NewRenoConfig::lia()),
         }
     }
 
@@ -177,6 +198,10 @@ impl CongestionControl {
                 ..BbrConfig::default()
             }),
             CongestionControl::Disabled => return None,
+            CongestionControl::Lia => Arc::new(NewRenoConfig {
+                initial_window_packets: packets,
+                ..NewRenoConfig::lia()
+            }),
         })
     }
 
@@ -186,6 +211,7 @@ impl CongestionControl {
             CongestionControl::Cubic => "cubic",
             CongestionControl::Bbr => "bbr",
             CongestionControl::Disabled => "disabled",
+            CongestionControl::Lia => "lia",
         }
     }
 }
@@ -204,7 +230,7 @@ impl fmt::Display for ParseCongestionControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic, bbr, disabled (no congestion control)",
+            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic, bbr, lia (coupled NewReno for multipath), disabled (no congestion control)",
             self.0
         )
     }
@@ -220,6 +246,7 @@ impl FromStr for CongestionControl {
             "cubic" => Ok(CongestionControl::Cubic),
             "bbr" => Ok(CongestionControl::Bbr),
             "disabled" => Ok(CongestionControl::Disabled),
+            "lia" => Ok(CongestionControl::Lia),
             _ => Err(ParseCongestionControlError(s.to_string())),
         }
     }

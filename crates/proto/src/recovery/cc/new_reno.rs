@@ -1,6 +1,7 @@
-//! NewReno as specified by RFC 9002 §7 and Appendix B.
+//! NewReno as specified by RFC 9002 §7 and Appendix B; with `coupled`, the Linked Increases
+//! Algorithm of RFC 6356 across a multipath connection's paths (LIA).
 
-use super::{Controller, ControllerFactory, initial_window};
+use super::{Controller, ControllerFactory, Coupled, initial_window};
 use crate::Instant;
 use crate::recovery::RttEstimator;
 
@@ -13,6 +14,20 @@ pub struct NewRenoConfig {
     pub minimum_window_packets: u64,
     /// Window multiplier on loss (kLossReductionFactor = 0.5).
     pub loss_reduction_factor: f64,
+    /// LIA (RFC 6356 §3): in congestion avoidance the window grows by
+    /// min(alpha * acked * mds / total, acked * mds / window), total being the sum of the
+    /// paths' windows; the same as NewReno on a single path.
+    pub coupled: bool,
+}
+
+impl NewRenoConfig {
+    /// LIA's parameters: NewReno's, coupled.
+    pub fn lia() -> Self {
+        NewRenoConfig {
+            coupled: true,
+            ..NewRenoConfig::default()
+        }
+    }
 }
 
 impl Default for NewRenoConfig {
@@ -21,6 +36,7 @@ impl Default for NewRenoConfig {
             initial_window_packets: 10,
             minimum_window_packets: 2,
             loss_reduction_factor: 0.5,
+            coupled: false,
         }
     }
 }
@@ -30,7 +46,7 @@ impl ControllerFactory for NewRenoConfig {
         Box::new(NewReno::new(self.clone(), max_datagram_size))
     }
     fn name(&self) -> &'static str {
-        "newreno"
+        if self.coupled { "lia" } else { "newreno" }
     }
 }
 
@@ -48,6 +64,10 @@ pub struct NewReno {
     ca_acked: u64,
     /// State before the last reduction, for `on_spurious_congestion_event`.
     prior: Option<(u64, u64, Option<Instant>)>,
+    /// LIA: the other paths, as last told.
+    others: Vec<Coupled>,
+    /// LIA: growth below one byte not yet added to the window.
+    fraction: f64,
 }
 
 impl NewReno {
@@ -61,7 +81,28 @@ impl NewReno {
             recovery_start: None,
             ca_acked: 0,
             prior: None,
+            others: Vec::new(),
+            fraction: 0.0,
         }
+    }
+
+    /// RFC 6356 §3: the increase for `bytes` acknowledged on this path, whose smoothed RTT
+    /// is `srtt`, given the other paths.
+    fn linked_increase(&self, bytes: u64, srtt: std::time::Duration) -> f64 {
+        let own = Coupled {
+            window: self.window,
+            srtt,
+        };
+        let paths = || std::iter::once(&own).chain(&self.others);
+        let total: f64 = paths().map(|p| p.window as f64).sum();
+        let secs = |p: &Coupled| p.srtt.as_secs_f64().max(1e-6);
+        let best = paths()
+            .map(|p| p.window as f64 / (secs(p) * secs(p)))
+            .fold(0.0, f64::max);
+        let sum: f64 = paths().map(|p| p.window as f64 / secs(p)).sum();
+        let alpha = total * best / (sum * sum);
+        let (bytes, mds) = (bytes as f64, self.mds as f64);
+        (alpha * bytes * mds / total).min(bytes * mds / self.window as f64)
     }
 
     fn minimum_window(&self) -> u64 {
@@ -75,7 +116,18 @@ impl NewReno {
 
 impl Controller for NewReno {
     fn name(&self) -> &'static str {
-        "newreno"
+        if self.config.coupled {
+            "lia"
+        } else {
+            "newreno"
+        }
+    }
+
+    fn set_coupled_paths(&mut self, others: &[Coupled]) {
+        if self.config.coupled {
+            self.others.clear();
+            self.others.extend_from_slice(others);
+        }
     }
 
     fn on_ack(
@@ -84,7 +136,7 @@ impl Controller for NewReno {
         sent: Instant,
         bytes: u64,
         app_limited: bool,
-        _rtt: &RttEstimator,
+        rtt: &RttEstimator,
     ) {
         if app_limited || self.in_recovery(sent) {
             return;
@@ -92,6 +144,13 @@ impl Controller for NewReno {
         if self.window < self.ssthresh {
             // Slow start: one byte per byte acknowledged doubles the window each RTT.
             self.window += bytes;
+            return;
+        }
+        if self.config.coupled && !self.others.is_empty() {
+            self.fraction += self.linked_increase(bytes, rtt.smoothed());
+            let whole = self.fraction.floor();
+            self.fraction -= whole;
+            self.window += whole as u64;
             return;
         }
         // Congestion avoidance: one datagram per window's worth of acknowledged bytes.
@@ -261,5 +320,80 @@ mod tests {
         cc.on_spurious_congestion_event();
         assert_eq!(cc.window(), 12_000);
         assert_eq!(cc.ssthresh(), u64::MAX);
+    }
+
+    /// Into congestion avoidance at `window / 2` after a loss at `at(ms)`.
+    fn after_loss(cc: &mut NewReno, ms: u64) {
+        cc.on_congestion_event(at(ms), at(ms), false, MDS);
+        assert!(!cc.in_slow_start());
+    }
+
+    /// What one window of acknowledgements (packets sent after the loss) adds.
+    fn growth_per_window(cc: &mut NewReno) -> u64 {
+        let before = cc.window();
+        ack_window(cc, at(200), at(300));
+        cc.window() - before
+    }
+
+    #[test]
+    fn lia_on_one_path_is_newreno() {
+        let mut reno = NewReno::new(NewRenoConfig::default(), MDS as u16);
+        let mut lia = NewReno::new(NewRenoConfig::lia(), MDS as u16);
+        assert_eq!((reno.name(), lia.name()), ("newreno", "lia"));
+        for cc in [&mut reno, &mut lia] {
+            ack_window(cc, at(0), at(100));
+            after_loss(cc, 150);
+            cc.set_coupled_paths(&[]);
+        }
+        assert_eq!(growth_per_window(&mut reno), MDS);
+        assert_eq!(growth_per_window(&mut lia), MDS);
+        assert_eq!(reno.window(), lia.window());
+        // NewReno ignores other paths.
+        reno.set_coupled_paths(&[Coupled {
+            window: reno.window(),
+            srtt: Duration::from_millis(100),
+        }]);
+        assert_eq!(growth_per_window(&mut reno), MDS);
+    }
+
+    #[test]
+    fn lia_with_an_equal_second_path_grows_a_quarter_datagram_per_window() {
+        // RFC 6356 §3: two paths of equal window w and RTT give alpha = 1/2 and an increase
+        // of alpha * mds / (2 w) per byte acknowledged: a quarter datagram per window.
+        let mut lia = NewReno::new(NewRenoConfig::lia(), MDS as u16);
+        ack_window(&mut lia, at(0), at(100));
+        after_loss(&mut lia, 150);
+        let other = Coupled {
+            window: lia.window(),
+            srtt: Duration::from_millis(100),
+        };
+        lia.set_coupled_paths(&[other]);
+        let g = growth_per_window(&mut lia);
+        assert!((MDS / 4 - 2..=MDS / 4 + 2).contains(&g), "{g}");
+    }
+
+    #[test]
+    fn lia_never_grows_faster_than_newreno_on_its_path() {
+        // A second path with a tiny RTT makes alpha large; the increase is still capped at
+        // NewReno's (RFC 6356: no more aggressive than one flow on the path).
+        let mut lia = NewReno::new(NewRenoConfig::lia(), MDS as u16);
+        ack_window(&mut lia, at(0), at(100));
+        after_loss(&mut lia, 150);
+        lia.set_coupled_paths(&[Coupled {
+            window: 4 * lia.window(),
+            srtt: Duration::from_millis(1),
+        }]);
+        let g = growth_per_window(&mut lia);
+        assert!(g <= MDS, "{g}");
+        // And a slow second path barely changes it.
+        let mut lia = NewReno::new(NewRenoConfig::lia(), MDS as u16);
+        ack_window(&mut lia, at(0), at(100));
+        after_loss(&mut lia, 150);
+        lia.set_coupled_paths(&[Coupled {
+            window: 2 * MDS,
+            srtt: Duration::from_secs(2),
+        }]);
+        let g = growth_per_window(&mut lia);
+        assert!((MDS * 9 / 10..=MDS).contains(&g), "{g}");
     }
 }
