@@ -368,3 +368,86 @@ fn multipath_frames_without_multipath_are_unknown_frames() {
         "the server closed with {err:?}"
     );
 }
+
+/// A client extension that advertises `initial_max_path_id` = 2 through the extension
+/// parameters, whatever the endpoint's connection IDs.
+#[derive(Debug)]
+struct MaxPathIdFactory;
+
+impl ExtensionFactory for MaxPathIdFactory {
+    fn build(&self, _side: Side) -> Box<dyn ConnectionExtension> {
+        Box::new(MaxPathIdParam)
+    }
+}
+
+struct MaxPathIdParam;
+
+impl ConnectionExtension for MaxPathIdParam {
+    fn name(&self) -> &'static str {
+        "max-path-id-param"
+    }
+
+    fn transport_parameters(&self, out: &mut Vec<(u64, Vec<u8>)>) {
+        out.push((
+            qfec_proto::transport_params::id::INITIAL_MAX_PATH_ID,
+            vec![2],
+        ));
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Draft-21 §2.1: initial_max_path_id carried by a packet with a zero-length connection ID
+/// is a PROTOCOL_VIOLATION. The client here uses zero-length IDs and advertises it anyway.
+#[test]
+fn initial_max_path_id_with_a_zero_length_connection_id_closes_with_protocol_violation() {
+    // The other way round, a client with 8-byte IDs that offers multipath the usual way.
+    for (cid_len, violation) in [(0, true), (8, false)] {
+        let mut pair = Pair::new(
+            64,
+            multipath_server(),
+            LinkSpec::default(),
+            LinkSpec::default(),
+        );
+        pair.client = qfec_proto::Endpoint::new(
+            Arc::new(qfec_proto::EndpointConfig {
+                local_cid_len: cid_len,
+                ..qfec_proto::EndpointConfig::default()
+            }),
+            None,
+            64,
+        );
+        let ch = pair.connect(if violation {
+            TransportConfig {
+                extensions: vec![Arc::new(MaxPathIdFactory)],
+                ..TransportConfig::default()
+            }
+        } else {
+            multipath_server()
+        });
+        pair.run_until(Duration::from_secs(5), |p| {
+            let c = p.client.connection(ch).unwrap();
+            c.error().is_some() || c.handshake_confirmed()
+        });
+        let c = pair.client.connection(ch).unwrap();
+        let err = c.error().cloned();
+        if violation {
+            assert!(
+                matches!(
+                    &err,
+                    Some(ConnectionError::ConnectionClosed { code, .. })
+                        if *code == error_code::PROTOCOL_VIOLATION
+                ),
+                "the server closed with {err:?}"
+            );
+        } else {
+            assert!(err.is_none() && c.handshake_confirmed(), "{err:?}");
+        }
+    }
+}
