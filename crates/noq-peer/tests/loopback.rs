@@ -1,74 +1,15 @@
 //! `noq-peer server` and `noq-peer client` against each other over loopback, with and without
-//! multipath: a file arrives intact by SHA-256; bad options are refused, naming the option. (Also what makes `cargo test` build the binary
-//! for crates/cli's tests.)
+//! multipath: a file arrives intact by SHA-256; bad options are refused, naming the option.
+//! (Also what makes `cargo test` build the binary for crates/cli's tests.)
 
-use std::io::{BufRead, BufReader, Lines};
-use std::path::PathBuf;
-use std::process::{Child, ChildStderr, Command, Stdio};
+#[path = "../../peers/tests/common/mod.rs"]
+mod common;
+
+use std::process::Command;
+
+use common::{bytes, sha256};
 
 const PEER: &str = env!("CARGO_BIN_EXE_noq-peer");
-
-struct Server {
-    child: Child,
-    addr: String,
-    /// Kept open so that the server can still write to its standard error.
-    _stderr: Lines<BufReader<ChildStderr>>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(root: &std::path::Path, multipath: bool) -> Server {
-    let mut cmd = Command::new(PEER);
-    cmd.arg("server");
-    if multipath {
-        cmd.arg("--multipath");
-    }
-    let mut child = cmd
-        .args(["--listen", "127.0.0.1:0", "--root"])
-        .arg(root)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().expect("the server exited").unwrap();
-    let addr = first
-        .split("listening on ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-        .to_string();
-    Server {
-        child,
-        addr,
-        _stderr: lines,
-    }
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("noq-peer-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn bytes(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[i % 4] ^ seed)
-        .collect()
-}
-
-fn sha256(data: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, data)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// The bytes a path's report line says it received.
 fn path_received(stdout: &str, id: u32) -> u64 {
@@ -88,13 +29,13 @@ fn path_received(stdout: &str, id: u32) -> u64 {
 /// many gaps in stream buffer" (noq 1.4), which is not what these tests are for.
 #[test]
 fn files_arrive_intact_with_and_without_multipath() {
-    let dir = scratch("mp");
+    let dir = common::scratch("noq-peer", "mp");
     let root = dir.join("www");
     std::fs::create_dir_all(&root).unwrap();
     let data = bytes(3_000_000, 7);
     std::fs::write(root.join("f.bin"), &data).unwrap();
     for multipath in [false, true] {
-        let server = start(&root, multipath);
+        let server = common::start(PEER, &root, if multipath { &["--multipath"] } else { &[] });
         let mut client = Command::new(PEER);
         client.arg("client").arg("--insecure");
         if multipath {

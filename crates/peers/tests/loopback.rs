@@ -2,68 +2,20 @@
 //! intact by SHA-256, certificates checked with --ca, nothing served from outside the root,
 //! one-line errors. (Also what makes `cargo test` build the binary for crates/cli's tests.)
 
-use std::io::{BufRead, BufReader, Lines};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{Server, bytes, sha256};
 
 const PEER: &str = env!("CARGO_BIN_EXE_quinn-peer");
 
-struct Server {
-    child: Child,
-    addr: String,
-    /// Kept open so that the server can still write to its standard error.
-    _stderr: Lines<BufReader<ChildStderr>>,
+fn start(root: &std::path::Path, extra: &[&str]) -> Server {
+    common::start(PEER, root, extra)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(root: &Path, extra: &[&str]) -> Server {
-    let mut child = Command::new(PEER)
-        .args(["server", "--listen", "127.0.0.1:0", "--root"])
-        .arg(root)
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().expect("the server exited").unwrap();
-    let addr = first
-        .split("listening on ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
-        .to_string();
-    Server {
-        child,
-        addr,
-        _stderr: lines,
-    }
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("quinn-peer-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn bytes(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[i % 4] ^ seed)
-        .collect()
-}
-
-fn sha256(data: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, data)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+fn scratch(name: &str) -> std::path::PathBuf {
+    common::scratch("quinn-peer", name)
 }
 
 fn client(args: &[&str]) -> Output {

@@ -16,8 +16,8 @@ use qfec_fec::{FecExtension, FecStats};
 use qfec_io::{Application, Driver};
 use qfec_proto::connection::abandon_code;
 use qfec_proto::{
-    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathError,
-    PathId, PathInfo, PathState, ReadError, StreamEvent, StreamId,
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathId,
+    PathInfo, PathState, ReadError, StreamEvent, StreamId,
 };
 
 use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint, runtime};
@@ -424,9 +424,7 @@ impl Paths {
                 match conn.open_path(now, Some(local), remote) {
                     Ok(_) => {}
                     // The server's connection IDs for it may still be on their way.
-                    Err(PathError::NoConnectionId(_) | PathError::PathIdsBlocked(_)) => {
-                        still.push(local)
-                    }
+                    Err(e) if e.is_temporary() => still.push(local),
                     Err(e) => self.notes.push(format!("no path from {local}: {e}")),
                 }
             }

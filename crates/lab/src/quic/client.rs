@@ -6,8 +6,8 @@ use std::ops::ControlFlow;
 use std::time::Duration;
 
 use qfec_proto::{
-    Application, ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathError, PathId,
-    PathInfo, ReadError, StreamId,
+    Application, ClientConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathId, PathInfo,
+    ReadError, StreamId,
 };
 
 use super::Content;
@@ -90,10 +90,7 @@ impl Paths {
             for local in std::mem::take(&mut self.to_open) {
                 match c.open_path(now, Some(local), server) {
                     Ok(_) => {}
-                    // The server's connection IDs for it may still be on their way.
-                    Err(PathError::NoConnectionId(_) | PathError::PathIdsBlocked(_)) => {
-                        still.push(local)
-                    }
+                    Err(e) if e.is_temporary() => still.push(local),
                     Err(e) => return Err(format!("cannot open a path from {local}: {e}")),
                 }
             }

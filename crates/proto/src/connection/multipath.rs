@@ -50,6 +50,20 @@ pub enum PathError {
     LastPath(PathId),
 }
 
+impl PathError {
+    /// Whether the same call may succeed later without the caller changing anything: the
+    /// peer's connection IDs or path IDs for a new path may still be on their way (the
+    /// connection asked for them).
+    pub fn is_temporary(&self) -> bool {
+        matches!(
+            self,
+            PathError::NoConnectionId(_)
+                | PathError::PathIdsBlocked(_)
+                | PathError::HandshakeNotConfirmed
+        )
+    }
+}
+
 /// Our PATH_STATUS of a path: its sequence number, whether it is available (else backup),
 /// and whether the frame waits to be sent.
 #[derive(Debug, Clone, Copy)]
