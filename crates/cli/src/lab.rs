@@ -463,6 +463,15 @@ fn emu_runs(
 }
 
 fn run_experiment(args: RunArgs) -> Result<ExitCode> {
+    // Where the results go is checked before any run: a bad name or an unwritable place
+    // must not cost the campaign.
+    if let Some(path) = &args.out {
+        records_format(path)?;
+        check_writable("--out", path)?;
+    }
+    if let Some(path) = &args.summary_out {
+        check_writable("--summary-out", path)?;
+    }
     let sweep = build_sweep(&args)?;
     let specs = sweep.runs().map_err(anyhow::Error::msg)?;
     if specs.is_empty() {
@@ -653,6 +662,10 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
     }
     if let Some(s) = &args.seeds {
         sweep.seeds = match s.parse::<u64>() {
+            Ok(n) if n > qfec_lab::units::MAX_SEEDS => bail!(
+                "--seeds: at most {} seeds, got {n}",
+                qfec_lab::units::MAX_SEEDS
+            ),
             Ok(n) if n > 0 => (1..=n).collect(),
             Ok(_) => bail!("--seeds: must be at least 1"),
             Err(_) => parse_seeds(s).map_err(|e| anyhow::anyhow!("--seeds: {e}"))?,
@@ -877,14 +890,39 @@ fn report_failures(records: &[RunRecord]) {
     }
 }
 
+/// Whether `--out PATH` is CSV (else JSON lines); an error for another extension.
+fn records_format(path: &std::path::Path) -> Result<bool> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("csv") => Ok(true),
+        Some("jsonl") | Some("json") => Ok(false),
+        _ => bail!("--out {}: use a .csv or .jsonl file name", path.display()),
+    }
+}
+
+/// `path` can be written: its directory exists and takes a file (an existing file is kept
+/// as it is until the results replace it).
+fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
+    let exists = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .with_context(|| format!("{flag}: cannot write {}", path.display()))?;
+    if !exists {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
 fn write_records(path: &PathBuf, records: &[RunRecord]) -> Result<()> {
+    let csv = records_format(path)?;
     let f =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let w = std::io::BufWriter::new(f);
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("csv") => write_csv(w, records)?,
-        Some("jsonl") | Some("json") => write_jsonl(w, records)?,
-        _ => bail!("--out {}: use a .csv or .jsonl file name", path.display()),
+    if csv {
+        write_csv(w, records)?;
+    } else {
+        write_jsonl(w, records)?;
     }
     Ok(())
 }

@@ -274,6 +274,30 @@ fn bad_input_gets_a_clear_error() {
         ],
         "buffer=DURATION",
     );
+    // Refused before any run (issue 24): a billion seeds, an output that cannot be written.
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--seeds", "1-1000000000"],
+        "at most 1000000",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan,4g", "--seeds", "600000"],
+        "more than 1000000 runs",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--out", "runs.txt"],
+        "use a .csv or .jsonl file name",
+    );
+    one_line_error(
+        &[
+            "lab",
+            "run",
+            "--preset",
+            "wlan",
+            "--out",
+            "/nonexistent/dir/runs.csv",
+        ],
+        "--out: cannot write",
+    );
     one_line_error(&["lab", "soak", "--bytes", "ten"], "--bytes");
     one_line_error(&["lab", "soak", "--bytes", "0"], "give a positive size");
     one_line_error(

@@ -43,6 +43,9 @@ pub struct RunSpec {
     pub rebindings: Vec<Duration>,
 }
 
+/// Most runs one campaign may expand to (each spec holds its links: about a kilobyte).
+pub const MAX_RUNS: usize = 1_000_000;
+
 /// Most flows a run may have.
 pub const MAX_FLOWS: usize = 64;
 
@@ -205,7 +208,32 @@ impl Sweep {
                     .into(),
             );
         }
-        let mut out = Vec::new();
+        let workload_count = if self.workloads.is_empty() {
+            1
+        } else {
+            self.workloads.len()
+        };
+        let total = [
+            presets.len(),
+            losses.len(),
+            workload_count,
+            variants.len(),
+            seeds.len(),
+        ]
+        .iter()
+        .try_fold(1usize, |acc, &n| acc.checked_mul(n))
+        .filter(|&n| n <= MAX_RUNS);
+        let Some(total) = total else {
+            return Err(format!(
+                "{} presets x {} losses x {} workloads x {} variants x {} seeds is more than {MAX_RUNS} runs: split the campaign",
+                presets.len(),
+                losses.len(),
+                workload_count,
+                variants.len(),
+                seeds.len()
+            ));
+        };
+        let mut out = Vec::with_capacity(total);
         for preset in &presets {
             for loss in &losses {
                 let (links, point_loss) = match (preset, loss) {

@@ -16,7 +16,7 @@ use crate::config::{
 };
 use crate::pages::{ObjectKind, PageModel, PageObject};
 use crate::presets::{LinkPair, Preset, Wlan};
-use crate::units::Ratio;
+use crate::units::{MAX_SEEDS, Ratio};
 use crate::workload::{RealtimeSpec, Workload};
 
 /// A scenario error: the file, the field path and the problem, on one line.
@@ -172,10 +172,26 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
             ));
         }
         (Some(SeedsCfg::List(v)), None) => v,
-        (Some(SeedsCfg::Range(r)), None) => (0..u64::from(r.count)).map(|i| r.base + i).collect(),
-        (None, Some(n)) => (1..=u64::from(n)).collect(),
+        (Some(SeedsCfg::Range(r)), None) => {
+            if u64::from(r.count) > MAX_SEEDS || r.base.checked_add(u64::from(r.count)).is_none() {
+                return Err((
+                    "seeds.count".into(),
+                    format!("at most {MAX_SEEDS} seeds, below 2^64"),
+                ));
+            }
+            (0..u64::from(r.count)).map(|i| r.base + i).collect()
+        }
+        (None, Some(n)) => {
+            if u64::from(n) > MAX_SEEDS {
+                return Err(("repetitions".into(), format!("at most {MAX_SEEDS}")));
+            }
+            (1..=u64::from(n)).collect()
+        }
         (None, None) => vec![1],
     };
+    if seeds.len() as u64 > MAX_SEEDS {
+        return Err(("seeds".into(), format!("at most {MAX_SEEDS} seeds")));
+    }
     if seeds.is_empty() {
         return Err(("seeds".into(), "at least one seed is needed".into()));
     }

@@ -169,6 +169,9 @@ pub fn parse_list<T>(s: &str, item: impl Fn(&str) -> Result<T, String>) -> Resul
 }
 
 /// Seeds: "7", "1,5,9", or an inclusive range "1..10" / "1-10".
+/// Most seeds a campaign may list (each is at least one run).
+pub const MAX_SEEDS: u64 = 1_000_000;
+
 pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
     let num = |x: &str| {
         x.trim()
@@ -181,11 +184,20 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
         if b < a {
             return Err(format!("empty seed range {s:?}"));
         }
+        if b - a >= MAX_SEEDS {
+            return Err(format!(
+                "{s:?} is {} seeds: at most {MAX_SEEDS}",
+                u128::from(b - a) + 1
+            ));
+        }
         return Ok((a..=b).collect());
     }
     let v = parse_list(t, num)?;
     if v.is_empty() {
         return Err("no seeds given".into());
+    }
+    if v.len() as u64 > MAX_SEEDS {
+        return Err(format!("{} seeds: at most {MAX_SEEDS}", v.len()));
     }
     Ok(v)
 }
@@ -355,6 +367,12 @@ mod tests {
         assert_eq!(parse_seeds("7, 9"), Ok(vec![7, 9]));
         assert!(parse_seeds("5..1").is_err());
         assert!(parse_seeds("a").is_err());
+        // Bounded before anything is allocated (a billion seeds aborted with an allocation
+        // failure).
+        assert_eq!(parse_seeds("1-1000000").map(|v| v.len()), Ok(1_000_000));
+        let e = parse_seeds("0-1000000").unwrap_err();
+        assert!(e.contains("1000001 seeds: at most 1000000"), "{e}");
+        assert!(parse_seeds("0..18446744073709551615").is_err());
     }
 
     #[test]

@@ -150,6 +150,12 @@ fn errors_name_the_field() {
             "[link.down]\nloss = { model = \"bernoulli\", p = 1.5 }\n",
             &["scenario.toml: link.down.loss.p: must be between 0 and 1, got 1.5"],
         ),
+        // More seeds than a campaign may hold, refused before they are allocated.
+        ("repetitions = 4000000000\n", &["repetitions: at most 1000000"]),
+        (
+            "seeds = { base = 18446744073709551610, count = 10 }\n",
+            &["seeds.count: at most 1000000 seeds, below 2^64"],
+        ),
         // Unknown field (typo).
         (
             "[link.down]\nrtae = \"10Mbps\"\n",
