@@ -418,16 +418,17 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
         threads: args.threads,
         seeds: args.seeds,
     };
-    let progress = !args.quiet && std::io::stderr().is_terminal();
-    let started = Instant::now();
-    let outcome = qfec_lab::reproduce::reproduce(paper, &opts, |done, total| {
-        if progress {
-            draw_progress(done, total, started.elapsed());
-        }
-    })?;
-    if progress {
-        eprintln!();
+    // The report is a directory: refused now rather than after every run.
+    if opts.out.exists() && !opts.out.is_dir() {
+        bail!(
+            "--out {}: that is a file; the report is a directory (give a new name)",
+            opts.out.display()
+        );
     }
+    let mut progress = Progress::new(!args.quiet);
+    let outcome =
+        qfec_lab::reproduce::reproduce(paper, &opts, |done, total| progress.update(done, total))?;
+    progress.finish();
     println!(
         "{} runs ({} failed) in {:.1} s; report: {}",
         outcome.runs,
@@ -493,22 +494,16 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if args.trace && args.out.is_none() {
         eprintln!("note: --trace records time series in the runs file: give --out FILE.jsonl");
     }
-    let progress = !args.quiet && std::io::stderr().is_terminal() && specs.len() > 1;
+    let mut progress = Progress::new(!args.quiet && specs.len() > 1);
     let started = Instant::now();
     let total = specs.len();
-    let draw = |done, total, _: &_| {
-        if progress {
-            draw_progress(done, total, started.elapsed());
-        }
-    };
+    let draw = |done, total, _: &_| progress.update(done, total);
     let mut records = if args.emu {
         emu_runs(&specs, draw)?
     } else {
         run_all(&specs, args.threads, |s| quic::run_with(s, &options), draw)
     };
-    if progress {
-        eprintln!();
-    }
+    progress.finish();
     let wall = started.elapsed();
     qfec_lab::metrics::attach_dct_ratios(&mut records, &sweep.baselines());
     print!("{}", summary_table(&aggregate(&records)));
@@ -849,6 +844,61 @@ fn opts<T>(items: &[T]) -> Vec<Option<&T>> {
     } else {
         items.iter().map(Some).collect()
     }
+}
+
+/// A campaign's progress on standard error: a bar redrawn in place on a terminal; otherwise
+/// (a batch job, a log file) a line at most every 10 s, and one at the end.
+struct Progress {
+    on: bool,
+    terminal: bool,
+    started: Instant,
+    last_line: Option<Instant>,
+    drawn: bool,
+}
+
+impl Progress {
+    fn new(on: bool) -> Self {
+        Progress {
+            on,
+            terminal: std::io::stderr().is_terminal(),
+            started: Instant::now(),
+            last_line: None,
+            drawn: false,
+        }
+    }
+
+    fn update(&mut self, done: usize, total: usize) {
+        if !self.on {
+            return;
+        }
+        let elapsed = self.started.elapsed();
+        if self.terminal {
+            draw_progress(done, total, elapsed);
+            self.drawn = true;
+        } else if done == total
+            || self
+                .last_line
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+        {
+            self.last_line = Some(Instant::now());
+            eprintln!(
+                "progress: {done}/{total} runs, {:.1} s{}",
+                elapsed.as_secs_f64(),
+                eta(done, total, elapsed).map_or(String::new(), |e| format!(", ETA {e:.0} s"))
+            );
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.drawn {
+            eprintln!();
+        }
+    }
+}
+
+/// Seconds left at the pace so far.
+fn eta(done: usize, total: usize, elapsed: Duration) -> Option<f64> {
+    (done > 0 && done < total).then(|| elapsed.as_secs_f64() / done as f64 * (total - done) as f64)
 }
 
 fn draw_progress(done: usize, total: usize, elapsed: Duration) {

@@ -298,6 +298,19 @@ fn bad_input_gets_a_clear_error() {
         ],
         "--out: cannot write",
     );
+    let file = temp_dir("reproduce-out").join("report.md");
+    std::fs::write(&file, b"x").unwrap();
+    one_line_error(
+        &[
+            "lab",
+            "reproduce",
+            "rquic",
+            "--quick",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+        "that is a file; the report is a directory",
+    );
     one_line_error(&["lab", "soak", "--bytes", "ten"], "--bytes");
     one_line_error(&["lab", "soak", "--bytes", "0"], "give a positive size");
     one_line_error(
@@ -327,6 +340,42 @@ fn bad_input_gets_a_clear_error() {
         &["lab", "run", "--preset", "wlan", "--path", "4g", "--emu"],
         "simulator only",
     );
+}
+
+/// Without a terminal (a batch job), a campaign still says how far it got.
+#[test]
+fn lab_run_reports_progress_without_a_terminal() {
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "wlan",
+            "--workload",
+            "bulk:1MB",
+            "--seeds",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.contains("progress: 3/3 runs"), "{stderr}");
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "wlan",
+            "--workload",
+            "bulk:1MB",
+            "--seeds",
+            "3",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("progress"));
 }
 
 /// A small soak: every condition with and without FEC, the records written as runs end.

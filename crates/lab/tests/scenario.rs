@@ -151,7 +151,10 @@ fn errors_name_the_field() {
             &["scenario.toml: link.down.loss.p: must be between 0 and 1, got 1.5"],
         ),
         // More seeds than a campaign may hold, refused before they are allocated.
-        ("repetitions = 4000000000\n", &["repetitions: at most 1000000"]),
+        (
+            "repetitions = 4000000000\n",
+            &["repetitions: at most 1000000"],
+        ),
         (
             "seeds = { base = 18446744073709551610, count = 10 }\n",
             &["seeds.count: at most 1000000 seeds, below 2^64"],
