@@ -496,14 +496,29 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     }
     let mut progress = Progress::new(!args.quiet && specs.len() > 1);
     let started = Instant::now();
-    let total = specs.len();
     let draw = |done, total, _: &_| progress.update(done, total);
     let mut records = if args.emu {
         emu_runs(&specs, draw)?
     } else {
-        run_all(&specs, args.threads, |s| quic::run_with(s, &options), draw)
+        // Ctrl-C: no run starts any more, and what finished is reported and written.
+        let _interrupt = interrupt::Guard::install();
+        qfec_lab::campaign::run_all_until(
+            &specs,
+            args.threads,
+            &interrupt::STOP,
+            |s| quic::run_with(s, &options),
+            draw,
+        )
     };
     progress.finish();
+    let interrupted = records.len() < specs.len();
+    if interrupted {
+        eprintln!(
+            "interrupted: {} of {} runs finished; what follows covers them",
+            records.len(),
+            specs.len()
+        );
+    }
     let wall = started.elapsed();
     qfec_lab::metrics::attach_dct_ratios(&mut records, &sweep.baselines());
     print!("{}", summary_table(&aggregate(&records)));
@@ -511,6 +526,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if !flows.is_empty() {
         print!("\nper flow (medians over seeds; shared = while every flow was active):\n{flows}");
     }
+    let total = records.len();
     if args.emu {
         println!(
             "{total} runs through the emulator in {:.2} s",
@@ -536,11 +552,55 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
         println!("summary written to {}", path.display());
     }
     let failed = records.iter().filter(|r| r.error.is_some()).count();
-    Ok(if failed == 0 {
+    Ok(if interrupted {
+        ExitCode::from(130)
+    } else if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// SIGINT during a campaign: set a flag the workers read, and give the signal its default
+/// action back, so that a second Ctrl-C ends the process at once.
+mod interrupt {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    pub static STOP: AtomicBool = AtomicBool::new(false);
+
+    extern "C" fn on_sigint(_: libc::c_int) {
+        STOP.store(true, Ordering::Relaxed);
+        // SAFETY: signal() is async-signal-safe; SIG_DFL is a valid disposition.
+        unsafe {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+        }
+    }
+
+    /// The handler while it lives; the default action after.
+    pub struct Guard;
+
+    impl Guard {
+        pub fn install() -> Guard {
+            STOP.store(false, Ordering::Relaxed);
+            // SAFETY: the handler only stores to an atomic and calls signal().
+            unsafe {
+                libc::signal(
+                    libc::SIGINT,
+                    on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+                );
+            }
+            Guard
+        }
+    }
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            // SAFETY: restoring the default disposition.
+            unsafe {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+            }
+        }
+    }
 }
 
 fn build_sweep(args: &RunArgs) -> Result<Sweep> {

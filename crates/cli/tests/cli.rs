@@ -378,6 +378,54 @@ fn lab_run_reports_progress_without_a_terminal() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("progress"));
 }
 
+/// Ctrl-C during a campaign: no run starts any more, the runs that finished are reported and
+/// written, and the exit code says it was interrupted (130).
+#[test]
+fn an_interrupted_campaign_keeps_the_runs_it_finished() {
+    let dir = temp_dir("lab-interrupt");
+    let out = dir.join("runs.jsonl");
+    let mut child = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "satellite",
+            "--workload",
+            "bulk:5MB",
+        ])
+        .args(["--seeds", "1-100000", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the first run finished (its progress line), so the handler is in place.
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.starts_with("progress: 1/100000"), "{first}");
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut err, &mut stderr).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{stdout}{stderr}");
+    assert!(stderr.contains("interrupted: "), "{stderr}");
+    let text = std::fs::read_to_string(&out).expect("the finished runs are written");
+    let records: Vec<qfec_lab::RunRecord> = qfec_lab::output::read_jsonl(&text).unwrap();
+    assert!(
+        !records.is_empty() && records.len() < 100_000,
+        "{} records",
+        records.len()
+    );
+    assert!(records.iter().all(|r| r.completed && r.error.is_none()));
+    assert!(
+        stdout.contains(&format!("{} runs in", records.len())),
+        "{stdout}"
+    );
+}
+
 /// A small soak: every condition with and without FEC, the records written as runs end.
 #[test]
 fn lab_soak_checks_every_byte_and_writes_each_run() {
