@@ -132,7 +132,7 @@ impl Connection {
         let tell_extensions = pns.is_data() && !self.extensions.is_empty();
         let mut acked_pns: Vec<PacketId> = Vec::new();
         let mut traced_pns: Vec<u64> = Vec::new();
-        if self.paths.len() > 1 && pns.is_data() {
+        if self.paths.len() > 1 && pns.is_data() && self.paths[pi].cc.couples_paths() {
             // Multipath: what a coupled controller needs of the other usable paths.
             let others: Vec<Coupled> = (self.paths.iter().enumerate())
                 .filter(|&(j, p)| j != pi && p.is_open() && p.is_validated())

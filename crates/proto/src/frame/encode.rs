@@ -85,11 +85,7 @@ impl Frame<'_> {
                 reset_token,
             } => {
                 put_varint(buf, ty::NEW_CONNECTION_ID);
-                put_varint(buf, *seq);
-                put_varint(buf, *retire_prior_to);
-                buf.push(cid.len() as u8);
-                buf.extend_from_slice(cid);
-                buf.extend_from_slice(reset_token);
+                super::conn_id::encode_new_cid_body(buf, *seq, *retire_prior_to, cid, reset_token);
             }
             _ => {
                 put_varint(buf, self.ty());

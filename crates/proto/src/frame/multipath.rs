@@ -2,9 +2,8 @@
 //! PATH_STATUS_BACKUP / PATH_STATUS_AVAILABLE, PATH_NEW_CONNECTION_ID,
 //! PATH_RETIRE_CONNECTION_ID, MAX_PATH_ID, PATHS_BLOCKED and PATH_CIDS_BLOCKED.
 
-use super::{Frame, FrameError, ack, ty};
+use super::{Frame, FrameError, ack, conn_id, ty};
 use crate::coding::{Reader, put_varint, varint_len};
-use crate::types::{ConnectionId, MAX_CID_SIZE};
 
 /// The largest path ID: the nonce holds 32 bits of it (draft §2.4).
 pub const MAX_PATH_ID: u64 = u32::MAX as u64;
@@ -40,23 +39,7 @@ pub(super) fn decode<'a>(t: u64, r: &mut Reader<'a>) -> Result<Frame<'a>, FrameE
             available: t == ty::PATH_STATUS_AVAILABLE,
         },
         ty::PATH_NEW_CONNECTION_ID => {
-            let seq = r.varint().map_err(&tr)?;
-            let retire_prior_to = r.varint().map_err(&tr)?;
-            let len = usize::from(r.u8().map_err(&tr)?);
-            if len == 0 || len > MAX_CID_SIZE {
-                return Err(FrameError::encoding(
-                    t,
-                    "connection ID length not in 1..=20",
-                ));
-            }
-            let cid = ConnectionId::new(r.bytes(len).map_err(&tr)?);
-            let reset_token = r.array().map_err(&tr)?;
-            if retire_prior_to > seq {
-                return Err(FrameError::encoding(
-                    t,
-                    "retire_prior_to above sequence number",
-                ));
-            }
+            let (seq, retire_prior_to, cid, reset_token) = conn_id::decode_new_cid_body(t, r)?;
             Frame::PathNewConnectionId {
                 path_id: first,
                 seq,
@@ -140,11 +123,7 @@ pub(super) fn encode(f: &Frame<'_>, buf: &mut Vec<u8>) -> Option<()> {
         } => {
             put_varint(buf, ty::PATH_NEW_CONNECTION_ID);
             put_varint(buf, *path_id);
-            put_varint(buf, *seq);
-            put_varint(buf, *retire_prior_to);
-            buf.push(cid.len() as u8);
-            buf.extend_from_slice(cid);
-            buf.extend_from_slice(reset_token);
+            conn_id::encode_new_cid_body(buf, *seq, *retire_prior_to, cid, reset_token);
         }
         _ => {
             let (v, n) = fields(f)?;

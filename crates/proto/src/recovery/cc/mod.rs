@@ -49,9 +49,14 @@ pub trait Controller: Send + fmt::Debug {
         rtt: &RttEstimator,
     );
 
+    /// Whether the controller couples its path to the connection's others (LIA). When it
+    /// does not (the default), the connection gathers nothing for `set_coupled_paths`.
+    fn couples_paths(&self) -> bool {
+        false
+    }
+
     /// Multipath: the connection's other usable paths, told before the `on_ack` calls of
-    /// each ACK frame on this path. Coupled controllers (LIA) read them; the rest ignore
-    /// them.
+    /// each ACK frame on this path, when `couples_paths`.
     fn set_coupled_paths(&mut self, _others: &[Coupled]) {}
 
     /// After all packets of one ACK frame were processed.

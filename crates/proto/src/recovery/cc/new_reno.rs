@@ -123,6 +123,10 @@ impl Controller for NewReno {
         }
     }
 
+    fn couples_paths(&self) -> bool {
+        self.config.coupled
+    }
+
     fn set_coupled_paths(&mut self, others: &[Coupled]) {
         if self.config.coupled {
             self.others.clear();
