@@ -243,6 +243,35 @@ fn bad_input_gets_a_clear_error() {
     );
     one_line_error(
         &[
+            "lab",
+            "run",
+            "--preset",
+            "wlan",
+            "--fec",
+            "adaptive(prior=80%)",
+        ],
+        "prior must be a loss rate from 0 to 50 %",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--initial-window", "0"],
+        "give a window of 1 to 10000 packets",
+    );
+    // A setting the endpoints cannot take is refused before any run.
+    one_line_error(
+        &[
+            "lab",
+            "run",
+            "--preset",
+            "wlan",
+            "--cc",
+            "disabled",
+            "--initial-window",
+            "32",
+        ],
+        "no window with congestion = \"disabled\"",
+    );
+    one_line_error(
+        &[
             "lab", "run", "--preset", "wlan", "--flows", "3", "--fec", "none,rlc",
         ],
         "give --flows 2",

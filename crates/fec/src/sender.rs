@@ -229,8 +229,14 @@ impl Sender {
         if self.code.is_some() || self.idle {
             let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
             if self.controller.rescheme(&rcx) {
-                // What the old code holds is protected before it goes.
-                self.flush(1);
+                // What the old code holds is protected before it goes, with one repair,
+                // unless the controller would give such a tail none.
+                let repairs = if self.unprotected() > 0 {
+                    self.controller.protect_tail(&rcx).min(1)
+                } else {
+                    0
+                };
+                self.flush(repairs);
                 self.code = None;
                 self.idle = false;
             }
@@ -269,6 +275,10 @@ impl Sender {
         room: usize,
     ) -> Option<qfec_proto::ProtectedRegion> {
         if !self.ensure_code(cx) {
+            return None;
+        }
+        let rcx = RedundancyCx::new(cx, self.unprotected(), self.mode);
+        if !self.controller.protect_packet(&rcx) {
             return None;
         }
         let code = self.code.as_ref()?;

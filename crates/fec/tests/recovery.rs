@@ -58,7 +58,8 @@ fn tail_download(
 fn lost_tail_of_a_short_download_is_recovered_about_an_rtt_sooner() {
     let all = &SchemeId::ALL;
     let (plain_t, _) = tail_download(plain(), plain());
-    for scheme in ["rlc", "rs", "xor"] {
+    // `adaptive` has seen no loss of its own here: its prior protects the first flight.
+    for scheme in ["rlc", "rs", "xor", "adaptive"] {
         let (fec_t, s) = tail_download(
             fec(scheme, all, RecoveredLossMode::Signal),
             fec("none", all, RecoveredLossMode::Signal),
@@ -71,6 +72,21 @@ fn lost_tail_of_a_short_download_is_recovered_about_an_rtt_sooner() {
             "{scheme}: {fec_t:.3} s with FEC, {plain_t:.3} s without"
         );
     }
+}
+
+/// Without a prior, `adaptive` protects nothing before the connection saw a loss: the lost
+/// tail waits for a probe timeout, as in plain QUIC.
+#[test]
+fn adaptive_without_a_prior_leaves_the_first_flight_unprotected() {
+    let all = &SchemeId::ALL;
+    let (plain_t, _) = tail_download(plain(), plain());
+    let (t, s) = tail_download(
+        fec("adaptive(prior=0)", all, RecoveredLossMode::Signal),
+        fec("none", all, RecoveredLossMode::Signal),
+    );
+    let s = s.unwrap();
+    assert_eq!((s.repair_symbols_sent, s.peer_recovered), (0, 0), "{s:?}");
+    assert!((t - plain_t).abs() < 0.05, "{t:.3} s, plain {plain_t:.3} s");
 }
 
 /// A bulk download with one data packet dropped in mid-flight, which RLC (a repair every two

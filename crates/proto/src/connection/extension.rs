@@ -164,6 +164,19 @@ impl ExtensionCx<'_> {
         !self.conn.datagrams_out.is_empty() || self.conn.streams.has_stream_data()
     }
 
+    /// Bytes of STREAM data (queued retransmissions, and new data within flow-control
+    /// credit) and DATAGRAMs that the application could send now: what a sender has left
+    /// before it runs out of data. It walks the streams with data queued.
+    pub fn app_data_pending_bytes(&self) -> u64 {
+        let datagrams: u64 = self
+            .conn
+            .datagrams_out
+            .iter()
+            .map(|d| d.data.len() as u64)
+            .sum();
+        datagrams + self.conn.streams.unsent_bytes()
+    }
+
     /// Processes `frames` as if a packet carrying them had arrived (after this hook).
     pub fn deliver_recovered(&mut self, frames: Bytes) {
         self.actions.push(ExtensionAction::DeliverRecovered(frames));

@@ -607,6 +607,21 @@ impl Streams {
             .any(|id| self.send.get(id).is_some_and(|s| s.sendable(credit)))
     }
 
+    /// Bytes of STREAM data the connection could send now (see [`SendStream::unsent_bytes`]),
+    /// new data within the connection's credit.
+    pub fn unsent_bytes(&self) -> u64 {
+        let mut credit = self.peer_max_data.saturating_sub(self.sent_data);
+        let mut total = 0;
+        for id in &self.send_queue {
+            if let Some(s) = self.send.get(id) {
+                let n = s.unsent_bytes(credit);
+                total += n;
+                credit = credit.saturating_sub(n);
+            }
+        }
+        total
+    }
+
     /// Writes pending stream control frames while they fit in `max` bytes of `buf`.
     pub fn write_control(&mut self, buf: &mut Vec<u8>, max: usize, sent: &mut SentFrames) {
         let start = buf.len();

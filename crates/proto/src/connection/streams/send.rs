@@ -142,6 +142,21 @@ impl SendStream {
                 && self.next_offset == self.write_offset())
     }
 
+    /// Bytes waiting to be sent: queued retransmissions, and new data up to the stream's
+    /// flow-control limit and `conn_credit`.
+    pub fn unsent_bytes(&self, conn_credit: u64) -> u64 {
+        if self.is_reset() {
+            return 0;
+        }
+        let again: u64 = self.retransmit.iter().map(|r| r.end - r.start).sum();
+        let new = self
+            .write_offset()
+            .min(self.max_data)
+            .saturating_sub(self.next_offset)
+            .min(conn_credit);
+        again + new
+    }
+
     /// New data blocked only by the stream's flow-control limit.
     pub fn is_blocked(&self) -> bool {
         self.next_offset < self.write_offset() && self.next_offset >= self.max_data
@@ -262,6 +277,22 @@ mod tests {
         let mut out = Vec::new();
         s.copy_range(o, l, &mut out);
         assert_eq!(out.len(), 1000);
+    }
+
+    #[test]
+    fn unsent_bytes_count_retransmissions_and_new_data_within_credit() {
+        let mut s = SendStream::new(2500);
+        s.write(Bytes::from_static(&[1u8; 3000]));
+        // New data up to the stream's limit (2500) and the connection's credit.
+        assert_eq!(s.unsent_bytes(u64::MAX), 2500);
+        assert_eq!(s.unsent_bytes(700), 700);
+        let (o, l, _) = s.next_chunk(1000, u64::MAX).unwrap();
+        assert_eq!(s.unsent_bytes(u64::MAX), 1500);
+        s.on_lost(o, l, false);
+        assert_eq!(s.unsent_bytes(u64::MAX), 2500);
+        assert_eq!(s.unsent_bytes(0), 1000);
+        s.reset(0);
+        assert_eq!(s.unsent_bytes(u64::MAX), 0);
     }
 
     #[test]
