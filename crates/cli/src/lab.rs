@@ -139,8 +139,9 @@ pub struct RunArgs {
     /// adds each FEC variant's completion-time ratio to `none` (xi).
     #[arg(long)]
     fec: Option<String>,
-    /// How losses the peer recovered reach congestion control: signal (RFC 9265) or mask
-    /// (rQUIC); a list (signal,mask) compares them.
+    /// How losses the peer recovered reach congestion control: signal (RFC 9265), mask
+    /// (rQUIC) or differentiate (mask without a standing queue, signal with one); a list
+    /// (signal,mask) compares them.
     #[arg(long)]
     fec_cc: Option<String>,
     /// Put N flows on the same links: N identical ones, or, with a list of variants (e.g.

@@ -16,7 +16,8 @@
 //!   out of data the open block or window is protected at once, so a tail loss does not wait
 //!   for a probe timeout. A SYMBOL_ACK from the peer releases the recovered packets from
 //!   retransmission (also after loss detection fired, while the retransmission is queued)
-//!   and reaches congestion control as a loss (`signal`) or a delivery (`mask`).
+//!   and reaches congestion control as a loss (`signal`), a delivery (`mask`), or either
+//!   as the path shows a standing queue or not (`differentiate`).
 //! - **Receiver** (module `receiver`): source and repair symbols feed the erasure
 //!   decoder; a recovered packet's frames are processed as if received, once; recovered SIDs
 //!   go back in SYMBOL_ACK frames ahead of the ACK frame; memory is bounded by local limits.
@@ -71,11 +72,12 @@ pub struct FecConfig {
 }
 
 impl FecConfig {
-    /// Sends with `send`, decodes every scheme, signal mode.
+    /// Sends with `send`, decodes every scheme, in `send`'s default mode
+    /// ([`Redundancy::default_mode`]; `signal` without `send`).
     pub fn new(send: Option<Redundancy>) -> FecConfig {
         FecConfig {
             send,
-            mode: RecoveredLossMode::Signal,
+            mode: send.map_or(RecoveredLossMode::Signal, |r| r.default_mode()),
             decode: SchemeId::ALL.to_vec(),
             coding_window: DEFAULT_CODING_WINDOW,
             max_symbol_size: 1500,

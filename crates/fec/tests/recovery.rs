@@ -92,12 +92,11 @@ fn adaptive_without_a_prior_leaves_the_first_flight_unprotected() {
 /// A bulk download with one data packet dropped in mid-flight, which RLC (a repair every two
 /// source symbols) recovers before loss detection would declare it lost.
 fn one_loss(mode: RecoveredLossMode) -> qfec_proto::ConnectionStats {
-    let mut pair = Pair::new(
-        11,
-        fec("rlc", &SchemeId::ALL, mode),
-        link(20, 0.0),
-        link(20, 0.0),
-    );
+    one_loss_on(mode, link(20, 0.0))
+}
+
+fn one_loss_on(mode: RecoveredLossMode, down: LinkSpec) -> qfec_proto::ConnectionStats {
+    let mut pair = Pair::new(11, fec("rlc", &SchemeId::ALL, mode), link(20, 0.0), down);
     let ch = pair.connect(fec("none", &SchemeId::ALL, mode));
     let mut seen = 0;
     pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
@@ -127,6 +126,28 @@ fn signal_reduces_the_window_on_a_recovered_loss_and_mask_does_not() {
     }
     assert_eq!(signal.congestion_events, 1, "{signal:?}");
     assert_eq!(mask.congestion_events, 0, "{mask:?}");
+}
+
+/// `differentiate` masks a loss recovered while the path shows no queue (100 Mb/s: slow
+/// start has not filled the pipe by the 100th packet) and signals one recovered while a
+/// queue stands (5 Mb/s: by then the window is several times the 25 kB pipe).
+#[test]
+fn differentiate_signals_a_recovered_loss_only_at_a_standing_queue() {
+    let mode = RecoveredLossMode::Differentiate;
+    let open = one_loss_on(mode, link(20, 0.0));
+    let queued = one_loss_on(
+        mode,
+        LinkSpec {
+            rate: 5_000_000,
+            ..link(20, 0.0)
+        },
+    );
+    for s in [&open, &queued] {
+        assert_eq!(s.packets_recovered_by_peer, 1, "{s:?}");
+        assert_eq!((s.packets_lost, s.packets_retransmitted), (0, 0), "{s:?}");
+    }
+    assert_eq!(open.congestion_events, 0, "{open:?}");
+    assert_eq!(queued.congestion_events, 1, "{queued:?}");
 }
 
 /// Every scheme, at Bernoulli losses and over a Gilbert-Elliott-like bursty link: identical

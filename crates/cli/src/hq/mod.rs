@@ -83,8 +83,9 @@ pub struct TransportArgs {
     /// xor, xor(K,DEPTH), rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]), or none.
     #[arg(long, default_value = "none", value_parser = parse_fec)]
     fec: FecArg,
-    /// How losses the peer recovered reach congestion control: signal or mask (default:
-    /// mask for rquic, as paper 000 does, signal otherwise).
+    /// How losses the peer recovered reach congestion control: signal, mask or
+    /// differentiate (mask without a standing queue, signal with one) (default: mask for
+    /// rquic, as paper 000 does, signal otherwise).
     #[arg(long)]
     fec_cc: Option<RecoveredLossMode>,
     /// Do not offer to decode the peer's FEC (plain QUIC unless --fec is given).

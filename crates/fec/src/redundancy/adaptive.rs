@@ -45,17 +45,18 @@
 //!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
 //!   repaired), when the loss rate p is at least 0.5 % and the connection saw a channel loss
-//!   (the prior alone never adds repair between data packets). In `signal` mode a recovered
-//!   loss still halves the window, so repair inside a long flow only adds bytes: none is sent.
+//!   (the prior alone never adds repair between data packets). The same in `differentiate`
+//!   mode, where a loss recovered without a standing queue is masked. In `signal` mode a
+//!   recovered loss still halves the window, so repair inside a long flow only adds bytes:
+//!   none is sent.
 //!
 //! The code is RLC over GF(2^8): it repairs any loss pattern its window allows, and its
 //! repairs interleave with the data, so recovery comes after a few packets, before packet-
 //! threshold loss detection would fire for the same loss. A change of interval takes effect
 //! at most once per RTT.
 
-use std::time::Duration;
-
 use qfec_erasure::{Field, Scheme};
+use qfec_proto::recovery::rtt::standing_queue;
 use qfec_proto::{Instant, RecoveredLossMode};
 
 use super::{RedundancyController, RedundancyCx, fit_to_window};
@@ -163,15 +164,9 @@ impl LossEstimate {
     }
 }
 
-/// A loss seen while the latest RTT stands a quarter of the way from the minimum to the
-/// largest RTT seen (and at least an eighth of the minimum above it) is a queue's.
-pub(crate) fn congestion_loss(latest: Duration, min: Duration, max: Duration) -> bool {
-    latest > min + (min / 8).max(max.saturating_sub(min) / 4)
-}
-
 /// Source symbols per repair within a flow at loss rate `p` (`NO_CADENCE`: none).
 pub(crate) fn mid_flow_interval(p: f64, mode: RecoveredLossMode) -> u16 {
-    if mode == RecoveredLossMode::Signal || p < MID_FLOW_MIN_LOSS {
+    if !mode.may_mask() || p < MID_FLOW_MIN_LOSS {
         return NO_CADENCE;
     }
     (1.0 / (MID_FLOW_REPAIRS_PER_LOSS * p))
@@ -230,8 +225,6 @@ pub struct Adaptive {
     /// Interval to use when the code is next built.
     wanted: u16,
     last_change: Option<Instant>,
-    /// Largest RTT sample seen (the queue at its fullest).
-    max_rtt: Duration,
 }
 
 impl Adaptive {
@@ -242,7 +235,6 @@ impl Adaptive {
             interval: None,
             wanted: NO_CADENCE,
             last_change: None,
-            max_rtt: Duration::ZERO,
         }
     }
 
@@ -255,7 +247,6 @@ impl Adaptive {
     fn observe(&mut self, cx: &RedundancyCx<'_, '_>) {
         let s = cx.stats();
         let p = cx.path();
-        self.max_rtt = self.max_rtt.max(p.latest_rtt);
         let now = Counters {
             sent: s.packets_sent,
             lost: s.packets_lost.saturating_sub(s.spurious_losses) + s.packets_recovered_by_peer,
@@ -263,7 +254,7 @@ impl Adaptive {
         let lost = now.lost.saturating_sub(self.seen.lost);
         let sent = now.sent.saturating_sub(self.seen.sent);
         if lost > 0 {
-            let queue = congestion_loss(p.latest_rtt, p.min_rtt, self.max_rtt);
+            let queue = standing_queue(p.latest_rtt, p.min_rtt, p.max_rtt);
             self.loss.lost(lost as f64, queue);
         }
         self.loss.delivered(sent.saturating_sub(lost) as f64);
@@ -359,7 +350,7 @@ impl RedundancyController for Adaptive {
     fn protect_tail(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {
         self.observe(cx);
         let path = cx.path();
-        if congestion_loss(path.latest_rtt, path.min_rtt, self.max_rtt) {
+        if standing_queue(path.latest_rtt, path.min_rtt, path.max_rtt) {
             // A standing queue: a repair would wait behind the retransmissions it races, or
             // be dropped by the same full queue.
             return 0;
@@ -381,6 +372,8 @@ impl RedundancyController for Adaptive {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -423,11 +416,11 @@ mod tests {
     fn queue_drops_are_not_channel_loss() {
         let ms = Duration::from_millis;
         // A queue that once added 240 ms: 70 ms of it marks a congestion drop.
-        assert!(congestion_loss(ms(371), ms(300), ms(540)));
-        assert!(!congestion_loss(ms(350), ms(300), ms(540)));
+        assert!(standing_queue(ms(371), ms(300), ms(540)));
+        assert!(!standing_queue(ms(350), ms(300), ms(540)));
         // No queue seen yet: an RTT an eighth above the minimum is noise.
-        assert!(!congestion_loss(ms(28), ms(25), ms(28)));
-        assert!(congestion_loss(ms(29), ms(25), ms(29)));
+        assert!(!standing_queue(ms(28), ms(25), ms(28)));
+        assert!(standing_queue(ms(29), ms(25), ms(29)));
         let mut e = LossEstimate::default();
         e.delivered(950.0);
         e.lost(50.0, true);

@@ -233,10 +233,12 @@ impl Redundancy {
     };
 
     /// How recovered losses reach congestion control unless the user says otherwise: `mask`
-    /// for rQUIC (paper 000 hides them), `signal` (RFC 9265) for the others.
+    /// for rQUIC (paper 000 hides them), `differentiate` for `adaptive` (a loss recovered
+    /// without a standing queue was the channel's), `signal` (RFC 9265) for fixed codes.
     pub fn default_mode(&self) -> RecoveredLossMode {
         match self {
             Redundancy::Rquic(_) => RecoveredLossMode::Mask,
+            Redundancy::Adaptive(_) => RecoveredLossMode::Differentiate,
             _ => RecoveredLossMode::Signal,
         }
     }
@@ -529,6 +531,10 @@ mod tests {
         );
         assert_eq!(
             Redundancy::default().default_mode(),
+            RecoveredLossMode::Differentiate
+        );
+        assert_eq!(
+            Redundancy::Fixed(Redundancy::RLC).default_mode(),
             RecoveredLossMode::Signal
         );
         assert_eq!(

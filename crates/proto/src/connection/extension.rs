@@ -43,6 +43,10 @@ pub enum RecoveredLossMode {
     /// The recovery hides the loss from congestion control (rQUIC, paper 000): the packet
     /// counts as delivered, and a reduction already made for it alone is undone.
     Mask,
+    /// Loss differentiation: `Mask` when the path shows no standing queue at the report
+    /// (the loss was the channel's), `Signal` when it does (a queue dropped it, or a flow
+    /// beside ours fills the bottleneck: congestion control must back off).
+    Differentiate,
 }
 
 impl RecoveredLossMode {
@@ -50,7 +54,14 @@ impl RecoveredLossMode {
         match self {
             RecoveredLossMode::Signal => "signal",
             RecoveredLossMode::Mask => "mask",
+            RecoveredLossMode::Differentiate => "differentiate",
         }
+    }
+
+    /// Whether a recovered loss may be hidden from congestion control in this mode, for a
+    /// sender deciding whether repair within a flow pays.
+    pub fn may_mask(self) -> bool {
+        self != RecoveredLossMode::Signal
     }
 }
 
@@ -62,7 +73,7 @@ impl fmt::Display for RecoveredLossMode {
 
 /// Unknown loss-mode name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown FEC congestion mode {0:?}: expected signal or mask")]
+#[error("unknown FEC congestion mode {0:?}: expected signal, mask or differentiate")]
 pub struct ParseRecoveredLossModeError(pub String);
 
 impl std::str::FromStr for RecoveredLossMode {
@@ -71,6 +82,7 @@ impl std::str::FromStr for RecoveredLossMode {
         match s.trim().to_ascii_lowercase().as_str() {
             "signal" => Ok(RecoveredLossMode::Signal),
             "mask" => Ok(RecoveredLossMode::Mask),
+            "differentiate" => Ok(RecoveredLossMode::Differentiate),
             _ => Err(ParseRecoveredLossModeError(s.to_string())),
         }
     }
@@ -528,7 +540,7 @@ impl Connection {
             return false;
         };
         self.stats.late_recoveries_by_peer += 1;
-        if mode == RecoveredLossMode::Mask {
+        if self.paths[pi].resolve_recovered_mode(mode) == RecoveredLossMode::Mask {
             self.paths[pi].on_late_masked_recovery(pn, lost.info.delivery.as_ref());
         }
         // What lay outside the region was queued again when the loss was declared.

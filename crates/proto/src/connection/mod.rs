@@ -221,6 +221,8 @@ pub struct PathStats {
     pub rtt: Duration,
     pub min_rtt: Duration,
     pub latest_rtt: Duration,
+    /// Largest RTT sample (see [`crate::recovery::rtt::RttEstimator::max`]).
+    pub max_rtt: Duration,
     /// Probe timeout without backoff (RFC 9002 §6.2.1).
     pub pto: Duration,
     pub cwnd: u64,
@@ -511,6 +513,7 @@ impl Connection {
             rtt: path.rtt.smoothed(),
             min_rtt: path.rtt.min(),
             latest_rtt: path.rtt.latest(),
+            max_rtt: path.rtt.max(),
             pto: self.pto_duration(Pns::Data(pi)),
             cwnd: path.cc.window(),
             ecn_received: path.space.ecn_received,

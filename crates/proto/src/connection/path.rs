@@ -432,7 +432,7 @@ impl Path {
         p: &crate::recovery::sent::SentPacket<super::sent::SentInfo>,
         mode: super::RecoveredLossMode,
     ) -> bool {
-        match mode {
+        match self.resolve_recovered_mode(mode) {
             super::RecoveredLossMode::Mask => {
                 let app_limited = self.recovery.app_limited;
                 self.cc
@@ -442,7 +442,7 @@ impl Path {
                 }
                 false
             }
-            super::RecoveredLossMode::Signal => {
+            super::RecoveredLossMode::Signal | super::RecoveredLossMode::Differentiate => {
                 if let Some(d) = &p.info.delivery {
                     let loss = self.delivery.on_lost(d);
                     self.cc.on_packet_lost(now, &loss);
@@ -451,6 +451,21 @@ impl Path {
                     .on_congestion_event(now, p.time_sent, false, u64::from(p.size));
                 true
             }
+        }
+    }
+
+    /// `mode` for a loss recovered now on this path: `Differentiate` becomes `Mask` without a
+    /// standing queue and `Signal` with one.
+    pub fn resolve_recovered_mode(
+        &self,
+        mode: super::RecoveredLossMode,
+    ) -> super::RecoveredLossMode {
+        match mode {
+            super::RecoveredLossMode::Differentiate if self.rtt.standing_queue() => {
+                super::RecoveredLossMode::Signal
+            }
+            super::RecoveredLossMode::Differentiate => super::RecoveredLossMode::Mask,
+            m => m,
         }
     }
 

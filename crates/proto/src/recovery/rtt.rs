@@ -14,6 +14,8 @@ pub struct RttEstimator {
     smoothed: Duration,
     rttvar: Duration,
     min: Duration,
+    /// Largest sample since the first (or since min_rtt was last reset).
+    max: Duration,
     has_sample: bool,
     /// Set after persistent congestion: the next sample replaces min_rtt (RFC 9002 §5.2).
     reset_min: bool,
@@ -27,6 +29,7 @@ impl RttEstimator {
             smoothed: initial_rtt,
             rttvar: initial_rtt / 2,
             min: initial_rtt,
+            max: initial_rtt,
             has_sample: false,
             reset_min: false,
         }
@@ -48,6 +51,7 @@ impl RttEstimator {
             self.has_sample = true;
             self.reset_min = false;
             self.min = rtt_sample;
+            self.max = rtt_sample;
             self.smoothed = rtt_sample;
             self.rttvar = rtt_sample / 2;
             return;
@@ -55,8 +59,10 @@ impl RttEstimator {
         if self.reset_min {
             self.reset_min = false;
             self.min = rtt_sample;
+            self.max = rtt_sample;
         } else {
             self.min = self.min.min(rtt_sample);
+            self.max = self.max.max(rtt_sample);
         }
         let ack_delay = if handshake_confirmed {
             ack_delay.min(max_ack_delay)
@@ -93,6 +99,15 @@ impl RttEstimator {
     pub fn latest(&self) -> Duration {
         self.latest
     }
+    /// Largest RTT sample (the queue at its fullest); the initial RTT before any sample.
+    pub fn max(&self) -> Duration {
+        self.max
+    }
+
+    /// Whether the latest sample shows a standing queue (see [`standing_queue`]).
+    pub fn standing_queue(&self) -> bool {
+        self.has_sample && standing_queue(self.latest, self.min, self.max)
+    }
     pub fn has_sample(&self) -> bool {
         self.has_sample
     }
@@ -115,6 +130,14 @@ impl RttEstimator {
     }
 }
 
+/// Whether an RTT of `latest` shows a standing queue on a path whose RTT ranged from `min` to
+/// `max`: it stands a quarter of the way from the minimum to the largest RTT seen, and at
+/// least an eighth of the minimum above it (with no queue seen yet, an RTT an eighth above
+/// the minimum is noise). A loss seen then is taken for a congestion drop.
+pub fn standing_queue(latest: Duration, min: Duration, max: Duration) -> bool {
+    latest > min + (min / 8).max(max.saturating_sub(min) / 4)
+}
+
 impl Default for RttEstimator {
     fn default() -> Self {
         RttEstimator::new(INITIAL_RTT)
@@ -127,6 +150,28 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    #[test]
+    fn a_standing_queue_is_a_quarter_of_the_way_to_the_largest_rtt() {
+        let mut r = RttEstimator::new(INITIAL_RTT);
+        assert!(!r.standing_queue(), "no sample, no queue");
+        r.update(ms(300), ms(0), ms(25), true);
+        r.update(ms(540), ms(0), ms(25), true);
+        assert_eq!((r.min(), r.max()), (ms(300), ms(540)));
+        // The threshold: 300 + max(37.5, 60) = 360 ms.
+        assert!(r.standing_queue());
+        r.update(ms(350), ms(0), ms(25), true);
+        assert!(!r.standing_queue());
+        r.update(ms(371), ms(0), ms(25), true);
+        assert!(r.standing_queue());
+        // No queue seen yet: an RTT an eighth above the minimum is noise.
+        assert!(!standing_queue(ms(28), ms(25), ms(28)));
+        assert!(standing_queue(ms(29), ms(25), ms(29)));
+        // After persistent congestion the range starts again from the next sample.
+        r.reset_min_rtt();
+        r.update(ms(400), ms(0), ms(25), true);
+        assert_eq!((r.min(), r.max()), (ms(400), ms(400)));
     }
 
     #[test]
