@@ -84,9 +84,15 @@ impl FecConfig {
         }
     }
 
-    /// Adds FEC to `transport`'s connections.
+    /// Adds FEC to `transport`'s connections; in `differentiate` mode also turns on the
+    /// transport's loss differentiation (a loss without a standing queue reduces the window
+    /// by 1/5 only: [`TransportConfig::loss_differentiation`]).
     pub fn install(mut self, transport: &mut TransportConfig) {
         self.max_symbol_size = usize::from(transport.max_udp_payload_size);
+        // A sender that differentiates recovered losses does so for unrecovered ones too.
+        if self.send.is_some() && self.mode == RecoveredLossMode::Differentiate {
+            transport.loss_differentiation = true;
+        }
         transport.extensions.push(Arc::new(extension::FecFactory {
             config: Arc::new(self),
         }));

@@ -14,6 +14,13 @@ use crate::recovery::cc::{CongestionControl, ControllerFactory};
 /// Settings of one connection's transport (both sides).
 #[derive(Clone, Debug)]
 pub struct TransportConfig {
+    /// Loss differentiation: a loss episode declared while the path shows no standing queue
+    /// ([`crate::recovery::rtt::RttEstimator::standing_queue`]) is taken for the channel's
+    /// and reduces the window by 1/5 only
+    /// ([`crate::recovery::cc::Controller::on_random_loss_event`]); one with a standing queue
+    /// is congestion as usual, so a flow beside others still backs off at a shared queue.
+    /// FEC's `differentiate` mode turns it on. Off by default.
+    pub loss_differentiation: bool,
     /// Idle timeout we advertise; the effective one is the minimum of both sides.
     pub max_idle_timeout: Duration,
     /// How long to wait for the peer before its transport parameters arrive (and with them
@@ -95,6 +102,7 @@ impl Default for TransportConfig {
             min_ack_delay: Some(Duration::from_millis(1)),
             ack_frequency: AckFrequencyPolicy::None,
             packet_threshold: 3,
+            loss_differentiation: false,
             congestion_controller: CongestionControl::Cubic.factory(),
             pacing: true,
             max_udp_payload_size: 1452,

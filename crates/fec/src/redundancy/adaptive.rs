@@ -7,9 +7,11 @@
 //! **Loss estimate.** Before each packet it could protect, the controller reads the sender's
 //! counters: packets sent, packets declared lost (less those that arrived after all), and
 //! packets the peer recovered before loss detection fired (lost on the wire all the same).
-//! A loss seen while the path shows a standing queue (the latest RTT a quarter of the way from
-//! the minimum RTT to the largest RTT seen, and at least an eighth of the minimum above it) is
-//! taken for a congestion drop and does not count as channel loss: FEC cannot beat a full
+//! A loss seen while the path shows a standing queue (the core's rule,
+//! `qfec_proto::recovery::rtt::standing_queue`: the latest RTT a quarter of the way from the
+//! minimum RTT to the largest RTT seen, and at least an eighth of the minimum above it, a
+//! wider noise margin than congestion control's 1/32: a channel loss taken for a queue's only
+//! costs repair, not fairness) is taken for a congestion drop and does not count as channel loss: FEC cannot beat a full
 //! queue, and congestion control must see those losses anyway. The channel loss rate is the
 //! rest over all packets, after a prior worth 50 packets at the prior loss rate
 //! ([`AdaptiveConfig::prior_loss`], 2 % unless set: one loss in the prior's 50 packets), with
@@ -54,6 +56,8 @@
 //! repairs interleave with the data, so recovery comes after a few packets, before packet-
 //! threshold loss detection would fire for the same loss. A change of interval takes effect
 //! at most once per RTT.
+
+use std::time::Duration;
 
 use qfec_erasure::{Field, Scheme};
 use qfec_proto::recovery::rtt::standing_queue;
@@ -164,6 +168,12 @@ impl LossEstimate {
     }
 }
 
+/// Whether a loss now is a queue's: the core's [`standing_queue`] with an eighth of the
+/// minimum RTT as noise margin.
+pub(crate) fn queue_drop(latest: Duration, min: Duration, max: Duration) -> bool {
+    standing_queue(latest, min, max, min / 8)
+}
+
 /// Source symbols per repair within a flow at loss rate `p` (`NO_CADENCE`: none).
 pub(crate) fn mid_flow_interval(p: f64, mode: RecoveredLossMode) -> u16 {
     if !mode.may_mask() || p < MID_FLOW_MIN_LOSS {
@@ -254,7 +264,7 @@ impl Adaptive {
         let lost = now.lost.saturating_sub(self.seen.lost);
         let sent = now.sent.saturating_sub(self.seen.sent);
         if lost > 0 {
-            let queue = standing_queue(p.latest_rtt, p.min_rtt, p.max_rtt);
+            let queue = queue_drop(p.latest_rtt, p.min_rtt, p.max_rtt);
             self.loss.lost(lost as f64, queue);
         }
         self.loss.delivered(sent.saturating_sub(lost) as f64);
@@ -350,7 +360,7 @@ impl RedundancyController for Adaptive {
     fn protect_tail(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {
         self.observe(cx);
         let path = cx.path();
-        if standing_queue(path.latest_rtt, path.min_rtt, path.max_rtt) {
+        if queue_drop(path.latest_rtt, path.min_rtt, path.max_rtt) {
             // A standing queue: a repair would wait behind the retransmissions it races, or
             // be dropped by the same full queue.
             return 0;
@@ -372,8 +382,6 @@ impl RedundancyController for Adaptive {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[test]
@@ -416,11 +424,11 @@ mod tests {
     fn queue_drops_are_not_channel_loss() {
         let ms = Duration::from_millis;
         // A queue that once added 240 ms: 70 ms of it marks a congestion drop.
-        assert!(standing_queue(ms(371), ms(300), ms(540)));
-        assert!(!standing_queue(ms(350), ms(300), ms(540)));
+        assert!(queue_drop(ms(371), ms(300), ms(540)));
+        assert!(!queue_drop(ms(350), ms(300), ms(540)));
         // No queue seen yet: an RTT an eighth above the minimum is noise.
-        assert!(!standing_queue(ms(28), ms(25), ms(28)));
-        assert!(standing_queue(ms(29), ms(25), ms(29)));
+        assert!(!queue_drop(ms(28), ms(25), ms(28)));
+        assert!(queue_drop(ms(29), ms(25), ms(29)));
         let mut e = LossEstimate::default();
         e.delivered(950.0);
         e.lost(50.0, true);

@@ -332,9 +332,19 @@ impl Connection {
             self.stats.congestion_events += 1;
             let persistent = pns.is_data() && pc.established();
             let window_before = self.paths[pi].cc.window();
-            self.paths[pi]
-                .cc
-                .on_congestion_event(now, sent, persistent, lost_bytes);
+            let random = self.config.loss_differentiation
+                && !persistent
+                && !self.paths[pi].rtt.standing_queue();
+            if random {
+                self.stats.random_loss_events += 1;
+                self.paths[pi]
+                    .cc
+                    .on_random_loss_event(now, sent, lost_bytes);
+            } else {
+                self.paths[pi]
+                    .cc
+                    .on_congestion_event(now, sent, persistent, lost_bytes);
+            }
             let reduced = self.paths[pi].cc.window() < window_before;
             if reduced {
                 self.trace_recovery_start(now, persistent);

@@ -199,6 +199,9 @@ pub struct ConnectionStats {
     pub late_recoveries_by_peer: u64,
     pub stream_bytes_sent: u64,
     pub congestion_events: u64,
+    /// Of the congestion events, those taken for random loss (no standing queue) under
+    /// [`TransportConfig::loss_differentiation`].
+    pub random_loss_events: u64,
     pub pto_count: u64,
     pub key_updates: u64,
     pub packets_dropped: u64,

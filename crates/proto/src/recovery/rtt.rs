@@ -104,9 +104,13 @@ impl RttEstimator {
         self.max
     }
 
-    /// Whether the latest sample shows a standing queue (see [`standing_queue`]).
+    /// Whether the latest sample shows a standing queue, for congestion control (loss
+    /// differentiation): see [`standing_queue`], with anything more than 1/32 of the minimum
+    /// RTT above it counted as queue. A bottleneck whose whole buffer holds less (a few
+    /// packets on a long path) never shows: loss differentiation then takes its drops for
+    /// the channel's.
     pub fn standing_queue(&self) -> bool {
-        self.has_sample && standing_queue(self.latest, self.min, self.max)
+        self.has_sample && standing_queue(self.latest, self.min, self.max, self.min / 32)
     }
     pub fn has_sample(&self) -> bool {
         self.has_sample
@@ -131,11 +135,11 @@ impl RttEstimator {
 }
 
 /// Whether an RTT of `latest` shows a standing queue on a path whose RTT ranged from `min` to
-/// `max`: it stands a quarter of the way from the minimum to the largest RTT seen, and at
-/// least an eighth of the minimum above it (with no queue seen yet, an RTT an eighth above
-/// the minimum is noise). A loss seen then is taken for a congestion drop.
-pub fn standing_queue(latest: Duration, min: Duration, max: Duration) -> bool {
-    latest > min + (min / 8).max(max.saturating_sub(min) / 4)
+/// `max`: it stands a quarter of the way from the minimum to the largest RTT seen, and more
+/// than `noise` above the minimum (less is taken for jitter). A loss seen then is taken for a
+/// congestion drop.
+pub fn standing_queue(latest: Duration, min: Duration, max: Duration, noise: Duration) -> bool {
+    latest > min + noise.max(max.saturating_sub(min) / 4)
 }
 
 impl Default for RttEstimator {
@@ -159,15 +163,21 @@ mod tests {
         r.update(ms(300), ms(0), ms(25), true);
         r.update(ms(540), ms(0), ms(25), true);
         assert_eq!((r.min(), r.max()), (ms(300), ms(540)));
-        // The threshold: 300 + max(37.5, 60) = 360 ms.
+        // The threshold: 300 + max(300 / 32, (540 - 300) / 4) = 360 ms.
         assert!(r.standing_queue());
         r.update(ms(350), ms(0), ms(25), true);
         assert!(!r.standing_queue());
         r.update(ms(371), ms(0), ms(25), true);
         assert!(r.standing_queue());
-        // No queue seen yet: an RTT an eighth above the minimum is noise.
-        assert!(!standing_queue(ms(28), ms(25), ms(28)));
-        assert!(standing_queue(ms(29), ms(25), ms(29)));
+        // No queue seen yet: an RTT less than `noise` above the minimum is jitter.
+        assert!(!standing_queue(ms(329), ms(320), ms(329), ms(10)));
+        assert!(standing_queue(ms(331), ms(320), ms(331), ms(10)));
+        let mut low = RttEstimator::new(INITIAL_RTT);
+        low.update(ms(320), ms(0), ms(25), true);
+        low.update(ms(330), ms(0), ms(25), true);
+        assert!(!low.standing_queue(), "10 ms is within 1/32 of 320 ms");
+        low.update(ms(331), ms(0), ms(25), true);
+        assert!(low.standing_queue());
         // After persistent congestion the range starts again from the next sample.
         r.reset_min_rtt();
         r.update(ms(400), ms(0), ms(25), true);

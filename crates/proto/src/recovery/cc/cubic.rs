@@ -82,6 +82,30 @@ pub struct Cubic {
 }
 
 impl Cubic {
+    /// Enters recovery for a loss of a packet sent at `sent`, unless already in it: the
+    /// window becomes `beta` of what it was; with `fast_convergence`, a window below the
+    /// previous W_max gives up more of W_max (RFC 9438 §4.7).
+    fn reduce(&mut self, now: Instant, sent: Instant, beta: f64, fast_convergence: bool) {
+        let min = self.minimum_window();
+        self.hystart = None;
+        if self.in_recovery(sent) {
+            return;
+        }
+        self.prior = Some(self.s);
+        let s = &mut self.s;
+        s.recovery_start = Some(now);
+        s.epoch_start = None;
+        s.cwnd_prior = s.cwnd;
+        // A window that did not reach the previous W_max suggests a new competing flow.
+        s.w_max = if fast_convergence && s.cwnd < s.w_max {
+            s.cwnd * (1.0 + beta) / 2.0
+        } else {
+            s.cwnd
+        };
+        s.cwnd = (s.cwnd * beta).max(min);
+        s.ssthresh = s.cwnd as u64;
+    }
+
     pub fn new(config: CubicConfig, max_datagram_size: u16) -> Self {
         let cwnd = initial_window(config.initial_window_packets, max_datagram_size) as f64;
         let hystart = config.hystart.then(HyStart::default);
@@ -215,6 +239,10 @@ impl Controller for Cubic {
         }
     }
 
+    fn on_random_loss_event(&mut self, now: Instant, sent: Instant, _lost_bytes: u64) {
+        self.reduce(now, sent, super::RANDOM_LOSS_BETA, false);
+    }
+
     fn on_congestion_event(
         &mut self,
         now: Instant,
@@ -223,24 +251,7 @@ impl Controller for Cubic {
         _lost_bytes: u64,
     ) {
         let min = self.minimum_window();
-        self.hystart = None;
-        if !self.in_recovery(sent) {
-            self.prior = Some(self.s);
-            let beta = self.config.beta;
-            let s = &mut self.s;
-            s.recovery_start = Some(now);
-            s.epoch_start = None;
-            s.cwnd_prior = s.cwnd;
-            // Fast convergence (RFC 9438 §4.7): a window that did not reach the previous W_max
-            // suggests a new competing flow; give up more.
-            s.w_max = if self.config.fast_convergence && s.cwnd < s.w_max {
-                s.cwnd * (1.0 + beta) / 2.0
-            } else {
-                s.cwnd
-            };
-            s.cwnd = (s.cwnd * beta).max(min);
-            s.ssthresh = s.cwnd as u64;
-        }
+        self.reduce(now, sent, self.config.beta, self.config.fast_convergence);
         if persistent_congestion {
             // RFC 9002 §7.6.2 / RFC 9438 §4.8: minimum window, slow start up to ssthresh.
             self.prior = None;

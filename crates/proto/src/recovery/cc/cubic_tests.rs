@@ -81,6 +81,25 @@ fn loss_reduces_to_beta_w_max() {
 }
 
 #[test]
+fn a_random_loss_keeps_four_fifths_and_w_max() {
+    let mut f = Flow::new(CubicConfig::default());
+    f.slow_start_to(100);
+    f.t += RTT;
+    let now = f.t;
+    f.cc.on_random_loss_event(now, now - RTT, MDS);
+    assert_eq!(f.cc.window(), 80 * MDS);
+    assert_eq!(f.cc.ssthresh(), 80 * MDS);
+    // No fast convergence: W_max stays the window before the loss.
+    assert_eq!(f.cc.s.w_max, 100.0 * MDS as f64);
+    // Once per recovery period, as any loss.
+    f.cc.on_random_loss_event(now + RTT, now - RTT / 2, MDS);
+    assert_eq!(f.cc.window(), 80 * MDS);
+    // A congestion event later is the usual reduction.
+    f.cc.on_congestion_event(now + RTT * 2, now + RTT, false, MDS);
+    assert_eq!(f.cc.window(), 56 * MDS);
+}
+
+#[test]
 fn reaches_w_max_at_k() {
     let mut f = Flow::new(CubicConfig::default());
     f.slow_start_to(1000);

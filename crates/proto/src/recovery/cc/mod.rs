@@ -30,6 +30,10 @@ pub use cubic::{Cubic, CubicConfig};
 pub use disabled::{Disabled, DisabledConfig};
 pub use new_reno::{NewReno, NewRenoConfig};
 
+/// Window kept after a loss episode taken for random (channel) loss: 4/5, TCP Veno's
+/// reduction for a loss that comes without a backlog (Fu and Liew, IEEE JSAC 2003).
+pub const RANDOM_LOSS_BETA: f64 = 0.8;
+
 /// A congestion controller for one path.
 pub trait Controller: Send + fmt::Debug {
     fn name(&self) -> &'static str;
@@ -99,6 +103,15 @@ pub trait Controller: Send + fmt::Debug {
         persistent_congestion: bool,
         lost_bytes: u64,
     );
+
+    /// A loss episode the connection attributes to the channel rather than to a queue (loss
+    /// differentiation, [`crate::TransportConfig::loss_differentiation`]: no standing queue
+    /// when the loss was declared). A controller with multiplicative decrease reduces its
+    /// window by [`RANDOM_LOSS_BETA`] only, as TCP Veno does for random loss; the default
+    /// treats it as any congestion event.
+    fn on_random_loss_event(&mut self, now: Instant, sent: Instant, lost_bytes: u64) {
+        self.on_congestion_event(now, sent, false, lost_bytes);
+    }
 
     /// The last reduction is to be undone: controllers that can, restore the state before
     /// it. The connection calls it in FEC's mask mode, when every loss behind the reduction

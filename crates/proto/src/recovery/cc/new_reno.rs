@@ -71,6 +71,20 @@ pub struct NewReno {
 }
 
 impl NewReno {
+    /// Enters recovery for a loss of a packet sent at `sent`, unless already in it: the
+    /// window becomes `factor` of what it was.
+    fn reduce(&mut self, now: Instant, sent: Instant, factor: f64) {
+        if self.in_recovery(sent) {
+            return;
+        }
+        self.prior = Some((self.window, self.ssthresh, self.recovery_start));
+        self.recovery_start = Some(now);
+        let reduced = (self.window as f64 * factor) as u64;
+        self.ssthresh = reduced.max(self.minimum_window());
+        self.window = self.ssthresh;
+        self.ca_acked = 0;
+    }
+
     pub fn new(config: NewRenoConfig, max_datagram_size: u16) -> Self {
         let window = initial_window(config.initial_window_packets, max_datagram_size);
         NewReno {
@@ -165,6 +179,10 @@ impl Controller for NewReno {
         }
     }
 
+    fn on_random_loss_event(&mut self, now: Instant, sent: Instant, _lost_bytes: u64) {
+        self.reduce(now, sent, super::RANDOM_LOSS_BETA);
+    }
+
     fn on_congestion_event(
         &mut self,
         now: Instant,
@@ -172,14 +190,7 @@ impl Controller for NewReno {
         persistent_congestion: bool,
         _lost_bytes: u64,
     ) {
-        if !self.in_recovery(sent) {
-            self.prior = Some((self.window, self.ssthresh, self.recovery_start));
-            self.recovery_start = Some(now);
-            let reduced = (self.window as f64 * self.config.loss_reduction_factor) as u64;
-            self.ssthresh = reduced.max(self.minimum_window());
-            self.window = self.ssthresh;
-            self.ca_acked = 0;
-        }
+        self.reduce(now, sent, self.config.loss_reduction_factor);
         if persistent_congestion {
             // RFC 9002 §7.6.2: collapse to the minimum window and leave recovery.
             self.prior = None;
@@ -262,6 +273,17 @@ mod tests {
         let mut cc = NewReno::new(NewRenoConfig::default(), MDS as u16);
         cc.on_ack(at(100), at(0), MDS, true, &rtt());
         assert_eq!(cc.window(), 12_000);
+    }
+
+    #[test]
+    fn a_random_loss_keeps_four_fifths() {
+        let mut cc = NewReno::new(NewRenoConfig::default(), MDS as u16);
+        ack_window(&mut cc, at(0), at(100)); // 24000
+        cc.on_random_loss_event(at(200), at(150), MDS);
+        assert_eq!(cc.window(), 19_200);
+        assert_eq!(cc.ssthresh(), 19_200);
+        cc.on_random_loss_event(at(210), at(190), MDS);
+        assert_eq!(cc.window(), 19_200);
     }
 
     #[test]
