@@ -360,9 +360,10 @@ impl RedundancyController for Adaptive {
     fn protect_tail(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {
         self.observe(cx);
         let path = cx.path();
-        if queue_drop(path.latest_rtt, path.min_rtt, path.max_rtt) {
-            // A standing queue: a repair would wait behind the retransmissions it races, or
-            // be dropped by the same full queue.
+        if queue_drop(path.rtt, path.min_rtt, path.max_rtt) {
+            // A standing queue (the smoothed RTT: a latest sample may carry the peer's ACK
+            // delay): a repair would wait behind the retransmissions it races, or be dropped
+            // by the same full queue.
             return 0;
         }
         let size = cx.packet_size().max(1);
