@@ -10,9 +10,10 @@
 //! A loss seen while the path shows a standing queue (the core's rule,
 //! `qfec_proto::recovery::rtt::standing_queue`: the latest RTT a quarter of the way from the
 //! minimum RTT to the largest RTT seen, and at least an eighth of the minimum above it, a
-//! wider noise margin than congestion control's 1/32: a channel loss taken for a queue's only
-//! costs repair, not fairness) is taken for a congestion drop and does not count as channel loss: FEC cannot beat a full
-//! queue, and congestion control must see those losses anyway. The channel loss rate is the
+//! wider noise margin than congestion control's 1/32: a channel loss taken for a queue's
+//! only costs repair, not fairness) is taken for a congestion drop and does not count as
+//! channel loss: FEC cannot beat a full queue, and congestion control must see those losses
+//! anyway. The channel loss rate is the
 //! rest over all packets, after a prior worth 50 packets at the prior loss rate
 //! ([`AdaptiveConfig::prior_loss`], 2 % unless set: one loss in the prior's 50 packets), with
 //! a memory of a few thousand packets. Handshake losses count.
@@ -24,7 +25,9 @@
 //! the code (what the application has left to send fits in the congestion window), so the
 //! packets before it keep their full size (a source symbol must fit a REPAIR frame, which
 //! costs about 1.5 % of each packet). The same holds whenever repair goes to the tail only
-//! (no repair within the flow, below). The tail repair is sized from the estimate (as below)
+//! (no repair within the flow, below), except that a flow on a path with channel loss is
+//! protected whole for its first 64 packets (the tail repair's window spans all of it,
+//! losses of the flight before the last included). The tail repair is sized from the estimate (as below)
 //! and never exceeds what the congestion window still allows, so it goes out in the same
 //! round trip and delays no data. After about 150 loss-free packets the estimate falls below
 //! 0.5 %, the rate below which no repair is sent within a flow, and the code is dropped: a
@@ -41,8 +44,8 @@
 //!   leave less than a 1 % chance of more than m losses among the in-flight packets and the
 //!   repairs. Before the connection saw a channel loss of its own, m is capped by the room
 //!   left in the congestion window (the prior alone does not hold data back). m is 0 while
-//!   the path shows a standing queue (the repair would queue behind the data, or be dropped
-//!   with it).
+//!   the smoothed RTT shows a standing queue (the repair would queue behind the data, or be
+//!   dropped with it).
 //! - *Within the flow.* In `mask` mode a recovered loss costs neither a retransmission nor a
 //!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
