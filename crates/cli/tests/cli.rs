@@ -170,7 +170,10 @@ fn fec_server_and_client_negotiate_and_report() {
         &["client", "--fec", "ldpc", "https://127.0.0.1:1/"],
         "rs(K,M)",
     );
-    one_line_error(&["server", "--fec-cc", "hide"], "signal or mask");
+    one_line_error(
+        &["server", "--fec-cc", "hide"],
+        "signal, mask or differentiate",
+    );
 }
 
 #[test]
