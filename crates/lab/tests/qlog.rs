@@ -133,3 +133,16 @@ fn without_options_a_run_writes_and_stores_nothing_extra() {
     let t = traced.trace.unwrap();
     assert_eq!(t.fec_repairs.iter().sum::<u64>(), rec.repair_symbols);
 }
+
+/// Regression: a loss such as 3.3 % named files "loss3.3000000000000003".
+#[test]
+fn run_labels_name_the_loss_as_written() {
+    assert_eq!(
+        qfec_lab::quic::run_label(&spec(None, 0.033, 2)),
+        "none_wlan_loss3.3_bulk-1MB_s2"
+    );
+    assert_eq!(
+        qfec_lab::quic::run_label(&spec(Some("rs(20,10)"), 0.0, 1)),
+        "rs-20-10-_wlan_loss0_bulk-1MB_s1"
+    );
+}

@@ -551,11 +551,13 @@ fn event_sinks(
 /// A run's name for files: variant, point (preset or scenario, loss, workload) and seed.
 pub fn run_label(spec: &RunSpec) -> String {
     let point = spec.preset.as_deref().unwrap_or(&spec.scenario);
+    // The loss in percent to 1e-4, so that 3.3 % is "3.3", not "3.3000000000000003".
+    let pct = (spec.loss * 100.0 * 1e4).round() / 1e4;
     let raw = format!(
         "{}_{}_loss{}_{}_s{}",
         spec.variant,
         point,
-        spec.loss * 100.0,
+        pct,
         spec.workload.label(),
         spec.seed
     );
