@@ -234,8 +234,8 @@ impl Sweep {
             ));
         };
         let mut out = Vec::with_capacity(total);
-        for preset in &presets {
-            for loss in &losses {
+        for (pi, preset) in presets.iter().enumerate() {
+            for (li, loss) in losses.iter().enumerate() {
                 let (links, point_loss) = match (preset, loss) {
                     (Some((p, ..)), l) => (p.links(*l), l.unwrap_or_else(|| p.default_loss())),
                     (None, Some(l)) => (self.base.links.with_loss(*l), *l),
@@ -276,7 +276,8 @@ impl Sweep {
                 for workload in &workloads {
                     for v in &variants {
                         // A setting the endpoints cannot take fails here, before any run.
-                        if self.base.flows.is_empty() {
+                        // Every point has workloads of the same kinds: the first one tells.
+                        if pi == 0 && li == 0 && self.base.flows.is_empty() {
                             for side in [qfec_proto::Side::Client, qfec_proto::Side::Server] {
                                 crate::quic::transport_config(&v.protocol, workload, side)
                                     .map_err(|e| format!("variant {}: {e}", v.name))?;

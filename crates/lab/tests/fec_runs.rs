@@ -12,6 +12,32 @@ fn run(loss: Option<LossSpec>, fec: Option<&str>, workload: &Workload, seed: u64
     run_with(None, RecoveredLossMode::Signal, loss, fec, workload, seed)
 }
 
+/// A single-flow run of `workload` over `preset`'s links at `loss`, as the tests here start
+/// them (callers override what differs).
+fn spec(
+    preset: &str,
+    loss: f64,
+    seed: u64,
+    workload: Workload,
+    protocol: ProtocolSettings,
+) -> RunSpec {
+    RunSpec {
+        index: 0,
+        scenario: "fec".into(),
+        preset: Some(preset.into()),
+        variant: "test".into(),
+        loss,
+        seed,
+        links: Preset::from_name(preset).unwrap().links(Some(loss)),
+        workload,
+        protocol,
+        duration_limit: Duration::from_secs(600),
+        flows: Vec::new(),
+        extra_paths: Vec::new(),
+        rebindings: Vec::new(),
+    }
+}
+
 fn run_with(
     congestion: Option<CongestionControl>,
     mode: RecoveredLossMode,
@@ -32,19 +58,9 @@ fn run_with(
         ..ProtocolSettings::default()
     };
     let rec = quic::run(&RunSpec {
-        index: 0,
-        scenario: "fec".into(),
-        preset: Some("wlan".into()),
         variant: fec.unwrap_or("none").into(),
-        loss: 0.0,
-        seed,
         links,
-        workload: workload.clone(),
-        protocol,
-        duration_limit: Duration::from_secs(600),
-        flows: Vec::new(),
-        extra_paths: Vec::new(),
-        rebindings: Vec::new(),
+        ..spec("wlan", 0.0, seed, workload.clone(), protocol)
     });
     assert!(rec.error.is_none(), "{fec:?}: {:?}", rec.error);
     assert!(rec.completed);
@@ -184,26 +200,11 @@ fn adaptive_at_zero_loss_is_never_more_than_two_percent_slower() {
         for workload in ["files:10kB", "files:50kB", "bulk:300kB"] {
             let w = Workload::parse(workload).unwrap();
             let time = |fec: Option<&str>| {
-                let links = preset.links(Some(0.0));
                 let protocol = ProtocolSettings {
                     fec: fec.map(|f| qfec_fec::parse_fec(f).unwrap().unwrap()),
                     ..ProtocolSettings::default()
                 };
-                let rec = quic::run(&RunSpec {
-                    index: 0,
-                    scenario: "zero-loss".into(),
-                    preset: Some(preset.name.into()),
-                    variant: fec.unwrap_or("none").into(),
-                    loss: 0.0,
-                    seed: 1,
-                    links,
-                    workload: w.clone(),
-                    protocol,
-                    duration_limit: Duration::from_secs(600),
-                    flows: Vec::new(),
-                    extra_paths: Vec::new(),
-                    rebindings: Vec::new(),
-                });
+                let rec = quic::run(&spec(preset.name, 0.0, 1, w.clone(), protocol));
                 assert!(rec.completed, "{} {workload} {fec:?}", preset.name);
                 rec.completion_time_s.unwrap()
             };
@@ -290,20 +291,10 @@ fn beside(
             start: Duration::from_secs(4 + seed),
         },
     ];
+    let first = (flows[0].workload.clone(), flows[0].protocol.clone());
     let rec = quic::run(&RunSpec {
-        index: 0,
-        scenario: "fairness".into(),
-        preset: Some(preset.into()),
-        variant: fec.unwrap_or("none").into(),
-        loss,
-        seed,
-        links: Preset::from_name(preset).unwrap().links(Some(loss)),
-        workload: flows[0].workload.clone(),
-        protocol: flows[0].protocol.clone(),
-        duration_limit: Duration::from_secs(600),
         flows,
-        extra_paths: Vec::new(),
-        rebindings: Vec::new(),
+        ..spec(preset, loss, seed, first.0, first.1)
     });
     assert!(rec.error.is_none(), "{:?}", rec.error);
     let fg = rec.flows.iter().find(|f| f.name == "foreground").unwrap();

@@ -84,8 +84,9 @@ pub struct TransportArgs {
     #[arg(long, default_value = "none", value_parser = parse_fec)]
     fec: FecArg,
     /// How losses the peer recovered reach congestion control: signal, mask or
-    /// differentiate (mask without a standing queue, signal with one) (default: mask for
-    /// rquic, as paper 000 does, signal otherwise).
+    /// differentiate (mask without a standing queue, signal with one). Default: the code's
+    /// own, mask for rquic (as paper 000 does), differentiate for adaptive (`on`), signal for
+    /// fixed codes.
     #[arg(long)]
     fec_cc: Option<RecoveredLossMode>,
     /// Do not offer to decode the peer's FEC (plain QUIC unless --fec is given).

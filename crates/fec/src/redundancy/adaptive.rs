@@ -13,10 +13,10 @@
 //! wider noise margin than congestion control's 1/32: a channel loss taken for a queue's
 //! only costs repair, not fairness) is taken for a congestion drop and does not count as
 //! channel loss: FEC cannot beat a full queue, and congestion control must see those losses
-//! anyway. The channel loss rate is the
-//! rest over all packets, after a prior worth 50 packets at the prior loss rate
-//! ([`AdaptiveConfig::prior_loss`], 2 % unless set: one loss in the prior's 50 packets), with
-//! a memory of a few thousand packets. Handshake losses count.
+//! anyway. The channel loss rate is the rest over all packets, after a prior worth 50
+//! packets at the prior loss rate ([`AdaptiveConfig::prior_loss`], 2 % unless set: one loss
+//! in the prior's 50 packets), with a memory of a few thousand packets. Handshake losses
+//! count.
 //!
 //! **A short flow is protected from its first packet.** Until the connection has measured
 //! its path, the prior speaks: the code is on from the first 1-RTT packet, so that the tail
@@ -27,9 +27,9 @@
 //! costs about 1.5 % of each packet). The same holds whenever repair goes to the tail only
 //! (no repair within the flow, below), except that a flow on a path with channel loss is
 //! protected whole for its first 64 packets (the tail repair's window spans all of it,
-//! losses of the flight before the last included). The tail repair is sized from the estimate (as below)
-//! and never exceeds what the congestion window still allows, so it goes out in the same
-//! round trip and delays no data. After about 150 loss-free packets the estimate falls below
+//! losses of the flight before the last included). The tail repair is sized from the
+//! estimate (as below) and, while only the prior speaks, never exceeds what the congestion
+//! window still allows, so it goes out in the same round trip and delays no data. After about 150 loss-free packets the estimate falls below
 //! 0.5 %, the rate below which no repair is sent within a flow, and the code is dropped: a
 //! long flow on a clean path is then plain QUIC, byte for byte. A congestion drop ends the
 //! prior's say as well (the path is congested, not lossy). The first channel loss brings the

@@ -106,9 +106,9 @@ pub trait Controller: Send + fmt::Debug {
 
     /// A loss episode the connection attributes to the channel rather than to a queue (loss
     /// differentiation, [`crate::TransportConfig::loss_differentiation`]: no standing queue
-    /// when the loss was declared). A controller with multiplicative decrease reduces its
-    /// window by [`RANDOM_LOSS_BETA`] only, as TCP Veno does for random loss; the default
-    /// treats it as any congestion event.
+    /// when the loss was declared). A controller with multiplicative decrease keeps
+    /// [`RANDOM_LOSS_BETA`] of its window (a 1/5 reduction), as TCP Veno does for random
+    /// loss; the default treats it as any congestion event.
     fn on_random_loss_event(&mut self, now: Instant, sent: Instant, lost_bytes: u64) {
         self.on_congestion_event(now, sent, false, lost_bytes);
     }
