@@ -128,7 +128,7 @@ pub struct RunArgs {
     #[arg(long)]
     seeds: Option<String>,
     /// Congestion controller: newreno, cubic, bbr, lia (NewReno coupled across multipath
-    /// paths, RFC 6356), or disabled (none at all, as paper 002's real-time runs); a list
+    /// paths, RFC 6356), olia (coupled, shifting window to the least lossy paths), or disabled (none at all, as paper 002's real-time runs); a list
     /// (newreno,cubic) compares them as variants of one experiment.
     #[arg(long)]
     cc: Option<String>,
@@ -157,8 +157,10 @@ pub struct RunArgs {
     /// --loss and --preset change the first path only.
     #[arg(long, value_name = "PRESET[@LOSS]")]
     path: Vec<String>,
-    /// Which paths carry data with --path: minrtt (lowest RTT first, every path) or backup
-    /// (one path at a time); a list (minrtt,backup) compares them.
+    /// Which paths carry data with --path: minrtt (lowest RTT first, every path), backup
+    /// (one path at a time), single (the first path only), rr (round-robin per packet),
+    /// highrb (per packet, drawn by window room, paper 002), fec-aware (FEC symbols placed
+    /// by each path's measured losses); a list (single,rr,highrb) compares them.
     #[arg(long)]
     scheduler: Option<String>,
     /// Disable pacing.

@@ -146,7 +146,10 @@ fn multipath_client_opens_a_path_per_address_and_survives_abandoning_one() {
         ],
         "ID@BYTES",
     );
-    one_line_error(&["server", "--scheduler", "fastest"], "minrtt or backup");
+    one_line_error(
+        &["server", "--scheduler", "fastest"],
+        "minrtt, backup, single, rr, highrb or fec-aware",
+    );
 }
 
 #[test]

@@ -260,6 +260,10 @@ impl ConnectionExtension for FecExtension {
             || self.receiver.as_ref().is_some_and(|r| r.wants_to_send())
     }
 
+    fn next_packet_hint(&self) -> Option<qfec_proto::PacketHint> {
+        self.sender.as_ref()?.next_packet_hint()
+    }
+
     fn has_leading_frames(&self) -> bool {
         self.receiver
             .as_ref()

@@ -14,6 +14,7 @@ use crate::FecStats;
 use crate::events::FecEvent;
 use crate::redundancy::{Feedback, RedundancyController, RedundancyCx};
 use crate::wire::{self, MAX_SYMBOL_SIZE, SchemeId};
+use qfec_proto::PacketHint;
 
 /// SIDs whose packets are tracked at most (beyond it the oldest are forgotten).
 const MAX_TRACKED_SIDS: usize = 1 << 15;
@@ -36,6 +37,10 @@ struct Code {
     /// open block group, or the last `span` symbols of an RLC window.
     deadlines: VecDeque<Option<Instant>>,
     span: usize,
+    /// Block codes: the block group being filled, counted from 0 (for path schedulers).
+    block: u64,
+    /// Repair symbols per block group: RS's m, XOR's depth; 0 for RLC.
+    repairs_per_group: u64,
 }
 
 impl Code {
@@ -60,6 +65,11 @@ impl Code {
             Scheme::Rlc { window, .. } => usize::from(window),
             _ => group as usize,
         };
+        let repairs_per_group = match scheme {
+            Scheme::Xor { depth, .. } => u64::from(depth),
+            Scheme::ReedSolomon { m, .. } => u64::from(m),
+            Scheme::Rlc { .. } => 0,
+        };
         Some(Code {
             id,
             enc,
@@ -69,6 +79,8 @@ impl Code {
             rs,
             deadlines: VecDeque::with_capacity(span),
             span,
+            block: 0,
+            repairs_per_group,
         })
     }
 
@@ -306,6 +318,34 @@ impl Sender {
         !self.repairs.is_empty()
     }
 
+    /// The next packet's place in its block group: a waiting repair symbol of the group
+    /// just closed, else the next source symbol of the open one. `None` without a code.
+    pub fn next_packet_hint(&self) -> Option<PacketHint> {
+        let code = self.code.as_ref()?;
+        let (sources, repairs) = (code.group as u32, code.repairs_per_group as u32);
+        Some(match self.repairs.front() {
+            Some((_, _, deadline)) => {
+                let waiting = self.repairs.len() as u32;
+                PacketHint {
+                    group: code.block.saturating_sub(1),
+                    index: sources + repairs.saturating_sub(waiting),
+                    sources,
+                    repairs,
+                    repair: true,
+                    deadline: *deadline,
+                }
+            }
+            None => PacketHint {
+                group: code.block,
+                index: code.unprotected as u32,
+                sources,
+                repairs,
+                repair: false,
+                deadline: None,
+            },
+        })
+    }
+
     /// Writes the pending repair symbols that fit.
     pub fn write_frames(
         &mut self,
@@ -424,6 +464,7 @@ impl Sender {
         if code.group > 0 && code.unprotected == 0 {
             // The group closed: the next repairs cover the next group only.
             code.deadlines.clear();
+            code.block += 1;
         }
         let unprotected = code.unprotected;
         if unprotected == 0 {
@@ -468,6 +509,7 @@ impl Sender {
         self.take_repairs();
         if let Some(code) = self.code.as_mut().filter(|c| c.group > 0) {
             code.deadlines.clear();
+            code.block += 1;
         }
     }
 

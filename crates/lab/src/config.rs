@@ -32,7 +32,8 @@
 //! max_ack_delay = "25ms"
 //! fec = "rlc(20,2)"            # none, xor, xor(2,10), rs, rs(20,10), rlc, rlc(20,2,1,gf2)
 //! fec_cc = "signal"            # or "mask"
-//! scheduler = "minrtt"         # which paths carry data with [[paths]]: minrtt or backup
+//! scheduler = "minrtt"         # which paths carry data with [[paths]]: minrtt, backup,
+//!                              # single, rr, highrb or fec-aware
 //!
 //! [link.wifi]                  # optional: the last hop is an 802.11n WLAN (both directions
 //! mcs = 7                      # share one channel: AP station down, client station up)
@@ -464,7 +465,7 @@ pub struct ProtocolSettings {
     #[serde(default, with = "text")]
     pub fec_cc: Option<RecoveredLossMode>,
     /// Which paths carry new data when the run has several (`[[paths]]`): `minrtt` (the
-    /// default) or `backup` (`qfec_proto::Scheduler`).
+    /// default), `backup`, `single`, `rr`, `highrb` or `fec-aware` (`qfec_proto::Scheduler`).
     #[serde(default, with = "text")]
     pub scheduler: Option<Scheduler>,
     #[serde(default)]

@@ -39,4 +39,4 @@ pub use connection::{
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointSecrets};
 pub use events::{EventSink, EventSinkFactory};
-pub use multipath::{MultipathConfig, Scheduler};
+pub use multipath::{MultipathConfig, PacketHint, Scheduler};

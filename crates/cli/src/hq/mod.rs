@@ -55,9 +55,10 @@ pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 11] = [
 /// Transport options shared by client and server.
 #[derive(Args, Clone, Debug)]
 pub struct TransportArgs {
-    /// Congestion controller: newreno, cubic, bbr, or lia (with --multipath: NewReno whose
-    /// paths share one flow's increase, RFC 6356); `disabled` sends without any (only for
-    /// applications that set their own rate, and only on paths you own).
+    /// Congestion controller: newreno, cubic, bbr, lia or olia (with --multipath: NewReno
+    /// whose paths share one flow's increase, RFC 6356; OLIA also shifts window to the paths
+    /// that lose least); `disabled` sends without any (only for applications that set their
+    /// own rate, and only on paths you own).
     #[arg(long, default_value = "cubic")]
     cc: CongestionControl,
     /// Disable pacing (send whole congestion windows in bursts).
@@ -99,7 +100,9 @@ pub struct TransportArgs {
     #[arg(long, value_name = "N", default_value_t = 3, requires = "multipath")]
     max_path_id: u32,
     /// With --multipath: which paths carry new data: minrtt (the fastest with room, backups
-    /// last) or backup (one path at a time, the next when it fails).
+    /// last), backup (one path at a time, the next when it fails), single (the first path
+    /// only), rr (each packet on the next path), highrb (each packet on a path drawn by its
+    /// window's room) or fec-aware (FEC symbols placed by each path's measured losses).
     #[arg(long, default_value = "minrtt", requires = "multipath")]
     scheduler: qfec_proto::Scheduler,
 }

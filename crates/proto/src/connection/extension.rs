@@ -357,6 +357,12 @@ pub trait ConnectionExtension: Send + Any {
         false
     }
 
+    /// What the next data packet will carry for this extension (an erasure code's next
+    /// symbol and its block), for path schedulers that place packets by it.
+    fn next_packet_hint(&self) -> Option<crate::multipath::PacketHint> {
+        None
+    }
+
     /// Bytes `write_frames` wants in the next packet (e.g. a pending REPAIR frame that fills
     /// a packet): an ACK frame that may wait is held back when both would not fit.
     fn room_wanted(&self) -> usize {

@@ -139,6 +139,7 @@ impl Connection {
                 .map(|(_, p)| Coupled {
                     window: p.cc.window(),
                     srtt: p.rtt.smoothed(),
+                    inter_loss_bytes: p.cc.inter_loss_bytes(),
                 })
                 .collect();
             self.paths[pi].cc.set_coupled_paths(&others);
@@ -154,6 +155,9 @@ impl Connection {
                 let path = &mut self.paths[pi];
                 path.cc
                     .on_ack(now, p.time_sent, u64::from(p.size), app_limited, &path.rtt);
+            }
+            if p.ack_eliciting && pns.is_data() {
+                self.paths[pi].losses.on_delivered();
             }
             if let Some(d) = &p.info.delivery {
                 self.paths[pi].delivery.on_delivered(now, d);
@@ -172,6 +176,9 @@ impl Connection {
                 self.paths[pi].delivery.on_delivered(now, d);
             }
             self.paths[pi].explain_loss(l.pn, false);
+            if pns.is_data() {
+                self.paths[pi].losses.on_spurious_loss();
+            }
             if tell_extensions {
                 acked_pns.push(self.paths[pi].packet(l.pn));
             }
@@ -307,6 +314,11 @@ impl Connection {
             self.requeue_frames(pns, &p.info.frames);
         }
         if pns.is_data() {
+            let runs = lost
+                .iter()
+                .filter(|(_, p)| p.ack_eliciting)
+                .map(|(pn, _)| *pn);
+            self.paths[pi].losses.on_lost(runs);
             // The repair should be acknowledged as soon as it arrives.
             self.ack_frequency.want_immediate_ack();
         }

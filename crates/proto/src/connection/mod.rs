@@ -217,7 +217,7 @@ pub struct ConnectionStats {
 }
 
 /// A snapshot of a path's state, for traces and extensions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PathStats {
     pub id: PathId,
     /// Smoothed RTT.
@@ -233,6 +233,8 @@ pub struct PathStats {
     pub ecn_received: crate::types::EcnCounts,
     pub bytes_in_flight: u64,
     pub ssthresh: u64,
+    /// Loss rate and mean loss burst of its ack-eliciting application-data packets.
+    pub loss: crate::recovery::LossEstimate,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -522,6 +524,7 @@ impl Connection {
             ecn_received: path.space.ecn_received,
             bytes_in_flight: self.bytes_in_flight(pi),
             ssthresh: path.cc.ssthresh(),
+            loss: path.losses.estimate(),
         }
     }
 

@@ -14,7 +14,7 @@ use super::sent::SentFrames;
 use super::spaces::{PacketSpace, Pns};
 use super::{Connection, EndpointEvent, Event};
 use crate::frame::{self, Frame};
-use crate::multipath::{PathScheduler, PathView};
+use crate::multipath::{PacketHint, PathScheduler, PathView, SchedulerCx};
 use crate::time::Instant;
 use crate::types::{TransportError, error_code};
 
@@ -97,6 +97,8 @@ pub(super) struct MultipathState {
     scheduler: Box<dyn PathScheduler>,
     /// Scratch space of the scheduler's ranking.
     order: Vec<PathId>,
+    /// The hint of the next data packet the scheduler ranked paths for.
+    hint: Option<PacketHint>,
 }
 
 impl MultipathState {
@@ -114,6 +116,7 @@ impl MultipathState {
             peer_status: BTreeMap::new(),
             scheduler,
             order: Vec::new(),
+            hint: None,
         }
     }
 
@@ -332,7 +335,7 @@ impl Connection {
 
     /// The slots of the paths that may carry new data now, best first (the scheduler's
     /// choice among open, validated paths). Without multipath: the one path.
-    pub(super) fn data_paths(&mut self) -> SmallVec<[usize; 4]> {
+    pub(super) fn data_paths(&mut self, now: Instant) -> SmallVec<[usize; 4]> {
         let mut out = SmallVec::new();
         let Some(mp) = self.multipath.as_ref() else {
             out.push(0);
@@ -352,17 +355,40 @@ impl Connection {
                 peer_backup: mp.peer_backup(p.id),
                 local_backup: mp.local_backup(p.id),
                 pto_count: p.recovery.pto_count,
+                loss: p.losses.estimate(),
             });
         }
+        let hint = self.extensions.iter().find_map(|e| e.next_packet_hint());
         let mp = self.multipath.as_mut().expect("checked");
         mp.order.clear();
-        mp.scheduler.rank(&views, &mut mp.order);
+        mp.hint = hint;
+        let mut cx = SchedulerCx {
+            now,
+            rng: &mut self.rng,
+            next_packet: hint,
+        };
+        mp.scheduler.rank(&mut cx, &views, &mut mp.order);
         for id in &mp.order {
             if let Some(pi) = self.paths.iter().position(|p| p.id == *id) {
                 out.push(pi);
             }
         }
         out
+    }
+
+    /// A packet with new data left on path slot `pi`: the scheduler learns where it went.
+    pub(super) fn on_data_packet_sent(&mut self, pi: usize) {
+        let id = self.paths[pi].id;
+        if let Some(mp) = self.multipath.as_mut() {
+            mp.scheduler.on_sent(id, mp.hint.as_ref());
+        }
+    }
+
+    /// Whether the scheduler chooses a path before every datagram.
+    pub(super) fn scheduler_per_packet(&self) -> bool {
+        self.multipath
+            .as_ref()
+            .is_some_and(|mp| mp.scheduler.per_packet())
     }
 
     /// Marks path `id` as a backup (used only when no other path is) or available again,

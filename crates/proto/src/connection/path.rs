@@ -11,6 +11,7 @@ use crate::config::TransportConfig;
 use crate::recovery::cc::Controller;
 use crate::recovery::delivery::DeliveryRate;
 use crate::recovery::pacing::Pacer;
+use crate::recovery::pattern::LossPattern;
 use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 
@@ -136,6 +137,8 @@ pub(super) struct Path {
     /// The path's application-data packet-number space.
     pub space: PacketSpace,
     pub recovery: Recovery,
+    /// Its ack-eliciting packets' losses and loss runs (application data only).
+    pub losses: LossPattern,
     /// UDP payload bytes sent and received on the path.
     pub bytes_sent: u64,
     pub bytes_received: u64,
@@ -177,6 +180,7 @@ impl Path {
             challenge_in_packet: false,
             space,
             recovery: Recovery::default(),
+            losses: LossPattern::default(),
             bytes_sent: 0,
             bytes_received: 0,
         }

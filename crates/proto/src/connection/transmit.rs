@@ -73,7 +73,12 @@ impl Connection {
             return self.transmit_on(now, HANDSHAKE_PATH, true, max_datagrams, buf);
         }
         self.discard_abandoned_paths(now);
-        let data = self.data_paths();
+        let data = self.data_paths(now);
+        let max_datagrams = if self.scheduler_per_packet() {
+            1
+        } else {
+            max_datagrams
+        };
         // First what a path must send itself (acknowledgements due, probes, validation),
         // then new data on the paths the scheduler ranks, best first.
         let orphan_acks = self.orphan_acks_due();
@@ -343,6 +348,8 @@ impl Connection {
         let mut ack_eliciting = false;
         let mut protected = None;
         let mut protected_deadline = None;
+        // New data went in (what a path scheduler chose the path for).
+        let mut carried_data = false;
 
         // Extension frames the peer must read before the ACK frame (e.g. FEC recovery
         // reports, which must reach the peer's loss detection first).
@@ -411,6 +418,7 @@ impl Connection {
             if pns.is_data() {
                 let d = self.write_data_frames(now, pi, buf, max_payload_end, &mut frames);
                 ack_eliciting |= d.ack_eliciting;
+                carried_data = d.ack_eliciting && allowance.data;
                 if d.protected.is_some() {
                     info.protected_from = Some(d.protected_from);
                 }
@@ -538,6 +546,9 @@ impl Connection {
         }
         if !ack_eliciting {
             self.ack_only_sent += 1;
+        }
+        if carried_data && self.multipath_active() {
+            self.on_data_packet_sent(pi);
         }
         if ack_eliciting {
             self.paths[pi].recovery.recovery_packet_allowed = false;

@@ -8,10 +8,12 @@
 //! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC
 //!   9438, BBRv3 draft-ietf-ccwg-bbr).
 //! - [`pacing`]: token-bucket pacer (§7.7), or at the controller's rate.
+//! - [`pattern`]: a path's loss rate and loss-burst length, as a Gilbert channel.
 
 pub mod cc;
 pub mod delivery;
 pub mod pacing;
+pub mod pattern;
 pub mod persistent;
 pub mod rtt;
 pub mod sent;
@@ -22,6 +24,7 @@ pub use cc::{
 };
 pub use delivery::{DeliveryRate, LossSample, PacketDelivery, RateSample};
 pub use pacing::Pacer;
+pub use pattern::{LossEstimate, LossPattern};
 pub use persistent::PersistentCongestion;
 pub use rtt::{GRANULARITY, INITIAL_RTT, RttEstimator};
 pub use sent::{AckSummary, InvalidAck, SentPacket, SentPackets};

@@ -2,8 +2,9 @@
 //! path, built by a [`ControllerFactory`] chosen in the configuration. NewReno (RFC 9002 §7,
 //! Appendix B), CUBIC (RFC 9438) and BBRv3 (draft-ietf-ccwg-bbr) are provided, and
 //! [`Disabled`] for applications that set their own rate (never a default). With multipath,
-//! LIA (RFC 6356: NewReno whose increase is coupled across the paths) keeps the connection
-//! from taking more of a shared bottleneck than one path's flow would.
+//! LIA (RFC 6356: NewReno whose increase is coupled across the paths) and OLIA (which also
+//! moves window toward the paths that lose least) keep the connection from taking more of a
+//! shared bottleneck than one path's flow would.
 //!
 //! Windows are in bytes. The connection keeps bytes in flight (see
 //! [`SentPackets`](super::SentPackets)) and asks [`Controller::window`] whether it may send.
@@ -28,7 +29,7 @@ mod new_reno;
 pub use bbr::{Bbr, BbrConfig};
 pub use cubic::{Cubic, CubicConfig};
 pub use disabled::{Disabled, DisabledConfig};
-pub use new_reno::{NewReno, NewRenoConfig};
+pub use new_reno::{Coupling, NewReno, NewRenoConfig};
 
 /// Window kept after a loss episode taken for random (channel) loss: 4/5, TCP Veno's
 /// reduction for a loss that comes without a backlog (Fu and Liew, IEEE JSAC 2003).
@@ -62,6 +63,12 @@ pub trait Controller: Send + fmt::Debug {
     /// Multipath: the connection's other usable paths, told before the `on_ack` calls of
     /// each ACK frame on this path, when `couples_paths`.
     fn set_coupled_paths(&mut self, _others: &[Coupled]) {}
+
+    /// Multipath: the larger of the bytes acknowledged since the last loss event and between
+    /// the two before (what OLIA reads of the other paths); 0 when not tracked.
+    fn inter_loss_bytes(&self) -> u64 {
+        0
+    }
 
     /// After all packets of one ACK frame were processed.
     fn on_end_acks(&mut self, _now: Instant, _bytes_in_flight: u64, _app_limited: bool) {}
@@ -149,6 +156,8 @@ pub struct Coupled {
     pub window: u64,
     /// Its smoothed RTT.
     pub srtt: std::time::Duration,
+    /// Bytes acknowledged between its last losses ([`Controller::inter_loss_bytes`]).
+    pub inter_loss_bytes: u64,
 }
 
 /// Builds a controller per path; shared by all connections of an endpoint.
@@ -177,15 +186,19 @@ pub enum CongestionControl {
     /// NewReno with the Linked Increases Algorithm across multipath paths (RFC 6356); plain
     /// NewReno on one path.
     Lia,
+    /// NewReno with the Opportunistic Linked Increases Algorithm across multipath paths
+    /// (what paper 002's Multipath QUIC ran); plain NewReno on one path.
+    Olia,
 }
 
 impl CongestionControl {
-    pub const ALL: [CongestionControl; 5] = [
+    pub const ALL: [CongestionControl; 6] = [
         CongestionControl::NewReno,
         CongestionControl::Cubic,
         CongestionControl::Bbr,
         CongestionControl::Disabled,
         CongestionControl::Lia,
+        CongestionControl::Olia,
     ];
 
     /// The factory with default parameters.
@@ -196,6 +209,7 @@ impl CongestionControl {
             CongestionControl::Bbr => Arc::new(BbrConfig::default()),
             CongestionControl::Disabled => Arc::new(DisabledConfig),
             CongestionControl::Lia => Arc::new(NewRenoConfig::lia()),
+            CongestionControl::Olia => Arc::new(NewRenoConfig::olia()),
         }
     }
 
@@ -220,6 +234,10 @@ impl CongestionControl {
                 initial_window_packets: packets,
                 ..NewRenoConfig::lia()
             }),
+            CongestionControl::Olia => Arc::new(NewRenoConfig {
+                initial_window_packets: packets,
+                ..NewRenoConfig::olia()
+            }),
         })
     }
 
@@ -230,6 +248,7 @@ impl CongestionControl {
             CongestionControl::Bbr => "bbr",
             CongestionControl::Disabled => "disabled",
             CongestionControl::Lia => "lia",
+            CongestionControl::Olia => "olia",
         }
     }
 }
@@ -248,7 +267,7 @@ impl fmt::Display for ParseCongestionControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic, bbr, lia (coupled NewReno for multipath), disabled (no congestion control)",
+            "unknown congestion control {:?}: expected one of newreno (alias reno), cubic, bbr, lia or olia (coupled NewReno for multipath), disabled (no congestion control)",
             self.0
         )
     }
@@ -265,6 +284,7 @@ impl FromStr for CongestionControl {
             "bbr" => Ok(CongestionControl::Bbr),
             "disabled" => Ok(CongestionControl::Disabled),
             "lia" => Ok(CongestionControl::Lia),
+            "olia" => Ok(CongestionControl::Olia),
             _ => Err(ParseCongestionControlError(s.to_string())),
         }
     }

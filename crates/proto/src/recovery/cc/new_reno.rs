@@ -1,5 +1,7 @@
-//! NewReno as specified by RFC 9002 §7 and Appendix B; with `coupled`, the Linked Increases
-//! Algorithm of RFC 6356 across a multipath connection's paths (LIA).
+//! NewReno as specified by RFC 9002 §7 and Appendix B; coupled across a multipath
+//! connection's paths ([`Coupling`]), the Linked Increases Algorithm of RFC 6356 (LIA) or
+//! the Opportunistic Linked Increases Algorithm (OLIA: Khalili, Gast, Popovic and Le Boudec,
+//! "MPTCP is not Pareto-optimal", CoNEXT 2012; draft-khalili-mptcp-congestion-control-05).
 
 use super::{Controller, ControllerFactory, Coupled, initial_window};
 use crate::Instant;
@@ -14,18 +16,49 @@ pub struct NewRenoConfig {
     pub minimum_window_packets: u64,
     /// Window multiplier on loss (kLossReductionFactor = 0.5).
     pub loss_reduction_factor: f64,
-    /// LIA (RFC 6356 §3): in congestion avoidance the window grows by
-    /// min(alpha * acked * mds / total, acked * mds / window), total being the sum of the
-    /// paths' windows; the same as NewReno on a single path.
-    pub coupled: bool,
+    /// How congestion avoidance couples the window to the connection's other paths.
+    pub coupling: Coupling,
+}
+
+/// Congestion avoidance across a multipath connection's paths; on a single path each is
+/// NewReno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coupling {
+    /// Each path on its own.
+    None,
+    /// LIA (RFC 6356 §3): the window grows by min(alpha * acked * mds / total, acked * mds /
+    /// window), total being the sum of the paths' windows.
+    Lia,
+    /// OLIA: per acknowledged datagram the window w_r (in datagrams) of path r grows by
+    /// (w_r / rtt_r^2) / (sum_p w_p / rtt_p)^2 + alpha_r / w_r, where alpha_r moves window
+    /// from the paths with the largest windows to the presumably best paths (largest
+    /// l_p / rtt_p^2, l_p the bytes acknowledged between its last two losses) that do not
+    /// have them.
+    Olia,
 }
 
 impl NewRenoConfig {
     /// LIA's parameters: NewReno's, coupled.
     pub fn lia() -> Self {
         NewRenoConfig {
-            coupled: true,
+            coupling: Coupling::Lia,
             ..NewRenoConfig::default()
+        }
+    }
+
+    /// OLIA's parameters: NewReno's, coupled.
+    pub fn olia() -> Self {
+        NewRenoConfig {
+            coupling: Coupling::Olia,
+            ..NewRenoConfig::default()
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self.coupling {
+            Coupling::None => "newreno",
+            Coupling::Lia => "lia",
+            Coupling::Olia => "olia",
         }
     }
 }
@@ -36,7 +69,7 @@ impl Default for NewRenoConfig {
             initial_window_packets: 10,
             minimum_window_packets: 2,
             loss_reduction_factor: 0.5,
-            coupled: false,
+            coupling: Coupling::None,
         }
     }
 }
@@ -46,7 +79,7 @@ impl ControllerFactory for NewRenoConfig {
         Box::new(NewReno::new(self.clone(), max_datagram_size))
     }
     fn name(&self) -> &'static str {
-        if self.coupled { "lia" } else { "newreno" }
+        NewRenoConfig::name(self)
     }
 }
 
@@ -64,10 +97,13 @@ pub struct NewReno {
     ca_acked: u64,
     /// State before the last reduction, for `on_spurious_congestion_event`.
     prior: Option<(u64, u64, Option<Instant>)>,
-    /// LIA: the other paths, as last told.
+    /// LIA, OLIA: the other paths, as last told.
     others: Vec<Coupled>,
-    /// LIA: growth below one byte not yet added to the window.
+    /// LIA, OLIA: growth (or, OLIA, decrease) below one byte not yet applied to the window.
     fraction: f64,
+    /// OLIA: bytes acknowledged since the last loss, and between the two before.
+    since_loss: u64,
+    between_losses: u64,
 }
 
 impl NewReno {
@@ -79,6 +115,7 @@ impl NewReno {
         }
         self.prior = Some((self.window, self.ssthresh, self.recovery_start));
         self.recovery_start = Some(now);
+        self.between_losses = std::mem::take(&mut self.since_loss);
         let reduced = (self.window as f64 * factor) as u64;
         self.ssthresh = reduced.max(self.minimum_window());
         self.window = self.ssthresh;
@@ -97,16 +134,24 @@ impl NewReno {
             prior: None,
             others: Vec::new(),
             fraction: 0.0,
+            since_loss: 0,
+            between_losses: 0,
+        }
+    }
+
+    /// This path as the coupled controllers of the others see it.
+    fn as_coupled(&self, srtt: std::time::Duration) -> Coupled {
+        Coupled {
+            window: self.window,
+            srtt,
+            inter_loss_bytes: self.since_loss.max(self.between_losses),
         }
     }
 
     /// RFC 6356 §3: the increase for `bytes` acknowledged on this path, whose smoothed RTT
     /// is `srtt`, given the other paths.
     fn linked_increase(&self, bytes: u64, srtt: std::time::Duration) -> f64 {
-        let own = Coupled {
-            window: self.window,
-            srtt,
-        };
+        let own = self.as_coupled(srtt);
         let paths = || std::iter::once(&own).chain(&self.others);
         let total: f64 = paths().map(|p| p.window as f64).sum();
         let secs = |p: &Coupled| p.srtt.as_secs_f64().max(1e-6);
@@ -117,6 +162,38 @@ impl NewReno {
         let alpha = total * best / (sum * sum);
         let (bytes, mds) = (bytes as f64, self.mds as f64);
         (alpha * bytes * mds / total).min(bytes * mds / self.window as f64)
+    }
+
+    /// OLIA: the change of the window, bytes, for `bytes` acknowledged on this path.
+    fn olia_increase(&self, bytes: u64, srtt: std::time::Duration) -> f64 {
+        let own = self.as_coupled(srtt);
+        let paths: Vec<&Coupled> = std::iter::once(&own).chain(&self.others).collect();
+        let mds = self.mds as f64;
+        let secs = |p: &Coupled| p.srtt.as_secs_f64().max(1e-6);
+        let w = |p: &Coupled| (p.window as f64 / mds).max(1.0);
+        let sum: f64 = paths.iter().map(|p| w(p) / secs(p)).sum();
+        let own_w = w(&own);
+        let coupled = (own_w / (secs(&own) * secs(&own))) / (sum * sum);
+        // The presumably best paths (largest l / rtt^2) and those with the largest window.
+        let quality = |p: &Coupled| p.inter_loss_bytes as f64 / (secs(p) * secs(p));
+        let best_q = paths.iter().map(|p| quality(p)).fold(0.0, f64::max);
+        let max_w = paths.iter().map(|p| p.window).max().unwrap_or(0);
+        let is_best = |p: &Coupled| quality(p) >= best_q * (1.0 - 1e-9);
+        let is_max = |p: &Coupled| p.window == max_w;
+        let collected = paths.iter().filter(|p| is_best(p) && !is_max(p)).count() as f64;
+        let n = paths.len() as f64;
+        let alpha = if collected == 0.0 {
+            0.0
+        } else if is_best(&own) && !is_max(&own) {
+            1.0 / (n * collected)
+        } else if is_max(&own) {
+            let largest = paths.iter().filter(|p| is_max(p)).count() as f64;
+            -1.0 / (n * largest)
+        } else {
+            0.0
+        };
+        // Per datagram acknowledged, in datagrams; scaled to the bytes acknowledged.
+        bytes as f64 * (coupled + alpha / own_w)
     }
 
     fn minimum_window(&self) -> u64 {
@@ -130,19 +207,19 @@ impl NewReno {
 
 impl Controller for NewReno {
     fn name(&self) -> &'static str {
-        if self.config.coupled {
-            "lia"
-        } else {
-            "newreno"
-        }
+        self.config.name()
     }
 
     fn couples_paths(&self) -> bool {
-        self.config.coupled
+        self.config.coupling != Coupling::None
+    }
+
+    fn inter_loss_bytes(&self) -> u64 {
+        self.since_loss.max(self.between_losses)
     }
 
     fn set_coupled_paths(&mut self, others: &[Coupled]) {
-        if self.config.coupled {
+        if self.couples_paths() {
             self.others.clear();
             self.others.extend_from_slice(others);
         }
@@ -159,16 +236,21 @@ impl Controller for NewReno {
         if app_limited || self.in_recovery(sent) {
             return;
         }
+        self.since_loss += bytes;
         if self.window < self.ssthresh {
             // Slow start: one byte per byte acknowledged doubles the window each RTT.
             self.window += bytes;
             return;
         }
-        if self.config.coupled && !self.others.is_empty() {
-            self.fraction += self.linked_increase(bytes, rtt.smoothed());
-            let whole = self.fraction.floor();
+        if self.couples_paths() && !self.others.is_empty() {
+            self.fraction += match self.config.coupling {
+                Coupling::Olia => self.olia_increase(bytes, rtt.smoothed()),
+                _ => self.linked_increase(bytes, rtt.smoothed()),
+            };
+            let whole = self.fraction.trunc();
             self.fraction -= whole;
-            self.window += whole as u64;
+            let window = (self.window as f64 + whole).max(self.minimum_window() as f64);
+            self.window = window as u64;
             return;
         }
         // Congestion avoidance: one datagram per window's worth of acknowledged bytes.
@@ -378,6 +460,7 @@ mod tests {
         reno.set_coupled_paths(&[Coupled {
             window: reno.window(),
             srtt: Duration::from_millis(100),
+            inter_loss_bytes: 0,
         }]);
         assert_eq!(growth_per_window(&mut reno), MDS);
     }
@@ -392,6 +475,7 @@ mod tests {
         let other = Coupled {
             window: lia.window(),
             srtt: Duration::from_millis(100),
+            inter_loss_bytes: 0,
         };
         lia.set_coupled_paths(&[other]);
         let g = growth_per_window(&mut lia);
@@ -408,6 +492,7 @@ mod tests {
         lia.set_coupled_paths(&[Coupled {
             window: 4 * lia.window(),
             srtt: Duration::from_millis(1),
+            inter_loss_bytes: 0,
         }]);
         let g = growth_per_window(&mut lia);
         assert!(g <= MDS, "{g}");
@@ -418,8 +503,82 @@ mod tests {
         lia.set_coupled_paths(&[Coupled {
             window: 2 * MDS,
             srtt: Duration::from_secs(2),
+            inter_loss_bytes: 0,
         }]);
         let g = growth_per_window(&mut lia);
         assert!((MDS * 9 / 10..=MDS).contains(&g), "{g}");
+    }
+
+    #[test]
+    fn olia_on_one_path_is_newreno() {
+        let mut olia = NewReno::new(NewRenoConfig::olia(), MDS as u16);
+        assert_eq!(olia.name(), "olia");
+        ack_window(&mut olia, at(0), at(100));
+        after_loss(&mut olia, 150);
+        olia.set_coupled_paths(&[]);
+        assert_eq!(growth_per_window(&mut olia), MDS);
+    }
+
+    /// An OLIA controller in congestion avoidance at `window` bytes, with `l` bytes
+    /// acknowledged between its last losses.
+    fn olia_at(window: u64, l: u64) -> NewReno {
+        let mut cc = NewReno::new(NewRenoConfig::olia(), MDS as u16);
+        cc.on_congestion_event(at(1), at(1), false, MDS);
+        cc.window = window;
+        cc.between_losses = l;
+        cc
+    }
+
+    #[test]
+    fn olia_with_an_equal_second_path_grows_a_quarter_datagram_per_window() {
+        // A twin path (same window, RTT and loss interval, told before each ACK as the
+        // connection does): no collected path, alpha = 0, and the coupled term
+        // (w / rtt^2) / (2 w / rtt)^2 = 1 / (4 w) per datagram.
+        let mut olia = olia_at(24_000, 500_000);
+        let before = olia.window();
+        for _ in 0..20 {
+            olia.set_coupled_paths(&[olia.as_coupled(Duration::from_millis(100))]);
+            olia.on_ack(at(300), at(200), MDS, false, &rtt());
+        }
+        let g = olia.window() - before;
+        assert!((MDS / 4 - 2..=MDS / 4 + 2).contains(&g), "{g}");
+        assert_eq!(olia.inter_loss_bytes(), 500_000);
+        // The twin ahead by a datagram: it is the only largest window, and both are best,
+        // so it gives window back (alpha = -1/2) while the other collects.
+        let twin = olia.as_coupled(Duration::from_millis(100));
+        olia.window += MDS;
+        olia.set_coupled_paths(&[twin]);
+        let before = olia.window();
+        olia.on_ack(at(300), at(200), MDS, false, &rtt());
+        assert!(olia.window() < before);
+    }
+
+    #[test]
+    fn olia_moves_window_from_the_largest_to_the_best_path() {
+        // Path A: the larger window, but losses every 50 kB. Path B: smaller window, losses
+        // every 5 MB: the presumably best path without the largest window collects.
+        let rtt100 = Duration::from_millis(100);
+        let a = olia_at(48_000, 50_000);
+        let b = olia_at(12_000, 5_000_000);
+        let (ca, cb) = (a.as_coupled(rtt100), b.as_coupled(rtt100));
+        let mut a = a;
+        let mut b = b;
+        a.set_coupled_paths(&[cb]);
+        b.set_coupled_paths(&[ca]);
+        // The coupled term alone, per window of B (10 datagrams): 10 * (10 / 0.1^2) /
+        // (10 / 0.1 + 40 / 0.1)^2 = 0.04 datagram; alpha = +1/2 adds 10 * 0.5 / 10 = half a
+        // datagram.
+        let gb = growth_per_window(&mut b);
+        let coupled_only = 0.04 * MDS as f64;
+        assert!(
+            gb as f64 > coupled_only + 0.4 * MDS as f64,
+            "{gb} {coupled_only}"
+        );
+        // A, with alpha = -1/2, grows a fifth of what the coupled term alone gives it:
+        // 40 * (0.016 - 0.5 / 40) = 0.14 datagram per window instead of 0.64.
+        let before = a.window();
+        ack_window(&mut a, at(200), at(300));
+        let ga = a.window() - before;
+        assert!((150..=190).contains(&ga), "{ga}");
     }
 }
