@@ -91,7 +91,8 @@ pub struct PlotArgs {
 
 #[derive(Args, Debug)]
 pub struct ReproduceArgs {
-    /// rquic (paper 000), bquic (paper 001), quic-fec (paper 003) or quic-fec-rt (paper 002).
+    /// rquic (paper 000), bquic (paper 001), quic-fec (paper 003), quic-fec-rt (paper 002) or
+    /// quic-fec-mp (paper 002 §7, FEC over two paths).
     name: String,
     /// Few seeds and smaller files: checks that everything works, in seconds.
     #[arg(long)]

@@ -31,6 +31,7 @@ fn placement(scheduler: Scheduler) -> Vec<u32> {
         has_rtt_sample: true,
         cwnd: u64::MAX,
         bytes_in_flight: 0,
+        window_limits: true,
         peer_backup: false,
         local_backup: false,
         pto_count: 0,

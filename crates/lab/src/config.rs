@@ -29,6 +29,7 @@
 //! [protocol]
 //! congestion = "cubic"
 //! pacing = true
+//! enforce_window = false       # the window is computed (schedulers read it), not obeyed
 //! max_ack_delay = "25ms"
 //! fec = "rlc(20,2)"            # none, xor, xor(2,10), rs, rs(20,10), rlc, rlc(20,2,1,gf2)
 //! fec_cc = "signal"            # or "mask"
@@ -458,6 +459,10 @@ pub struct ProtocolSettings {
     /// CUBIC leaves its first slow start on RTT growth (HyStart++, RFC 9406), as Chromium's
     /// QUIC did in paper 001.
     pub hystart: Option<bool>,
+    /// `false`: the controller computes its window (which schedulers such as `highrb`
+    /// read) but does not limit sending or pace, as paper 002's real-time runs (congestion
+    /// control off, HighRB on OLIA's window).
+    pub enforce_window: Option<bool>,
     pub max_datagram_size: Option<u32>,
     /// FEC the server and the client send; unset or "none": plain QUIC.
     #[serde(default, with = "fec_text")]

@@ -17,7 +17,7 @@ use std::time::Duration;
 use qfec_fec::FecConfig;
 use qfec_proto::crypto::deterministic;
 use qfec_proto::events::EventSinkFactory;
-use qfec_proto::recovery::cc::{CongestionControl, CubicConfig};
+use qfec_proto::recovery::cc::{CongestionControl, CubicConfig, UnenforcedConfig};
 use qfec_proto::{
     ClientConfig, Endpoint, EndpointConfig, Instant, MultipathConfig, Scheduler, ServerConfig,
     Side, TransportConfig,
@@ -75,6 +75,15 @@ pub fn transport_config(
                 )
             })?,
     };
+    if settings.enforce_window == Some(false) {
+        if cc == CongestionControl::Disabled {
+            return Err(
+                "protocol.enforce_window: congestion = \"disabled\" has no window to compute"
+                    .into(),
+            );
+        }
+        t.congestion_controller = Arc::new(UnenforcedConfig(t.congestion_controller.clone()));
+    }
     if let Some(p) = settings.pacing {
         t.pacing = p;
     }

@@ -10,6 +10,7 @@
 mod bquic;
 mod quic_fec;
 mod quic_fec_fairness;
+mod quic_fec_mp;
 mod quic_fec_rt;
 mod rquic;
 
@@ -42,10 +43,18 @@ pub enum Paper {
     QuicFecRt,
     /// Paper 001: Bursty QUIC (fewer ACKs, no pacing) over 802.11n.
     Bquic,
+    /// Paper 002 §7: QUIC-FEC over two paths, round-robin and HighRB schedulers.
+    QuicFecMp,
 }
 
 impl Paper {
-    pub const ALL: [Paper; 4] = [Paper::Rquic, Paper::QuicFec, Paper::QuicFecRt, Paper::Bquic];
+    pub const ALL: [Paper; 5] = [
+        Paper::Rquic,
+        Paper::QuicFec,
+        Paper::QuicFecRt,
+        Paper::Bquic,
+        Paper::QuicFecMp,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -53,6 +62,7 @@ impl Paper {
             Paper::QuicFec => "quic-fec",
             Paper::QuicFecRt => "quic-fec-rt",
             Paper::Bquic => "bquic",
+            Paper::QuicFecMp => "quic-fec-mp",
         }
     }
 }
@@ -60,7 +70,7 @@ impl Paper {
 /// A reproduction name that is not known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "unknown reproduction {0:?}: use rquic (paper 000), bquic (paper 001), quic-fec (paper 003) or quic-fec-rt (paper 002)"
+    "unknown reproduction {0:?}: use rquic (paper 000), bquic (paper 001), quic-fec (paper 003), quic-fec-rt (paper 002) or quic-fec-mp (paper 002 §7, multipath)"
 )]
 pub struct UnknownPaper(pub String);
 
@@ -127,6 +137,7 @@ pub fn reproduce(
         Paper::QuicFec => quic_fec::plan(opts),
         Paper::QuicFecRt => quic_fec_rt::plan(opts),
         Paper::Bquic => bquic::plan(opts),
+        Paper::QuicFecMp => quic_fec_mp::plan(opts),
     };
     let started = Instant::now();
     // The RTT and window samples (kilobytes per run) are not part of any figure; the binned
@@ -151,6 +162,7 @@ pub fn reproduce(
         Paper::QuicFec => quic_fec::report(&records, opts),
         Paper::QuicFecRt => quic_fec_rt::report(&records, opts),
         Paper::Bquic => bquic::report(&records, opts),
+        Paper::QuicFecMp => quic_fec_mp::report(&records, opts),
     };
     let io = |path: &Path| {
         let path = path.to_path_buf();

@@ -89,7 +89,7 @@ fn variants(names: &[&str]) -> Vec<RtVariant> {
 }
 
 /// Both directions: Gilbert-Elliott or uniform loss, the one-way delay, no rate limit.
-fn links(owd: Duration, loss: LossSpec) -> LinkPair {
+pub(super) fn links(owd: Duration, loss: LossSpec) -> LinkPair {
     let dir = |name: &str| {
         qfec_sim::LinkSpec::new(name, RATE_BPS, owd)
             .queue(QueueLimit::Packets(QUEUE_PACKETS))
@@ -101,7 +101,7 @@ fn links(owd: Duration, loss: LossSpec) -> LinkPair {
     }
 }
 
-fn ge(p: f64, r: f64, k: f64, h: f64) -> LossSpec {
+pub(super) fn ge(p: f64, r: f64, k: f64, h: f64) -> LossSpec {
     LossSpec::GilbertElliott { p, r, h, k }
 }
 
@@ -223,22 +223,22 @@ pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
 
 /// Per point (figure, place) and variant: the median over the runs of each metric (the
 /// paper keeps the median of three runs).
-struct Medians {
+pub(super) struct Medians {
     /// (figure, variant) -> its points.
     by: BTreeMap<(String, String), Vec<PointMedian>>,
 }
 
 /// One configuration's median run.
-struct PointMedian {
-    place: String,
+pub(super) struct PointMedian {
+    pub(super) place: String,
     /// The figure's x value (the record's `loss` field: p, the loss rate or the delay).
-    x: f64,
-    data: f64,
-    rebuffering: f64,
+    pub(super) x: f64,
+    pub(super) data: f64,
+    pub(super) rebuffering: f64,
 }
 
 impl Medians {
-    fn of(records: &[RunRecord]) -> Medians {
+    pub(super) fn of(records: &[RunRecord]) -> Medians {
         let mut runs: BTreeMap<(String, String, String), Vec<&RunRecord>> = BTreeMap::new();
         for r in records.iter().filter(|r| r.error.is_none()) {
             runs.entry((r.scenario.clone(), r.variant.clone(), r.preset.clone()))
@@ -265,20 +265,20 @@ impl Medians {
         Medians { by }
     }
 
-    fn points(&self, figure: &str, variant: &str) -> &[PointMedian] {
+    pub(super) fn points(&self, figure: &str, variant: &str) -> &[PointMedian] {
         self.by
             .get(&(figure.to_string(), variant.to_string()))
             .map_or(&[], Vec::as_slice)
     }
 
-    fn data(&self, figure: &str, variant: &str) -> Vec<f64> {
+    pub(super) fn data(&self, figure: &str, variant: &str) -> Vec<f64> {
         self.points(figure, variant)
             .iter()
             .map(|p| p.data)
             .collect()
     }
 
-    fn rebuffering(&self, figure: &str, variant: &str) -> Vec<f64> {
+    pub(super) fn rebuffering(&self, figure: &str, variant: &str) -> Vec<f64> {
         self.points(figure, variant)
             .iter()
             .map(|p| p.rebuffering)
@@ -287,11 +287,11 @@ impl Medians {
 }
 
 /// Data received counts as "all" when nothing is missing (fractions are exact ratios).
-fn all(x: f64) -> bool {
+pub(super) fn all(x: f64) -> bool {
     x >= 1.0 - 1e-12
 }
 
-fn ecdf_figure(
+pub(super) fn ecdf_figure(
     name: &str,
     title: &str,
     x_label: &str,

@@ -352,6 +352,7 @@ impl Connection {
                 has_rtt_sample: p.rtt.has_sample(),
                 cwnd: p.cc.window(),
                 bytes_in_flight: self.bytes_in_flight(pi),
+                window_limits: p.cc.limits_sending(),
                 peer_backup: mp.peer_backup(p.id),
                 local_backup: mp.local_backup(p.id),
                 pto_count: p.recovery.pto_count,

@@ -44,6 +44,9 @@ pub struct PathView {
     pub has_rtt_sample: bool,
     pub cwnd: u64,
     pub bytes_in_flight: u64,
+    /// The window gates sending (false: no congestion control, or a window computed only
+    /// to be read, [`crate::recovery::cc::Unenforced`]).
+    pub window_limits: bool,
     /// The peer asked us to use it only as a backup (PATH_STATUS_BACKUP).
     pub peer_backup: bool,
     /// We marked it backup ([`crate::Connection::set_path_backup`]).
@@ -67,8 +70,18 @@ impl PathView {
     }
 
     /// Bytes its congestion window has room for (`cwnd - bytes_in_flight`, at least 0).
-    pub fn room(&self) -> u64 {
+    pub fn window_room(&self) -> u64 {
         self.cwnd.saturating_sub(self.bytes_in_flight)
+    }
+
+    /// Bytes it may send now as far as the window goes: `window_room`, unlimited when the
+    /// window does not gate sending.
+    pub fn room(&self) -> u64 {
+        if self.window_limits {
+            self.window_room()
+        } else {
+            u64::MAX
+        }
     }
 }
 
@@ -268,6 +281,7 @@ mod tests {
             has_rtt_sample: true,
             cwnd: 12_000,
             bytes_in_flight: 0,
+            window_limits: true,
             peer_backup: false,
             local_backup: false,
             pto_count: 0,
@@ -390,6 +404,14 @@ mod tests {
             .filter(|&&p| p == 0)
             .count() as f64;
         // Weights 9000 : 3000.
+        assert!((on0 / n as f64 - 0.75).abs() < 0.03, "{on0}");
+        // A window computed but not enforced still weighs.
+        paths[0].window_limits = false;
+        paths[1].window_limits = false;
+        let on0 = place(&mut *s, &paths, |_| None, n)
+            .iter()
+            .filter(|&&p| p == 0)
+            .count() as f64;
         assert!((on0 / n as f64 - 0.75).abs() < 0.03, "{on0}");
         // No room anywhere: equal weights.
         paths[0].bytes_in_flight = 12_000;

@@ -62,8 +62,10 @@ impl PathScheduler for HighRb {
         if v.is_empty() {
             return;
         }
-        // As f64: a window without a limit (no congestion control) has u64::MAX of room.
-        let weights: Vec<f64> = v.iter().map(|p| p.room() as f64).collect();
+        // The window's room even when it does not gate sending (the paper's runs computed
+        // OLIA's window without congestion control); as f64: a controller without a window
+        // has u64::MAX.
+        let weights: Vec<f64> = v.iter().map(|p| p.window_room() as f64).collect();
         let total: f64 = weights.iter().sum();
         let pick = if total > 0.0 {
             let mut x = cx.rng.gen_range(0.0..total);

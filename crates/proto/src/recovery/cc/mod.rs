@@ -25,11 +25,13 @@ mod cubic;
 mod disabled;
 mod hystart;
 mod new_reno;
+mod unenforced;
 
 pub use bbr::{Bbr, BbrConfig};
 pub use cubic::{Cubic, CubicConfig};
 pub use disabled::{Disabled, DisabledConfig};
 pub use new_reno::{Coupling, NewReno, NewRenoConfig};
+pub use unenforced::{Unenforced, UnenforcedConfig};
 
 /// Window kept after a loss episode taken for random (channel) loss: 4/5, TCP Veno's
 /// reduction for a loss that comes without a backlog (Fu and Liew, IEEE JSAC 2003).
