@@ -395,3 +395,66 @@ fn bquic_quick_writes_a_report() {
     within(lossy("af"), 0.9, 1.01, "af/quic on wlan with loss");
     within(lossy("bquic"), 1.05, 1.4, "bquic/quic on wlan with loss");
 }
+
+#[test]
+fn quic_fec_mp_quick_writes_a_report() {
+    let runs = check(
+        Paper::QuicFecMp,
+        &[
+            "fig12.svg",
+            "fig13.svg",
+            "fig14.svg",
+            "fig16.svg",
+            "fig17.svg",
+        ],
+        &[
+            "## Fig. 12",
+            "## Fig. 13",
+            "## Fig. 14",
+            "## Fig. 16",
+            "## Fig. 17",
+            "## Goal: `fec-aware`",
+            "| highrb |",
+            "| fec-aware |",
+        ],
+    );
+    // Where the schedulers put the data (downlink bytes per path, as the client counts):
+    // single keeps to path 1, round-robin halves, HighRB splits by OLIA's window.
+    let second_share = |variant: &str| {
+        let rs = select(&runs, "homogeneous", variant, |_| true);
+        let share: Vec<f64> = rs
+            .iter()
+            .map(|r| {
+                assert_eq!(r.paths.len(), 2, "{variant}: two paths");
+                let b: Vec<f64> = r.paths.iter().map(|p| p.bytes_received as f64).collect();
+                b[1] / (b[0] + b[1])
+            })
+            .collect();
+        mean(&share)
+    };
+    within(second_share("single"), 0.0, 0.01, "single: path 2's share");
+    within(second_share("rr"), 0.47, 0.53, "rr: path 2's share");
+    within(second_share("highrb"), 0.3, 0.7, "highrb: path 2's share");
+    within(
+        second_share("fec-aware"),
+        0.3,
+        0.7,
+        "fec-aware: path 2's share",
+    );
+    // Spreading RS blocks over two paths receives at least as much data on like paths
+    // (paper Fig. 12; quick run: more at 2 of 8 points, less at 1).
+    let data = |variant: &str| {
+        mean(
+            &select(&runs, "homogeneous", variant, |_| true)
+                .iter()
+                .map(|r| r.app_data_fraction.unwrap())
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert!(
+        data("rr") >= data("single") - 0.001,
+        "rr {:.4} single {:.4}",
+        data("rr"),
+        data("single")
+    );
+}
