@@ -441,7 +441,15 @@ mod tests {
         let mut paths = [view(0, 30), view(1, 30)];
         let mut s = Scheduler::FecAware.build();
         let placed = place(&mut *s, &paths, rs_hint, 60);
-        // Nothing measured yet: each block half on each path, interleaved.
+        // Nothing measured yet: the second path carries no more of a block than the code
+        // repairs (10 of 30), spread over the block.
+        assert_eq!(placed.iter().filter(|&&p| p == 1).count(), 20, "{placed:?}");
+        assert!(!placed.windows(3).any(|w| w == [1, 1, 1]), "{placed:?}");
+        // Both measured and lossless: half on each, interleaved.
+        for p in paths.iter_mut() {
+            p.loss.samples = 1000.0;
+        }
+        let placed = place(&mut *s, &paths, |i| rs_hint(i + 60), 60);
         assert_eq!(placed.iter().filter(|&&p| p == 0).count(), 30);
         assert!(placed.windows(2).all(|w| w[0] != w[1]), "{placed:?}");
         // Path 0 loses 20 % in long bursts, path 1 0.1 % in single losses.
@@ -455,14 +463,14 @@ mod tests {
             mean_burst: 1.0,
             samples: 1000.0,
         };
-        let placed = place(&mut *s, &paths, |i| rs_hint(i + 60), 30);
+        let placed = place(&mut *s, &paths, |i| rs_hint(i + 120), 30);
         assert!(
             placed.iter().filter(|&&p| p == 0).count() <= 3,
             "{placed:?}"
         );
         // Its window full, the good path is skipped rather than waited for.
         paths[1].bytes_in_flight = paths[1].cwnd;
-        assert_eq!(place(&mut *s, &paths, |i| rs_hint(i + 90), 1), [0]);
+        assert_eq!(place(&mut *s, &paths, |i| rs_hint(i + 150), 1), [0]);
     }
 
     #[test]

@@ -115,8 +115,20 @@ pub(super) struct FecAware {
 impl FecAware {
     fn replan(&mut self, v: &[&PathView], hint: &PacketHint) {
         let n = (hint.sources + hint.repairs) as usize;
+        let m = hint.repairs as usize;
         let models: Vec<Option<(f64, f64)>> = v.iter().map(|p| gilbert_of(&p.loss)).collect();
-        let split = best_split(&models, n, hint.repairs as usize);
+        // A path whose losses are not measured yet may carry no more of a block than the
+        // code repairs, shared among such paths: were it to lose all of them, the block
+        // would still decode. The first path (the connection's own) is exempt, so that a
+        // block always has somewhere to go.
+        let unknown = |p: &PathView| p.loss.samples < MIN_SAMPLES;
+        let capped = v.iter().skip(1).filter(|p| unknown(p)).count().max(1);
+        let caps: Vec<usize> = v
+            .iter()
+            .enumerate()
+            .map(|(i, p)| if i > 0 && unknown(p) { m / capped } else { n })
+            .collect();
+        let split = best_split(&models, &caps, n, m);
         self.group = Some(hint.group);
         self.plan = v
             .iter()
@@ -240,16 +252,25 @@ impl Merit {
 
 /// How many of `n` packets go on each path: the split most likely to lose at most `m` (see
 /// [`Merit::beats`]). Exhaustive for two paths, a hill climb from the even split for more.
-fn best_split(models: &[Option<(f64, f64)>], n: usize, m: usize) -> Vec<usize> {
+fn best_split(models: &[Option<(f64, f64)>], caps: &[usize], n: usize, m: usize) -> Vec<usize> {
     let k = models.len();
     let counts: Vec<Vec<Vec<f64>>> = models.iter().map(|&g| loss_counts(g, n)).collect();
     let merit = |s: &[usize]| Merit::of(&counts, models, s, m);
-    let even: Vec<usize> = (0..k).map(|i| n / k + usize::from(i < n % k)).collect();
-    let mut cur = even;
+    let fits = |s: &[usize]| s.iter().zip(caps).all(|(x, c)| x <= c);
+    // The even split, what exceeds a cap moved to the first path (never capped).
+    let mut cur: Vec<usize> = (0..k).map(|i| n / k + usize::from(i < n % k)).collect();
+    for i in 1..k {
+        let over = cur[i].saturating_sub(caps[i]);
+        cur[i] -= over;
+        cur[0] += over;
+    }
     let mut score = merit(&cur);
     if k == 2 {
         for a in 0..=n {
             let s = [a, n - a];
+            if !fits(&s) {
+                continue;
+            }
             let sc = merit(&s);
             if sc.beats(&score) {
                 cur = s.to_vec();
@@ -268,6 +289,9 @@ fn best_split(models: &[Option<(f64, f64)>], n: usize, m: usize) -> Vec<usize> {
                 let mut s = cur.clone();
                 s[from] -= 1;
                 s[to] += 1;
+                if !fits(&s) {
+                    continue;
+                }
                 let sc = merit(&s);
                 if sc.beats(&score) {
                     cur = s;
@@ -373,15 +397,21 @@ mod tests {
         assert!((fail([30, 0]) - 0.065365).abs() < 1e-5);
         assert!((fail([10, 20]) - 0.052846).abs() < 1e-5);
         assert!((fail([15, 15]) - 0.057418).abs() < 1e-5);
-        let s = best_split(&[bursty, bursty], 30, 10);
+        let s = best_split(&[bursty, bursty], &[30, 30], 30, 10);
         assert!(s == [10, 20] || s == [20, 10], "{s:?}");
         // A path that loses much more: the block goes on the other.
         let bad = Some((0.2, 0.1));
-        assert_eq!(best_split(&[bad, Some((0.001, 0.5))], 30, 10), [0, 30]);
+        assert_eq!(
+            best_split(&[bad, Some((0.001, 0.5))], &[30, 30], 30, 10),
+            [0, 30]
+        );
         // Nothing known of either: the even split.
-        assert_eq!(best_split(&[None, None], 30, 10), [15, 15]);
+        assert_eq!(best_split(&[None, None], &[30, 30], 30, 10), [15, 15]);
+        // A cap holds: the second path at most 10.
+        assert_eq!(best_split(&[None, None], &[30, 10], 30, 10), [20, 10]);
+        assert_eq!(best_split(&[bursty, bursty], &[30, 5], 30, 10), [25, 5]);
         // Three paths, one bad.
-        let s = best_split(&[bursty, bad, bursty], 30, 10);
+        let s = best_split(&[bursty, bad, bursty], &[30, 30, 30], 30, 10);
         assert!(s[1] < s[0] && s[1] < s[2], "{s:?}");
         assert_eq!(s.iter().sum::<usize>(), 30);
     }
