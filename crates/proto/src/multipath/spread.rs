@@ -102,8 +102,7 @@ const MIN_SAMPLES: f64 = 50.0;
 /// Then each packet goes to the path furthest below its share that has window room, in
 /// turn, so a path's packets of a block are spread in time. A repair packet with a deadline
 /// avoids paths whose one-way delay (half the smoothed RTT) would make it late. Without
-/// blocks (a sliding-window code, or no code) every packet goes to the path least likely to
-/// lose it, in turn among paths about as good.
+/// blocks (a sliding-window code, or no code) it ranks the paths as `minrtt` does.
 #[derive(Debug, Default)]
 pub(super) struct FecAware {
     /// The block being placed: its group, and per path its planned and placed packets.
@@ -335,19 +334,9 @@ impl PathScheduler for FecAware {
                 }
                 order.extend(self.furthest_below(&ok));
             }
-            _ => {
-                // No blocks: the least lossy paths, in turn among those about as good.
-                let rate = |p: &PathView| gilbert_of(&p.loss).map_or(0.0, |_| p.loss.rate);
-                let best = ok.iter().map(|p| rate(p)).fold(f64::MAX, f64::min);
-                let good: Vec<&PathView> = ok
-                    .into_iter()
-                    .filter(|p| rate(p) <= best * 1.25 + 0.002)
-                    .collect();
-                let start = self
-                    .last
-                    .map_or(0, |l| good.iter().position(|p| p.id > l).unwrap_or(0));
-                order.extend(good[start..].iter().chain(&good[..start]).map(|p| p.id));
-            }
+            // No blocks to place (a sliding-window code, or no code): the fastest paths
+            // with room first, as minrtt.
+            _ => super::MinRtt.rank(cx, paths, order),
         }
     }
 
