@@ -474,6 +474,28 @@ mod tests {
     }
 
     #[test]
+    fn fec_aware_without_blocks_uses_every_path_as_minrtt() {
+        // Regression: without blocks it kept to the least lossy path, leaving the other's
+        // capacity unused in a bulk download.
+        let mut paths = [view(0, 30), view(1, 60)];
+        paths[0].loss = LossEstimate {
+            rate: 0.02,
+            mean_burst: 1.0,
+            samples: 1000.0,
+        };
+        paths[1].loss = LossEstimate {
+            rate: 0.01,
+            mean_burst: 1.0,
+            samples: 1000.0,
+        };
+        assert_eq!(rank(Scheduler::FecAware, &paths), [0, 1]);
+        assert_eq!(
+            rank(Scheduler::FecAware, &paths),
+            rank(Scheduler::MinRtt, &paths)
+        );
+    }
+
+    #[test]
     fn fec_aware_sends_a_repair_where_it_arrives_in_time() {
         let paths = [view(0, 400), view(1, 40)];
         let mut s = Scheduler::FecAware.build();
