@@ -673,12 +673,15 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
             );
         }
     }
-    if args.emu && !base.extra_paths.is_empty() {
-        bail!(
-            "--emu: the emulator has one path; multipath runs ([[paths]], --path) are simulator only"
-        );
+    // Presets joined with + (wlan+4g) bring their own paths.
+    let preset_paths = presets
+        .iter()
+        .any(|p| Preset::paths_from_name(p).is_ok_and(|(_, more)| !more.is_empty()));
+    let multipath = !base.extra_paths.is_empty() || preset_paths;
+    if args.emu && multipath && !base.flows.is_empty() {
+        bail!("--emu: the emulator runs several paths for one flow: drop [[flows]] or the paths");
     }
-    if args.scheduler.is_some() && base.extra_paths.is_empty() {
+    if args.scheduler.is_some() && !multipath {
         bail!("--scheduler chooses among paths: add one with --path PRESET (e.g. --path 4g)");
     }
     if args.no_pacing {

@@ -372,8 +372,10 @@ fn bad_input_gets_a_clear_error() {
         "add one with --path PRESET",
     );
     one_line_error(
-        &["lab", "run", "--preset", "wlan", "--path", "4g", "--emu"],
-        "simulator only",
+        &[
+            "lab", "run", "--preset", "wlan", "--path", "4g", "--flows", "2", "--emu",
+        ],
+        "several paths for one flow",
     );
 }
 
@@ -525,6 +527,34 @@ fn lab_runs_multipath_with_a_second_path_and_compares_schedulers() {
             "minrtt" => assert!(second > 1_000_000, "{:?}", r.paths),
             _ => assert!(second < 100_000, "{:?}", r.paths),
         }
+    }
+}
+
+/// Regression: `--scheduler` with a joined preset (`wlan+4g`) was refused as if the run had
+/// one path.
+#[test]
+fn lab_takes_a_scheduler_with_a_joined_preset() {
+    let o = Command::new(QFEC)
+        .args(["lab", "run", "--preset", "wlan+4g", "--loss", "2%"])
+        .args([
+            "--scheduler",
+            "single,rr,highrb",
+            "--workload",
+            "bulk:1MB",
+            "--seeds",
+            "1",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    for v in ["single", "rr", "highrb"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.split_whitespace().nth(2) == Some(v)),
+            "no row for {v}: {stdout}"
+        );
     }
 }
 

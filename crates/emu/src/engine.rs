@@ -1,5 +1,8 @@
-//! The real-time loop: IP packets from the two TUN devices through a [`Simulator`] whose two
-//! nodes are ports, in virtual time that follows the monotonic clock.
+//! The real-time loop: IP packets from the two TUN devices through a [`Simulator`] whose
+//! nodes are ports (two per path: the path's left and right end), in virtual time that
+//! follows the monotonic clock. A packet's path is its client-side address: the source of
+//! what the right device sends, the destination of what the left device sends
+//! ([`crate::right_addr`]); anything else takes path 0.
 //!
 //! Virtual time is nanoseconds since the loop started. Before anything else happens at wall
 //! time t the simulator is run up to t, so the link stages see packets in the order and at
@@ -45,21 +48,37 @@ impl Node for Port {
     fn handle_timeout(&mut self, _now: Instant) {}
 }
 
-/// The addresses the ports have inside the simulator (routing labels only).
-fn port_addrs() -> [SocketAddr; 2] {
+/// The addresses path `k`'s ports have inside the simulator (routing labels only).
+fn port_addrs(k: usize) -> [SocketAddr; 2] {
+    let k = k.min(250) as u8;
     [
-        SocketAddr::from(([10, 77, 0, 1], 0)),
-        SocketAddr::from(([10, 77, 0, 2], 0)),
+        SocketAddr::from(([10, 77, k, 1], 0)),
+        SocketAddr::from(([10, 77, k, 2], 0)),
     ]
+}
+
+/// The path of an IPv4 packet read from device `side` (0 left, 1 right): the index of the
+/// client-side address it carries among `rights`, else 0.
+fn path_of(packet: &[u8], side: usize, rights: &[std::net::Ipv4Addr]) -> usize {
+    if packet.len() < 20 || packet[0] >> 4 != 4 {
+        return 0;
+    }
+    // The right side's address: the source of what it sends, the destination of what the
+    // left side sends.
+    let at = if side == 1 { 12 } else { 16 };
+    let addr = std::net::Ipv4Addr::new(packet[at], packet[at + 1], packet[at + 2], packet[at + 3]);
+    rights.iter().position(|a| *a == addr).unwrap_or(0)
 }
 
 pub(crate) struct Engine {
     sim: Simulator<Port>,
-    /// Left (server side, index 0) and right (client side, index 1).
-    ports: [NodeId; 2],
+    /// Per path: its left (server side, index 0) and right (client side, index 1) port.
+    ports: Vec<[NodeId; 2]>,
     tuns: [Tun; 2],
-    down: LinkId,
-    up: LinkId,
+    /// Per path: its down and up link.
+    links: Vec<(LinkId, LinkId)>,
+    /// The client side's address of each path.
+    rights: Vec<std::net::Ipv4Addr>,
     stop: OwnedFd,
     spin: Duration,
     max_in_flight: u64,
@@ -71,24 +90,31 @@ pub(crate) struct Engine {
 
 impl Engine {
     pub(crate) fn new(config: &EmuConfig, tuns: [Tun; 2], stop: OwnedFd) -> Engine {
-        let (links, seed) = (&config.links, config.seed);
-        let [l, r] = port_addrs();
-        let mut sim = Simulator::new(seed);
+        let mut sim = Simulator::new(config.seed);
         let port = |peer| Port {
             peer,
             to_sim: VecDeque::new(),
             to_tun: VecDeque::new(),
         };
-        let left = sim.add_node(l, port(r));
-        let right = sim.add_node(r, port(l));
-        // down carries left -> right (server -> client), up the reverse.
-        let (down, up) = links.install(&mut sim, l, r);
+        let (mut ports, mut links) = (Vec::new(), Vec::new());
+        for (k, pair) in std::iter::once(&config.links)
+            .chain(&config.extra_paths)
+            .enumerate()
+        {
+            let [l, r] = port_addrs(k);
+            let left = sim.add_node(l, port(r));
+            let right = sim.add_node(r, port(l));
+            // down carries left -> right (server -> client), up the reverse.
+            links.push(pair.install(&mut sim, l, r));
+            ports.push([left, right]);
+        }
+        let rights = (0..ports.len()).map(crate::right_addr).collect();
         Engine {
             sim,
-            ports: [left, right],
+            ports,
             tuns,
-            down,
-            up,
+            links,
+            rights,
             stop,
             spin: config.spin,
             max_in_flight: config.max_in_flight,
@@ -129,11 +155,12 @@ impl Engine {
                     self.read[side] += 1;
                     // Earlier events first, then this packet enters at the time it was read.
                     self.sim.run_until(vnow());
-                    if self.in_flight(side) >= self.max_in_flight {
+                    let path = path_of(&buf[..n], side, &self.rights);
+                    if self.in_flight(path, side) >= self.max_in_flight {
                         self.overload[side] += 1;
                         continue;
                     }
-                    let id = self.ports[side];
+                    let id = self.ports[path][side];
                     self.sim.node_mut(id).to_sim.push_back(buf[..n].to_vec());
                     self.sim.wake(id);
                     self.flush(&vnow);
@@ -141,14 +168,23 @@ impl Engine {
             }
         }
         let elapsed = Duration::from_nanos(vnow().as_nanos());
+        let (down, up) = self.links[0];
         Ok(EmuStats {
-            down: self.sim.link_stats(self.down).clone(),
-            up: self.sim.link_stats(self.up).clone(),
-            down_wifi: self.sim.wifi_stats(self.down).cloned(),
-            up_wifi: self.sim.wifi_stats(self.up).cloned(),
+            down: self.sim.link_stats(down).clone(),
+            up: self.sim.link_stats(up).clone(),
+            paths: (self.links[1..].iter())
+                .map(|&(d, u)| {
+                    (
+                        self.sim.link_stats(d).clone(),
+                        self.sim.link_stats(u).clone(),
+                    )
+                })
+                .collect(),
+            down_wifi: self.sim.wifi_stats(down).cloned(),
+            up_wifi: self.sim.wifi_stats(up).cloned(),
             channel_busy: self
                 .sim
-                .wifi_channel_stats(self.down)
+                .wifi_channel_stats(down)
                 .map(|c| Duration::from_nanos(c.busy_ns)),
             read_left: self.read[0],
             read_right: self.read[1],
@@ -159,11 +195,10 @@ impl Engine {
         })
     }
 
-    /// Packets offered to the direction leaving `side` and not yet delivered or dropped.
-    fn in_flight(&self, side: usize) -> u64 {
-        let s = self
-            .sim
-            .link_stats(if side == 0 { self.down } else { self.up });
+    /// Packets offered to `path`'s direction leaving `side` and not yet delivered or dropped.
+    fn in_flight(&self, path: usize, side: usize) -> u64 {
+        let (down, up) = self.links[path];
+        let s = self.sim.link_stats(if side == 0 { down } else { up });
         s.offered_packets
             .saturating_sub(s.delivered_packets)
             .saturating_sub(s.dropped())
@@ -171,8 +206,8 @@ impl Engine {
 
     /// Write every delivered packet to its side's device, recording how late it is.
     fn flush(&mut self, vnow: &dyn Fn() -> Instant) {
-        for side in 0..2 {
-            let id = self.ports[side];
+        for (path, side) in (0..self.ports.len()).flat_map(|p| [(p, 0), (p, 1)]) {
+            let id = self.ports[path][side];
             while let Some((due, pkt)) = self.sim.node_mut(id).to_tun.pop_front() {
                 // A packet the kernel refuses (malformed, device down) is lost like on a
                 // real link; counting it is all we can do.

@@ -6,6 +6,8 @@
 //!
 //! Every flow's server listens on [`LEFT_ADDR`] (port [`BASE_PORT`] + flow index) and its
 //! client on [`RIGHT_ADDR`]: several flows share one namespace pair and one emulated link.
+//! A multipath run (`RunSpec::extra_paths`, one flow) gives the client one more address per
+//! path ([`crate::right_addr`]) and each path its own emulated links.
 //! All endpoints run on the calling thread, on one clock, so flows' times compare.
 
 use std::cell::Cell;
@@ -26,7 +28,7 @@ use qfec_proto::{
     ServerCryptoConfig,
 };
 
-use crate::{EmuConfig, EmuError, EmuStats, Emulator, LEFT_ADDR, RIGHT_ADDR};
+use crate::{EmuConfig, EmuError, EmuStats, Emulator, LEFT_ADDR, RIGHT_ADDR, right_addr};
 
 /// The first flow's server port; flow `i` uses `BASE_PORT + i`.
 pub const BASE_PORT: u16 = 4433;
@@ -48,11 +50,9 @@ pub struct EmuRun {
 /// no root, no TUN; or a failed setup) is an error instead, since no run can succeed then.
 pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
     let mut rec = spec.record();
-    if !spec.extra_paths.is_empty() {
+    if !spec.extra_paths.is_empty() && !spec.flows.is_empty() {
         rec.error = Some(
-            "the emulator has one path: runs with [[paths]] (multipath) are simulator only \
-             (`qfec lab run`)"
-                .into(),
+            "the emulator runs several paths for one flow: drop [[flows]] or [[paths]]".into(),
         );
         return Ok(EmuRun {
             record: rec,
@@ -75,9 +75,10 @@ pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
         }
     };
     let mut config = EmuConfig::new(spec.links.clone());
+    config.extra_paths = spec.extra_paths.clone();
     config.seed = spec.seed;
     let emu = Emulator::start(config)?;
-    let sockets = bind_sockets(&emu, flows.len());
+    let sockets = bind_sockets(&emu, flows.len(), !spec.extra_paths.is_empty());
     let outcome = sockets.and_then(|(servers, clients)| {
         drive_flows(spec, &flows, transports, servers, clients)
             .map_err(|e| EmuError::Io("running the endpoints", e))
@@ -107,10 +108,13 @@ pub fn run_spec(spec: &RunSpec) -> Result<EmuRun, EmuError> {
     })
 }
 
-/// Per flow, a server socket on the left and a client socket on the right.
+/// Per flow, a server socket on the left and a client socket on the right; with
+/// `multipath`, the client's is bound to the wildcard address, so that each path's packets
+/// leave from its own address (IP_PKTINFO).
 fn bind_sockets(
     emu: &Emulator,
     flows: usize,
+    multipath: bool,
 ) -> Result<(Vec<UdpSocket>, Vec<UdpSocket>), EmuError> {
     let bind = |addr: SocketAddr| {
         (0..flows)
@@ -128,9 +132,14 @@ fn bind_sockets(
     let servers = emu
         .left()
         .within(|| bind(SocketAddr::from((LEFT_ADDR, BASE_PORT))))??;
+    let client_ip = if multipath {
+        std::net::Ipv4Addr::UNSPECIFIED
+    } else {
+        RIGHT_ADDR
+    };
     let clients = emu
         .right()
-        .within(|| bind(SocketAddr::from((RIGHT_ADDR, 0))))??;
+        .within(|| bind(SocketAddr::from((client_ip, 0))))??;
     Ok((servers, clients))
 }
 
@@ -186,12 +195,18 @@ fn drive_flows(
         let mut client_cfg = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
         client_cfg.transport = client_t;
         let server_addr = ss.local_addr()?;
+        // One path per extra link, from the client side's address of that path.
+        let port = cs.local_addr()?.port();
+        let locals = (1..=spec.extra_paths.len())
+            .map(|k| SocketAddr::from((right_addr(k), port)))
+            .collect();
         let client_app = ClientApp::deferred(
             client_cfg,
             server_addr,
             &f.workload,
             Instant::ZERO + f.start,
-        );
+        )
+        .with_paths(locals, server_addr);
         let mut server = Driver::from_std(ss, server_ep)?;
         let mut client = Driver::from_std(cs, client_ep)?;
         server.set_clock(clock);

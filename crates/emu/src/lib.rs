@@ -7,7 +7,11 @@
 //! [`qfec_sim::Simulator`] built from a [`LinkPair`]: `down` carries left -> right, `up`
 //! right -> left, through the very stages the simulator uses (loss models, drop-tail queue,
 //! rate or trace serializer or 802.11n medium, delay, jitter, schedules), in virtual time
-//! that follows the monotonic clock. Sizes are IP packet sizes. Programs run in the
+//! that follows the monotonic clock. Sizes are IP packet sizes. With
+//! [`EmuConfig::extra_paths`] the right device has one more address per path
+//! ([`right_addr`]) and each path its own two links: packets are routed by the client side's
+//! address (the source of what the right side sends, the destination of what the left side
+//! sends). Programs run in the
 //! namespaces through [`NetNs::command`] or, for a thread, [`NetNs::enter_current_thread`].
 //!
 //! [`Emulator::stop`] returns [`EmuStats`]: the link counters and the timing error, how much
@@ -39,6 +43,16 @@ pub use qfec_sim::wifi::WifiStats;
 pub const LEFT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// The right (client side) device's address in its namespace.
 pub const RIGHT_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+/// The client side's address of path `k` (0: [`RIGHT_ADDR`]; more paths, from
+/// [`EmuConfig::extra_paths`], get 10.77.0.10 + k on the same device).
+pub fn right_addr(k: usize) -> Ipv4Addr {
+    if k == 0 {
+        RIGHT_ADDR
+    } else {
+        Ipv4Addr::new(10, 77, 0, 10 + k.min(200) as u8)
+    }
+}
+
 /// The name of the TUN device inside each namespace.
 pub const DEVICE: &str = "qfec0";
 
@@ -64,6 +78,9 @@ pub enum EmuError {
 pub struct EmuConfig {
     /// `down`: left (server) -> right (client); `up`: the reverse.
     pub links: LinkPair,
+    /// More paths between the two sides, each its own two links: path k (from 1) carries
+    /// what goes to or comes from the client side's address [`right_addr`]`(k)`.
+    pub extra_paths: Vec<LinkPair>,
     /// Seeds every random stage, as in the simulator.
     pub seed: u64,
     /// How long before each event the emulator stops sleeping and polls in a busy loop
@@ -90,6 +107,7 @@ impl EmuConfig {
     pub fn new(links: LinkPair) -> EmuConfig {
         EmuConfig {
             links,
+            extra_paths: Vec::new(),
             seed: 1,
             spin: DEFAULT_SPIN,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
@@ -104,6 +122,8 @@ pub struct EmuStats {
     pub down: LinkStats,
     /// Right -> left.
     pub up: LinkStats,
+    /// The extra paths' (down, up) counters, in [`EmuConfig::extra_paths`]'s order.
+    pub paths: Vec<(LinkStats, LinkStats)>,
     /// The 802.11n station counters of a direction that is one (MAC retries, A-MPDUs).
     pub down_wifi: Option<WifiStats>,
     pub up_wifi: Option<WifiStats>,
@@ -188,6 +208,17 @@ impl Emulator {
             ns.ip(&["link", "set", "dev", DEVICE, "addrgenmode", "none"])?;
             ns.ip(&["addr", "add", &format!("{addr}/24"), "dev", DEVICE])?;
             ns.ip(&["link", "set", "dev", DEVICE, "up"])?;
+        }
+        // One more client-side address per extra path, on the same device (secondary
+        // addresses: the first stays the default source).
+        for k in 1..=config.extra_paths.len() {
+            right.ip(&[
+                "addr",
+                "add",
+                &format!("{}/24", right_addr(k)),
+                "dev",
+                DEVICE,
+            ])?;
         }
         // SAFETY: eventfd takes no pointers; we own the result.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };

@@ -36,6 +36,7 @@ fn emulator_with(down: LinkSpec, max_in_flight: u64) -> Option<Emulator> {
     let up = LinkSpec::new("up", 0, down.delay);
     let config = EmuConfig {
         links: LinkPair { down, up },
+        extra_paths: Vec::new(),
         seed: 7,
         spin: qfec_emu::DEFAULT_SPIN,
         max_in_flight,

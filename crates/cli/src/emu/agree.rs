@@ -31,8 +31,14 @@ pub struct AgreeArgs {
     out: Option<PathBuf>,
 }
 
-/// The cases the agreement covers: preset and loss.
-const CASES: [(&str, f64); 3] = [("interop", 0.0), ("wlan", 0.0), ("wlan", 0.02)];
+/// The cases the agreement covers: preset and loss (`wlan+4g`: two paths, multipath QUIC
+/// with the default scheduler, the loss on the WLAN).
+const CASES: [(&str, f64); 4] = [
+    ("interop", 0.0),
+    ("wlan", 0.0),
+    ("wlan", 0.02),
+    ("wlan+4g", 0.02),
+];
 
 /// One case's outcome.
 struct Row {
@@ -99,10 +105,11 @@ pub fn run(args: AgreeArgs) -> Result<ExitCode> {
 /// Seeds 1..=runs of a bulk download of `bytes` over `preset` at `loss`, as `qfec lab run
 /// --preset P --loss L --workload bulk:SIZE --seeds N` makes them.
 fn case_specs(preset: &str, loss: f64, bytes: u64, runs: u64) -> Result<Vec<RunSpec>> {
-    let p = Preset::from_name(preset).map_err(anyhow::Error::msg)?;
+    // A preset joined with + brings its paths through the sweep, as on the command line.
+    let (p, _) = Preset::paths_from_name(preset).map_err(anyhow::Error::msg)?;
     let base = Scenario {
         name: "agree".into(),
-        preset: Some(p.name.to_string()),
+        preset: Some(preset.to_string()),
         loss: Some(loss),
         links: p.links(Some(loss)),
         workload: Workload::Bulk { bytes },
@@ -114,7 +121,7 @@ fn case_specs(preset: &str, loss: f64, bytes: u64, runs: u64) -> Result<Vec<RunS
         rebindings: Vec::new(),
     };
     let mut sweep = Sweep::new(base);
-    sweep.presets = vec![p.name.to_string()];
+    sweep.presets = vec![preset.to_string()];
     sweep.losses = vec![loss];
     sweep.runs().map_err(anyhow::Error::msg)
 }

@@ -58,7 +58,8 @@ pub struct EmuArgs {
 #[derive(Subcommand, Debug)]
 enum EmuCommand {
     /// Run the same downloads in the simulator and through the emulator on real sockets
-    /// (interop, and wlan at 0 and 2 % loss) and compare their median completion times.
+    /// (interop, wlan at 0 and 2 % loss, wlan+4g over two paths) and compare their median
+    /// completion times.
     Agree(agree::AgreeArgs),
     /// The emulator's own limits on this machine: the rate it sustains and the timing error
     /// it adds, for constant-rate UDP through a delay-only link.
@@ -84,14 +85,14 @@ fn config(args: &EmuArgs) -> Result<EmuConfig> {
         .map(parse_ratio)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
-    let (links, seed) = match (&args.scenario, &args.preset) {
+    let (links, extra_paths, seed) = match (&args.scenario, &args.preset) {
         (Some(_), Some(_)) => bail!("give a scenario file or --preset, not both"),
         (None, None) => {
             bail!("give a scenario file or --preset NAME (see `qfec lab presets`)")
         }
         (None, Some(name)) => {
             let p = Preset::from_name(name).map_err(|e| anyhow::anyhow!("--preset: {e}"))?;
-            (p.links(loss), 1)
+            (p.links(loss), Vec::new(), 1)
         }
         (Some(path), None) => {
             let s = load_links_only(path)?;
@@ -104,7 +105,7 @@ fn config(args: &EmuArgs) -> Result<EmuConfig> {
                 Some(p) => s.links.with_loss(p),
                 None => s.links,
             };
-            (links, s.seeds.first().copied().unwrap_or(1))
+            (links, s.extra_paths, s.seeds.first().copied().unwrap_or(1))
         }
     };
     let spin = match &args.spin {
@@ -113,6 +114,7 @@ fn config(args: &EmuArgs) -> Result<EmuConfig> {
     };
     Ok(EmuConfig {
         links,
+        extra_paths,
         seed: args.seed.unwrap_or(seed),
         spin,
         max_in_flight: qfec_emu::DEFAULT_MAX_IN_FLIGHT,
