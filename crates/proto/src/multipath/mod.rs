@@ -423,6 +423,15 @@ mod tests {
         assert!((on0 / n as f64 - 0.5).abs() < 0.03, "{on0}");
     }
 
+    /// A loss estimate backed by plenty of packets.
+    fn measured(rate: f64, mean_burst: f64) -> LossEstimate {
+        LossEstimate {
+            rate,
+            mean_burst,
+            samples: 1000.0,
+        }
+    }
+
     fn rs_hint(i: usize) -> Option<PacketHint> {
         // RS(30, 20): 20 sources then 10 repairs per block.
         let (group, index) = (i / 30, i % 30);
@@ -453,16 +462,8 @@ mod tests {
         assert_eq!(placed.iter().filter(|&&p| p == 0).count(), 30);
         assert!(placed.windows(2).all(|w| w[0] != w[1]), "{placed:?}");
         // Path 0 loses 20 % in long bursts, path 1 0.1 % in single losses.
-        paths[0].loss = LossEstimate {
-            rate: 0.2,
-            mean_burst: 10.0,
-            samples: 1000.0,
-        };
-        paths[1].loss = LossEstimate {
-            rate: 0.001,
-            mean_burst: 1.0,
-            samples: 1000.0,
-        };
+        paths[0].loss = measured(0.2, 10.0);
+        paths[1].loss = measured(0.001, 1.0);
         let placed = place(&mut *s, &paths, |i| rs_hint(i + 120), 30);
         assert!(
             placed.iter().filter(|&&p| p == 0).count() <= 3,
@@ -478,16 +479,8 @@ mod tests {
         // Regression: without blocks it kept to the least lossy path, leaving the other's
         // capacity unused in a bulk download.
         let mut paths = [view(0, 30), view(1, 60)];
-        paths[0].loss = LossEstimate {
-            rate: 0.02,
-            mean_burst: 1.0,
-            samples: 1000.0,
-        };
-        paths[1].loss = LossEstimate {
-            rate: 0.01,
-            mean_burst: 1.0,
-            samples: 1000.0,
-        };
+        paths[0].loss = measured(0.02, 1.0);
+        paths[1].loss = measured(0.01, 1.0);
         assert_eq!(rank(Scheduler::FecAware, &paths), [0, 1]);
         assert_eq!(
             rank(Scheduler::FecAware, &paths),

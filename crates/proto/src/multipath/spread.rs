@@ -89,8 +89,8 @@ impl PathScheduler for HighRb {
     }
 }
 
-/// Packets the loss estimate of a path must rest on before it weighs in the placement
-/// (below, the path counts as lossless: spreading hedges against bursts not yet seen).
+/// Packets the loss estimate of a path must rest on before it weighs in the placement;
+/// below, the path's model is lossless but its share of a block is capped (`replan`).
 const MIN_SAMPLES: f64 = 50.0;
 
 /// Ours: places an erasure code's packets by the loss pattern of each path. At the start of
@@ -98,8 +98,9 @@ const MIN_SAMPLES: f64 = 50.0;
 /// repairs` packets go on each path: the split under which the block is most likely
 /// decodable (at most `repairs` lost), each path's losses taken as a Gilbert channel fitted
 /// to its measured loss rate and burst length ([`LossEstimate::gilbert`]); among splits
-/// equally good, the most even one (interleaving hedges against bursts not yet measured).
-/// Then each packet goes to the path furthest below its share that has window room, in
+/// about as good, the one with fewer losses expected, then the most even (interleaving
+/// hedges against bursts not yet measured). A path not yet measured carries at most as many
+/// of a block's packets as the code repairs. Then each packet goes to the path furthest below its share that has window room, in
 /// turn, so a path's packets of a block are spread in time. A repair packet with a deadline
 /// avoids paths whose one-way delay (half the smoothed RTT) would make it late. Without
 /// blocks (a sliding-window code, or no code) it ranks the paths as `minrtt` does.
