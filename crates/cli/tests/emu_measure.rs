@@ -1,6 +1,7 @@
 //! The emulator measured. The reduced agreement check: the same downloads in the simulator
 //! and through `qfec emu` on real sockets agree within 10 % on median completion time
-//! (interop, wlan at 0 and 2 % loss; the full check is `qfec emu agree` with 20 runs). And
+//! (interop, wlan at 0 and 2 % loss, wlan+4g over two emulated paths; the full check is
+//! `qfec emu agree` with 20 runs). And
 //! `qfec emu bench`: the emulator's own rate and timing error.
 //!
 //! The bounds against the spread measured on the 2-core build machine (2026-11-25; 30 runs,
@@ -28,7 +29,8 @@ fn simulator_and_emulator_agree_on_completion_time() {
         .lines()
         .filter(|l| l.starts_with("interop") || l.starts_with("wlan"))
         .collect();
-    assert_eq!(rows.len(), 3, "{stdout}");
+    assert_eq!(rows.len(), 4, "{stdout}");
+    assert!(rows[3].starts_with("wlan+4g"), "{stdout}");
     for r in &rows {
         assert!(r.ends_with("yes"), "does not agree: {r}");
     }
