@@ -38,6 +38,9 @@ pub enum LabCommand {
     /// duplication, corruption, path failures and NAT rebindings, with and without FEC,
     /// every byte checked. Exits 1 if any byte was bad, missing or duplicated.
     Soak(SoakArgs),
+    /// Join the runs files of a campaign's shards (`qfec lab run --shard I/N --out
+    /// FILE.jsonl`) into one, in the campaign's order; refuses overlapping or missing runs.
+    Merge(MergeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -219,9 +222,159 @@ pub struct RunArgs {
     /// links, seeds, workloads and table. Runs go one at a time in real time; needs root.
     #[arg(long, conflicts_with_all = ["pcap", "event_log", "qlog", "trace"])]
     emu: bool,
+    /// Print the runs the command resolves to (links, workload, settings) and stop.
+    #[arg(long)]
+    dry_run: bool,
+    /// Run only the I-th of N deterministic slices of the runs, e.g. 3/8 (for job arrays:
+    /// every variant of one point and seed lands in the same shard); join the shards' JSON
+    /// lines with `qfec lab merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<String>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The shards' runs files (JSON lines, from `qfec lab run --shard I/N --out FILE.jsonl`).
+    #[arg(required = true)]
+    shards: Vec<PathBuf>,
+    /// The merged runs file (.jsonl or .csv), in the campaign's order.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// `--shard I/N`: (I - 1, N).
+fn parse_shard(s: &str) -> Result<(usize, usize)> {
+    let bad = || anyhow::anyhow!("--shard {s:?}: give I/N with 1 <= I <= N, e.g. 3/8");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || i == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i - 1, n))
+}
+
+/// `qfec lab merge`: the shards' runs, each once, in the campaign's order.
+fn merge(args: MergeArgs) -> Result<ExitCode> {
+    records_format(&args.out)?;
+    check_writable("--out", &args.out)?;
+    let mut all: Vec<(RunRecord, usize)> = Vec::new();
+    for (f, path) in args.shards.iter().enumerate() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let records = qfec_lab::output::read_jsonl(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: {e}; merge reads the JSON lines runs files of `qfec lab run --shard I/N --out FILE.jsonl`",
+                path.display()
+            )
+        })?;
+        all.extend(records.into_iter().map(|r| (r, f)));
+    }
+    all.sort_by_key(|(r, _)| r.index);
+    for w in all.windows(2) {
+        if w[0].0.index == w[1].0.index {
+            bail!(
+                "run {} is in both {} and {}: the shards overlap (or a file was given twice)",
+                w[0].0.index,
+                args.shards[w[0].1].display(),
+                args.shards[w[1].1].display()
+            );
+        }
+    }
+    let missing: Vec<usize> = (0..all.last().map_or(0, |(r, _)| r.index + 1))
+        .filter(|i| all.binary_search_by_key(i, |(r, _)| r.index).is_err())
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "{} runs missing (first: run {}): a shard is missing or unfinished",
+            missing.len(),
+            missing[0]
+        );
+    }
+    let records: Vec<RunRecord> = all.into_iter().map(|(r, _)| r).collect();
+    print!("{}", summary_table(&aggregate(&records)));
+    write_records(&args.out, &records)?;
+    println!(
+        "{} runs from {} shards written to {}",
+        records.len(),
+        args.shards.len(),
+        args.out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--dry-run`: one line per run, and the links and settings each point resolves to.
+fn print_dry_run(specs: &[qfec_lab::campaign::RunSpec]) {
+    use qfec_lab::output::describe_link;
+    println!(
+        "{:>5}  {:<14} {:<10} {:<16} {:>7} {:>5}  workload",
+        "run", "scenario", "preset", "variant", "loss%", "seed"
+    );
+    for s in specs {
+        println!(
+            "{:>5}  {:<14} {:<10} {:<16} {:>7.2} {:>5}  {}",
+            s.index,
+            s.scenario,
+            s.preset.as_deref().unwrap_or("-"),
+            s.variant,
+            s.loss * 100.0,
+            s.seed,
+            s.workload.label()
+        );
+    }
+    // Each distinct point (links) and variant (settings) once.
+    let mut seen = std::collections::BTreeSet::new();
+    println!(
+        "
+links (down / up; more paths after):"
+    );
+    for s in specs {
+        let mut lines = vec![format!(
+            "  {} @ {:.2}%: down {}; up {}",
+            s.preset.as_deref().unwrap_or(&s.scenario),
+            s.loss * 100.0,
+            describe_link(&s.links.down),
+            describe_link(&s.links.up)
+        )];
+        for (k, p) in s.extra_paths.iter().enumerate() {
+            lines.push(format!(
+                "    path {}: down {}; up {}",
+                k + 1,
+                describe_link(&p.down),
+                describe_link(&p.up)
+            ));
+        }
+        let text = lines.join("\n");
+        if seen.insert(text.clone()) {
+            println!("{text}");
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    println!(
+        "
+settings per variant (unset: the defaults):"
+    );
+    for s in specs {
+        let set = qfec_lab::output::describe_settings(&s.protocol);
+        let line = format!(
+            "  {}: {}",
+            s.variant,
+            if set.is_empty() { "-".into() } else { set }
+        );
+        if seen.insert(line.clone()) {
+            println!("{line}");
+        }
+    }
+    println!(
+        "
+{} runs (none run: --dry-run)",
+        specs.len()
+    );
 }
 
 pub fn run(cmd: LabCommand) -> Result<ExitCode> {
@@ -269,6 +422,7 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
         LabCommand::Reproduce(args) => reproduce(args),
         LabCommand::Plot(args) => plot(args),
         LabCommand::Soak(args) => soak(args),
+        LabCommand::Merge(args) => merge(args),
     }
 }
 
@@ -482,10 +636,29 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if let Some(path) = &args.summary_out {
         check_writable("--summary-out", path)?;
     }
+    let shard = args.shard.as_deref().map(parse_shard).transpose()?;
     let sweep = build_sweep(&args)?;
-    let specs = sweep.runs().map_err(anyhow::Error::msg)?;
+    let mut specs = sweep.runs().map_err(anyhow::Error::msg)?;
     if specs.is_empty() {
         bail!("nothing to run: no seeds");
+    }
+    if let Some((i, n)) = shard {
+        let of = qfec_lab::campaign::RunSpec::shards(&specs, n);
+        let mut k = 0;
+        specs.retain(|_| {
+            k += 1;
+            of[k - 1] == i
+        });
+        if specs.is_empty() {
+            bail!(
+                "--shard {}/{n}: this campaign has fewer points and seeds than shards; use fewer",
+                i + 1
+            );
+        }
+    }
+    if args.dry_run {
+        print_dry_run(&specs);
+        return Ok(ExitCode::SUCCESS);
     }
     if (args.pcap.is_some() || args.event_log.is_some()) && specs.len() != 1 {
         bail!(

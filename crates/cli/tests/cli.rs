@@ -795,3 +795,114 @@ fn lab_plot_draws_the_runs_of_a_campaign() {
         "JSON lines",
     );
 }
+
+/// `--shard I/N` slices a campaign for a job array and `qfec lab merge` joins the slices:
+/// the union is the full run, record for record (wall time aside), in its order.
+#[test]
+fn lab_shards_merge_into_the_full_run() {
+    let dir = temp_dir("lab-shards");
+    let campaign = [
+        "lab",
+        "run",
+        "--preset",
+        "wlan,mss",
+        "--loss",
+        "1%,2%",
+        "--fec",
+        "none,rs",
+        "--seeds",
+        "3",
+        "--workload",
+        "bulk:200kB",
+        "-q",
+    ];
+    let run = |extra: &[&str], out: &std::path::Path| {
+        let o = Command::new(QFEC)
+            .args(campaign)
+            .args(extra)
+            .arg("--out")
+            .arg(out)
+            .output()
+            .unwrap();
+        succeeded(&o);
+    };
+    let read = |path: &std::path::Path| -> Vec<qfec_lab::RunRecord> {
+        let mut v: Vec<qfec_lab::RunRecord> =
+            qfec_lab::output::read_jsonl(&std::fs::read_to_string(path).unwrap()).unwrap();
+        for r in &mut v {
+            r.wall_time_s = 0.0;
+        }
+        v
+    };
+    let full = dir.join("full.jsonl");
+    run(&[], &full);
+    let shards: Vec<std::path::PathBuf> = (1..=3)
+        .map(|i| {
+            let p = dir.join(format!("s{i}.jsonl"));
+            run(&["--shard", &format!("{i}/3")], &p);
+            p
+        })
+        .collect();
+    // Each shard holds whole points: a FEC variant beside its baseline, so xi is there.
+    for s in &shards {
+        let rs = read(s);
+        assert!(!rs.is_empty() && rs.len() < 24);
+        assert!(
+            rs.iter()
+                .filter(|r| r.variant == "rs")
+                .all(|r| r.dct_ratio.is_some())
+        );
+    }
+    let merged = dir.join("merged.jsonl");
+    let o = Command::new(QFEC)
+        .args(["lab", "merge"])
+        .args(&shards)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(succeeded(&o).contains("24 runs from 3 shards"));
+    assert_eq!(read(&merged), read(&full));
+    // A shard twice, or one missing: refused.
+    let o = Command::new(QFEC)
+        .args(["lab", "merge"])
+        .args([&shards[0], &shards[0], &shards[1], &shards[2]])
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("overlap"));
+    let o = Command::new(QFEC)
+        .args(["lab", "merge"])
+        .args([&shards[0], &shards[2]])
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing"));
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--shard", "4/3"],
+        "1 <= I <= N",
+    );
+}
+
+/// `--dry-run` says what would run, links and settings resolved, and runs nothing.
+#[test]
+fn lab_dry_run_prints_the_resolved_runs_and_runs_nothing() {
+    let dir = temp_dir("lab-dry");
+    let out = dir.join("runs.jsonl");
+    let o = Command::new(QFEC)
+        .args(["lab", "run", "--preset", "wlan+4g", "--loss", "2%"])
+        .args(["--fec", "none,rs", "--seeds", "2", "--dry-run", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    assert!(stdout.contains("4 runs (none run: --dry-run)"), "{stdout}");
+    // The first path's link at the asked loss, the second at the 4G preset's own.
+    assert!(stdout.contains("25 Mb/s, 12.5 ms"), "{stdout}");
+    assert!(stdout.contains("Bernoulli(p=0.02)"), "{stdout}");
+    assert!(stdout.contains("path 1: down 27.5 Mb/s"), "{stdout}");
+    assert!(stdout.contains("rs: fec = rs(20,10)"), "{stdout}");
+    assert!(!out.exists(), "a dry run wrote {}", out.display());
+}

@@ -82,9 +82,33 @@ impl RunSpec {
         })
     }
 
+    /// Which of `n` shards the run belongs to (0-based): the point and seed decide, so that
+    /// every variant of one point and seed, and so each FEC variant's baseline, land in the
+    /// same shard. Points and seeds are dealt round-robin in their order of first
+    /// appearance among `specs`.
+    pub fn shards(specs: &[RunSpec], n: usize) -> Vec<usize> {
+        let mut groups: BTreeMap<(String, Option<String>, String, u64, u64), usize> =
+            BTreeMap::new();
+        specs
+            .iter()
+            .map(|s| {
+                let key = (
+                    s.scenario.clone(),
+                    s.preset.clone(),
+                    s.workload.label(),
+                    s.loss.to_bits(),
+                    s.seed,
+                );
+                let next = groups.len();
+                *groups.entry(key).or_insert(next) % n.max(1)
+            })
+            .collect()
+    }
+
     /// A record with the identity fields filled in; the runner adds the measurements.
     pub fn record(&self) -> RunRecord {
         RunRecord {
+            index: self.index,
             scenario: self.scenario.clone(),
             preset: self.preset.clone().unwrap_or_default(),
             variant: self.variant.clone(),

@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 /// defaults (0 / None / empty).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// The run's place in its campaign, from 0 (the order `run_all` keeps; `qfec lab merge`
+    /// puts shards back in it). JSON lines only.
+    #[serde(default)]
+    pub index: usize,
     pub scenario: String,
     /// Preset name, or "" for a hand-written link.
     pub preset: String,

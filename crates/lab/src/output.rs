@@ -375,10 +375,67 @@ pub fn flow_table(records: &[RunRecord]) -> String {
     render(&header, &rows, 4)
 }
 
+/// One line for a link direction: rate, one-way delay, queue and loss models, as
+/// `qfec lab run --dry-run` prints them.
+pub fn describe_link(l: &qfec_sim::LinkSpec) -> String {
+    use qfec_sim::{QueueLimit, Serializer};
+    let rate = match &l.serializer {
+        Serializer::Unlimited => "no rate limit".to_string(),
+        Serializer::Rate(bps) => format!("{} Mb/s", *bps as f64 / 1e6),
+        Serializer::Trace(_) => "trace".to_string(),
+        Serializer::Wifi(_) => "802.11n station".to_string(),
+    };
+    let queue = match l.queue {
+        QueueLimit::Unlimited => "unlimited".to_string(),
+        QueueLimit::Packets(n) => format!("{n} packets"),
+        QueueLimit::Bytes(b) => format!("{b} B"),
+    };
+    let mut s = format!("{rate}, {} ms, queue {queue}", l.delay.as_secs_f64() * 1e3);
+    for m in l.ingress_loss.iter().chain(&l.air_loss) {
+        s.push_str(&format!(", {m:?}"));
+    }
+    if !l.changes.is_empty() {
+        s.push_str(&format!(", {} scheduled changes", l.changes.len()));
+    }
+    s
+}
+
+/// The protocol settings a run sets, as `name = value` pairs (unset ones, which take the
+/// defaults, left out), as `qfec lab run --dry-run` prints them.
+pub fn describe_settings(p: &crate::config::ProtocolSettings) -> String {
+    let Ok(serde_json::Value::Object(m)) = serde_json::to_value(p) else {
+        return String::new();
+    };
+    m.into_iter()
+        .filter(|(_, v)| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
+        .map(|(k, v)| match v.as_str() {
+            Some(text) => format!("{k} = {text}"),
+            None => format!("{k} = {v}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::metrics::aggregate;
+
+    /// Regression: serde_json's default float parsing could move the last digit
+    /// (13238.025206227965 read back as ...963), so `qfec lab merge` changed records.
+    #[test]
+    fn jsonl_reads_back_every_float_exactly() {
+        let mut r = RunRecord {
+            down_queue_mean_bytes: 13238.025206227965,
+            completion_time_s: Some(0.19432864),
+            ..RunRecord::default()
+        };
+        r.index = 4;
+        let mut out = Vec::new();
+        write_jsonl(&mut out, std::slice::from_ref(&r)).unwrap();
+        let back: Vec<RunRecord> = read_jsonl(std::str::from_utf8(&out).unwrap()).unwrap();
+        assert_eq!(back, [r]);
+    }
 
     fn recs() -> Vec<RunRecord> {
         (0..3)
