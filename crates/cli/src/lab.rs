@@ -222,6 +222,17 @@ pub struct RunArgs {
     /// links, seeds, workloads and table. Runs go one at a time in real time; needs root.
     #[arg(long, conflicts_with_all = ["pcap", "event_log", "qlog", "trace"])]
     emu: bool,
+    /// Bottleneck rate of the first path, both directions, e.g. 10Mbps (replaces the
+    /// preset's or scenario's; the queue follows as one bandwidth-delay product unless
+    /// --queue says otherwise).
+    #[arg(long)]
+    rate: Option<String>,
+    /// Round-trip propagation delay of the first path, e.g. 80ms (half each way).
+    #[arg(long)]
+    rtt: Option<String>,
+    /// Queue of the first path's links: bdp, unlimited, "25 packets" or a size like 64KB.
+    #[arg(long)]
+    queue: Option<String>,
     /// Print the runs the command resolves to (links, workload, settings) and stop.
     #[arg(long)]
     dry_run: bool,
@@ -903,6 +914,31 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
     // Without a scenario or --workload, each preset downloads its own bulk size.
     sweep.preset_bulk = args.scenario.is_none() && args.workload.is_empty();
     sweep.presets = presets;
+    sweep.link = qfec_lab::campaign::LinkOverride {
+        rate_bps: args
+            .rate
+            .as_deref()
+            .map(qfec_lab::units::parse_rate)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--rate: {e}"))?,
+        rtt: args
+            .rtt
+            .as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--rtt: {e}"))?,
+        queue: args
+            .queue
+            .as_deref()
+            .map(qfec_lab::config::parse_queue)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--queue: {e}"))?,
+    };
+    if sweep.link.rate_bps == Some(0) {
+        bail!(
+            "--rate: must be above 0 (for no limit, leave --rate out of a scenario whose link has none)"
+        );
+    }
     if let Some(l) = &args.loss {
         sweep.losses = parse_list(l, parse_ratio).map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
     }

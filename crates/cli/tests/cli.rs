@@ -377,6 +377,18 @@ fn bad_input_gets_a_clear_error() {
         ],
         "several paths for one flow",
     );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--rate", "fast"],
+        "--rate",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan", "--queue", "lots"],
+        "\"25 packets\"",
+    );
+    one_line_error(
+        &["lab", "run", "--preset", "wlan-n", "--rate", "10Mbps"],
+        "MCS",
+    );
 }
 
 /// Without a terminal (a batch job), a campaign still says how far it got.

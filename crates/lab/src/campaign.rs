@@ -148,6 +148,65 @@ pub struct Sweep {
     /// Each preset point downloads its preset's bulk size (paper 000: 20 MB, 5 MB over
     /// satellite) instead of the base workload.
     pub preset_bulk: bool,
+    /// Rate, RTT or queue set for every point's first path (`--rate`, `--rtt`, `--queue`).
+    pub link: LinkOverride,
+}
+
+/// Rate, round-trip time and queue that replace a point's own on its first path, both
+/// directions.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LinkOverride {
+    pub rate_bps: Option<u64>,
+    /// Split evenly over the two directions' one-way delays.
+    pub rtt: Option<Duration>,
+    /// Without it, a changed rate or RTT brings the queue to one bandwidth-delay product of
+    /// the new values (a WLAN's station queues stay).
+    pub queue: Option<crate::config::QueueCfg>,
+}
+
+impl LinkOverride {
+    /// `links` with the override applied; an error names what cannot be set.
+    pub fn apply(&self, mut links: LinkPair) -> Result<LinkPair, String> {
+        use crate::config::QueueCfg;
+        use qfec_sim::{QueueLimit, Serializer, bdp_bytes};
+        if *self == LinkOverride::default() {
+            return Ok(links);
+        }
+        let rtt = self.rtt.unwrap_or(links.down.delay + links.up.delay);
+        for l in [&mut links.down, &mut links.up] {
+            let wifi = matches!(l.serializer, Serializer::Wifi(_));
+            if let Some(r) = self.rate_bps {
+                if wifi {
+                    return Err("--rate: an 802.11n link's rate follows from its MCS; set \
+                                [link.wifi] mcs in a scenario instead"
+                        .into());
+                }
+                l.serializer = Serializer::Rate(r);
+            }
+            if let Some(t) = self.rtt {
+                l.delay = t / 2;
+            }
+            let rate = match l.serializer {
+                Serializer::Rate(r) => Some(r),
+                _ => None,
+            };
+            let bdp = || match rate {
+                Some(r) => Ok(QueueLimit::Bytes(bdp_bytes(r, rtt).max(1500))),
+                None => Err("--queue bdp: the link has no fixed rate to take a \
+                             bandwidth-delay product of; give packets or bytes"
+                    .to_string()),
+            };
+            l.queue = match self.queue {
+                Some(QueueCfg::Bdp) => bdp()?,
+                Some(QueueCfg::Unlimited) => QueueLimit::Unlimited,
+                Some(QueueCfg::Packets(n)) => QueueLimit::Packets(n),
+                Some(QueueCfg::Bytes(b)) => QueueLimit::Bytes(b),
+                None if !wifi && rate.is_some() => bdp()?,
+                None => l.queue,
+            };
+        }
+        Ok(links)
+    }
 }
 
 impl Sweep {
@@ -160,6 +219,7 @@ impl Sweep {
             seeds: Vec::new(),
             workloads: Vec::new(),
             preset_bulk: false,
+            link: LinkOverride::default(),
         }
     }
 
@@ -265,6 +325,7 @@ impl Sweep {
                     (None, Some(l)) => (self.base.links.with_loss(*l), *l),
                     (None, None) => (self.base.links.clone(), self.base.loss.unwrap_or(0.0)),
                 };
+                let links = self.link.apply(links)?;
                 let preset_name = preset
                     .as_ref()
                     .map(|(_, n, _)| n.clone())

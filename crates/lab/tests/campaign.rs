@@ -140,3 +140,49 @@ fn bad_sweep_parameters_are_reported() {
     s.losses = vec![1.5];
     assert!(s.runs().unwrap_err().contains("between 0 and 1"));
 }
+
+/// `--rate`, `--rtt`, `--queue`: every point's first path takes them, both directions; a
+/// changed rate or RTT brings the queue to one BDP of the new values unless the queue is
+/// given; what cannot be set is an error before any run.
+#[test]
+fn link_overrides_reach_every_point() {
+    use qfec_lab::campaign::LinkOverride;
+    use qfec_lab::config::QueueCfg;
+    use qfec_sim::{QueueLimit, Serializer};
+    let mut s = Sweep::new(
+        Scenario::from_toml(
+            "[workload]\nkind = \"bulk\"\nsize = \"1MB\"\n",
+            "t.toml",
+            std::path::Path::new("."),
+        )
+        .unwrap(),
+    );
+    s.presets = vec!["wlan".into(), "4g+3g".into()];
+    s.link = LinkOverride {
+        rate_bps: Some(10_000_000),
+        rtt: Some(Duration::from_millis(80)),
+        queue: None,
+    };
+    let runs = s.runs().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in &runs {
+        for l in [&r.links.down, &r.links.up] {
+            assert!(matches!(l.serializer, Serializer::Rate(10_000_000)));
+            assert_eq!(l.delay, Duration::from_millis(40));
+            // 10 Mb/s x 80 ms = 100 kB.
+            assert_eq!(l.queue, QueueLimit::Bytes(100_000));
+        }
+    }
+    // The second path of 4g+3g keeps its own link.
+    assert!(!matches!(
+        runs[1].extra_paths[0].down.serializer,
+        Serializer::Rate(10_000_000)
+    ));
+    s.link.queue = Some(QueueCfg::Packets(25));
+    let runs = s.runs().unwrap();
+    assert_eq!(runs[0].links.down.queue, QueueLimit::Packets(25));
+    // An 802.11n hop has no rate to set.
+    s.presets = vec!["wlan-n".into()];
+    let e = s.runs().unwrap_err();
+    assert!(e.contains("--rate") && e.contains("MCS"), "{e}");
+}
