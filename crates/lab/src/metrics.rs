@@ -105,6 +105,17 @@ pub struct RunRecord {
     /// connection carried.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathRecord>,
+    /// The first path's links as simulated (server to client, then client to server), and
+    /// each extra path's after them. JSON lines only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<LinkRecord>,
+    /// The protocol settings the run set (`name = value`, comma-separated; the rest are
+    /// defaults). JSON lines only.
+    #[serde(default)]
+    pub settings: String,
+    /// The qfec version that made the record. JSON lines only.
+    #[serde(default)]
+    pub version: String,
     /// (time s, smoothed RTT s) samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rtt_trace: Vec<(f64, f64)>,
@@ -128,6 +139,24 @@ pub struct WlanRecord {
     pub up: StationRecord,
     /// Fraction of the run the channel was busy.
     pub busy_fraction: f64,
+}
+
+/// One link direction of a run, as simulated.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LinkRecord {
+    /// Its name: down, up, path1-down, ...
+    pub name: String,
+    /// Bottleneck rate, b/s; `None`: no fixed rate (unlimited, a trace, an 802.11n station).
+    pub rate_bps: Option<u64>,
+    /// One-way propagation delay, s.
+    pub delay_s: f64,
+    /// Drop-tail limit: "25 packets", "100000 B" or "unlimited".
+    pub queue: String,
+    /// Its loss models, as the simulator names them (e.g. "Bernoulli(p=0.02)").
+    pub loss: Vec<String>,
+    /// Mean loss probability of those models when each has one in closed form
+    /// (Bernoulli, Gilbert-Elliott: the stationary mix of its two states), else `None`.
+    pub mean_loss: Option<f64>,
 }
 
 /// One path of a multipath connection, as the client saw it.

@@ -186,3 +186,36 @@ fn link_overrides_reach_every_point() {
     let e = s.runs().unwrap_err();
     assert!(e.contains("--rate") && e.contains("MCS"), "{e}");
 }
+
+/// A record says what was simulated: each link's rate, delay, queue, loss models and mean
+/// loss, the settings the run set, and the version.
+#[test]
+fn records_carry_the_links_and_settings_they_ran() {
+    let base = Scenario::from_toml(
+        "[link.down]\nrate = \"10Mbps\"\ndelay = \"25ms\"\nqueue = \"30 packets\"\n\
+         loss = { model = \"gilbert_elliott\", p = 0.01, r = 0.25, h = 0.0, k = 1.0 }\n\
+         [link.up]\nrate = \"10Mbps\"\ndelay = \"25ms\"\n\
+         [protocol]\nfec = \"rs(20,10)\"\ncongestion = \"newreno\"\n\
+         [workload]\nkind = \"bulk\"\nsize = \"1MB\"\n",
+        "t.toml",
+        std::path::Path::new("."),
+    )
+    .unwrap();
+    let r = Sweep::new(base).runs().unwrap()[0].record();
+    assert_eq!(r.links.len(), 2);
+    let down = &r.links[0];
+    assert_eq!(down.name, "down");
+    assert_eq!(down.rate_bps, Some(10_000_000));
+    assert!((down.delay_s - 0.025).abs() < 1e-12);
+    assert_eq!(down.queue, "30 packets");
+    // Stationary bad-state share p / (p + r) = 0.01 / 0.26, every bad-state packet lost.
+    assert!((down.mean_loss.unwrap() - 0.01 / 0.26).abs() < 1e-12);
+    assert_eq!(r.links[1].mean_loss, Some(0.0));
+    assert!(r.settings.contains("fec = rs(20,10)"), "{}", r.settings);
+    assert!(
+        r.settings.contains("congestion = newreno"),
+        "{}",
+        r.settings
+    );
+    assert_eq!(r.version, env!("CARGO_PKG_VERSION"));
+}
