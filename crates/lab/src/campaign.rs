@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::config::ProtocolSettings;
-use crate::metrics::RunRecord;
+use crate::metrics::{LinkRecord, RunRecord};
 use crate::presets::{LinkPair, Preset};
 use crate::scenario::Scenario;
 use crate::workload::Workload;
@@ -112,7 +112,7 @@ impl RunSpec {
         RunRecord {
             index: self.index,
             links: pairs
-                .flat_map(|p| [link_record(&p.down), link_record(&p.up)])
+                .flat_map(|p| [LinkRecord::of(&p.down), LinkRecord::of(&p.up)])
                 .collect(),
             settings: crate::output::describe_settings(&self.protocol),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -124,43 +124,6 @@ impl RunSpec {
             workload: self.workload.label(),
             ..RunRecord::default()
         }
-    }
-}
-
-/// What a record says of one link direction.
-fn link_record(l: &qfec_sim::LinkSpec) -> crate::metrics::LinkRecord {
-    use qfec_sim::{LossSpec, QueueLimit, Serializer};
-    let mean = |m: &LossSpec| match *m {
-        LossSpec::Bernoulli { p } => Some(p),
-        LossSpec::GilbertElliott { p, r, h, k } => {
-            let bad = if p + r > 0.0 { p / (p + r) } else { 0.0 };
-            Some((1.0 - bad) * (1.0 - k) + bad * (1.0 - h))
-        }
-        _ => None,
-    };
-    let models: Vec<&LossSpec> = l.ingress_loss.iter().chain(&l.air_loss).collect();
-    let mean_loss = match models.as_slice() {
-        [] => Some(0.0),
-        [m] => mean(m),
-        _ => models
-            .iter()
-            .try_fold(1.0, |delivered, m| Some(delivered * (1.0 - mean(m)?)))
-            .map(|delivered| 1.0 - delivered),
-    };
-    crate::metrics::LinkRecord {
-        name: l.name.clone(),
-        rate_bps: match l.serializer {
-            Serializer::Rate(r) => Some(r),
-            _ => None,
-        },
-        delay_s: l.delay.as_secs_f64(),
-        queue: match l.queue {
-            QueueLimit::Unlimited => "unlimited".into(),
-            QueueLimit::Packets(n) => format!("{n} packets"),
-            QueueLimit::Bytes(b) => format!("{b} B"),
-        },
-        loss: models.iter().map(|m| format!("{m:?}")).collect(),
-        mean_loss,
     }
 }
 

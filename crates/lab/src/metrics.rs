@@ -159,6 +159,45 @@ pub struct LinkRecord {
     pub mean_loss: Option<f64>,
 }
 
+impl LinkRecord {
+    /// What a record says of link direction `l`.
+    pub fn of(l: &qfec_sim::LinkSpec) -> LinkRecord {
+        use qfec_sim::{LossSpec, QueueLimit, Serializer};
+        let mean = |m: &LossSpec| match *m {
+            LossSpec::Bernoulli { p } => Some(p),
+            LossSpec::GilbertElliott { p, r, h, k } => {
+                let bad = if p + r > 0.0 { p / (p + r) } else { 0.0 };
+                Some((1.0 - bad) * (1.0 - k) + bad * (1.0 - h))
+            }
+            _ => None,
+        };
+        let models: Vec<&LossSpec> = l.ingress_loss.iter().chain(&l.air_loss).collect();
+        let mean_loss = match models.as_slice() {
+            [] => Some(0.0),
+            [m] => mean(m),
+            _ => models
+                .iter()
+                .try_fold(1.0, |delivered, m| Some(delivered * (1.0 - mean(m)?)))
+                .map(|delivered| 1.0 - delivered),
+        };
+        LinkRecord {
+            name: l.name.clone(),
+            rate_bps: match l.serializer {
+                Serializer::Rate(r) => Some(r),
+                _ => None,
+            },
+            delay_s: l.delay.as_secs_f64(),
+            queue: match l.queue {
+                QueueLimit::Unlimited => "unlimited".into(),
+                QueueLimit::Packets(n) => format!("{n} packets"),
+                QueueLimit::Bytes(b) => format!("{b} B"),
+            },
+            loss: models.iter().map(|m| format!("{m:?}")).collect(),
+            mean_loss,
+        }
+    }
+}
+
 /// One path of a multipath connection, as the client saw it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct PathRecord {

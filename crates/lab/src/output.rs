@@ -375,24 +375,20 @@ pub fn flow_table(records: &[RunRecord]) -> String {
     render(&header, &rows, 4)
 }
 
-/// One line for a link direction: rate, one-way delay, queue and loss models, as
-/// `qfec lab run --dry-run` prints them.
+/// One line for a link direction: rate, one-way delay, queue and loss models (what its
+/// record says, [`crate::metrics::LinkRecord::of`]), as `qfec lab run --dry-run` prints them.
 pub fn describe_link(l: &qfec_sim::LinkSpec) -> String {
-    use qfec_sim::{QueueLimit, Serializer};
-    let rate = match &l.serializer {
-        Serializer::Unlimited => "no rate limit".to_string(),
-        Serializer::Rate(bps) => format!("{} Mb/s", *bps as f64 / 1e6),
-        Serializer::Trace(_) => "trace".to_string(),
-        Serializer::Wifi(_) => "802.11n station".to_string(),
+    use qfec_sim::Serializer;
+    let r = crate::metrics::LinkRecord::of(l);
+    let rate = match (r.rate_bps, &l.serializer) {
+        (Some(bps), _) => format!("{} Mb/s", bps as f64 / 1e6),
+        (None, Serializer::Trace(_)) => "trace".to_string(),
+        (None, Serializer::Wifi(_)) => "802.11n station".to_string(),
+        (None, _) => "no rate limit".to_string(),
     };
-    let queue = match l.queue {
-        QueueLimit::Unlimited => "unlimited".to_string(),
-        QueueLimit::Packets(n) => format!("{n} packets"),
-        QueueLimit::Bytes(b) => format!("{b} B"),
-    };
-    let mut s = format!("{rate}, {} ms, queue {queue}", l.delay.as_secs_f64() * 1e3);
-    for m in l.ingress_loss.iter().chain(&l.air_loss) {
-        s.push_str(&format!(", {m:?}"));
+    let mut s = format!("{rate}, {} ms, queue {}", r.delay_s * 1e3, r.queue);
+    for m in &r.loss {
+        s.push_str(&format!(", {m}"));
     }
     if !l.changes.is_empty() {
         s.push_str(&format!(", {} scheduled changes", l.changes.len()));
