@@ -914,25 +914,21 @@ fn build_sweep(args: &RunArgs) -> Result<Sweep> {
     // Without a scenario or --workload, each preset downloads its own bulk size.
     sweep.preset_bulk = args.scenario.is_none() && args.workload.is_empty();
     sweep.presets = presets;
+    // An optional flag's value, parsed; the error names the flag.
+    fn flag<T>(
+        name: &str,
+        v: &Option<String>,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>> {
+        v.as_deref()
+            .map(parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{name}: {e}"))
+    }
     sweep.link = qfec_lab::campaign::LinkOverride {
-        rate_bps: args
-            .rate
-            .as_deref()
-            .map(qfec_lab::units::parse_rate)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--rate: {e}"))?,
-        rtt: args
-            .rtt
-            .as_deref()
-            .map(parse_duration)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--rtt: {e}"))?,
-        queue: args
-            .queue
-            .as_deref()
-            .map(qfec_lab::config::parse_queue)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("--queue: {e}"))?,
+        rate_bps: flag("--rate", &args.rate, qfec_lab::units::parse_rate)?,
+        rtt: flag("--rtt", &args.rtt, parse_duration)?,
+        queue: flag("--queue", &args.queue, qfec_lab::config::parse_queue)?,
     };
     if sweep.link.rate_bps == Some(0) {
         bail!(

@@ -318,26 +318,21 @@ impl Sender {
         !self.repairs.is_empty()
     }
 
-    /// The next packet's place in its block group: a waiting repair symbol of the group
-    /// just closed, else the next source symbol of the open one. `None` without a code.
+    /// What the next packet is: a waiting repair symbol of the block group just closed, else
+    /// a source symbol of the open one. `None` without a code.
     pub fn next_packet_hint(&self) -> Option<PacketHint> {
         let code = self.code.as_ref()?;
         let (sources, repairs) = (code.group as u32, code.repairs_per_group as u32);
         Some(match self.repairs.front() {
-            Some((_, _, deadline)) => {
-                let waiting = self.repairs.len() as u32;
-                PacketHint {
-                    group: code.block.saturating_sub(1),
-                    index: sources + repairs.saturating_sub(waiting),
-                    sources,
-                    repairs,
-                    repair: true,
-                    deadline: *deadline,
-                }
-            }
+            Some((_, _, deadline)) => PacketHint {
+                group: code.block.saturating_sub(1),
+                sources,
+                repairs,
+                repair: true,
+                deadline: *deadline,
+            },
             None => PacketHint {
                 group: code.block,
-                index: code.unprotected as u32,
                 sources,
                 repairs,
                 repair: false,

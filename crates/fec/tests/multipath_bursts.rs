@@ -50,7 +50,6 @@ fn placement(scheduler: Scheduler) -> Vec<u32> {
         .map(|(group, index)| {
             let hint = PacketHint {
                 group,
-                index,
                 sources: K as u32,
                 repairs: M as u32,
                 repair: index as usize >= K,

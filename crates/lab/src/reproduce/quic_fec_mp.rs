@@ -424,12 +424,17 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
     data_table(&mut md, &m, "heterogeneous", &RS_VARIANTS);
     let get = |v: &str| by_place(&m, "heterogeneous", v);
     let (hs, hr, hh) = (get("single"), get("rr"), get("highrb"));
-    let best_of_three = |label: &str| -> Option<(f64, bool)> {
+    // The most data any of the paper's schedulers received at a point, and which did
+    // (the first of them on a tie).
+    let best_of_three = |label: &str| -> Option<(f64, &'static str)> {
         let s = hs.get(label)?;
         let r = hr.get(label)?;
         let h = hh.get(label)?;
-        let played = [s, r, h].iter().any(|x| x.1 == 0.0);
-        Some((s.0.max(r.0).max(h.0), played))
+        Some(
+            [(s.0, "single"), (r.0, "rr"), (h.0, "highrb")]
+                .into_iter()
+                .fold((f64::MIN, ""), |a, b| if b.0 > a.0 { b } else { a }),
+        )
     };
     let hb_beats_both = hetero
         .iter()
@@ -476,16 +481,15 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
 
     // Goal for fec-aware.
     let fa = get("fec-aware");
-    let fa_at = |label: &str| fa.get(label).map(|x| x.0);
-    let judged: Vec<(f64, f64, bool)> = hetero
+    // Per point: fec-aware's data, the best of the three, which one, the point.
+    let judged: Vec<(f64, f64, &str, &str)> = hetero
         .iter()
         .filter_map(|p| {
-            let (best, _) = best_of_three(&p.label)?;
-            let f = fa.get(&p.label)?;
-            Some((f.0, best, f.1 == 0.0))
+            let (best, name) = best_of_three(&p.label)?;
+            Some((fa.get(&p.label)?.0, best, name, p.label.as_str()))
         })
         .collect();
-    let at_least = judged.iter().filter(|(f, b, _)| f >= b).count();
+    let at_least = judged.iter().filter(|(f, b, ..)| f >= b).count();
     // How far a miss is: within the run-to-run spread (max - min over the seeds) of the
     // best of the three at that point?
     let spread = |place: &str, v: &str| {
@@ -498,26 +502,12 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         let min = xs.iter().copied().fold(f64::MAX, f64::min);
         (max - min).max(0.0)
     };
-    let (mut misses, mut in_noise) = (0, 0);
-    for p in &hetero {
-        let (Some(f), Some(s), Some(r), Some(h)) = (
-            fa_at(&p.label),
-            hs.get(&p.label),
-            hr.get(&p.label),
-            hh.get(&p.label),
-        ) else {
-            continue;
-        };
-        let (best, name) = [(s.0, "single"), (r.0, "rr"), (h.0, "highrb")]
-            .into_iter()
-            .fold((f64::MIN, ""), |a, b| if b.0 > a.0 { b } else { a });
-        if f < best {
-            misses += 1;
-            if best - f <= spread(&p.label, name) {
-                in_noise += 1;
-            }
-        }
-    }
+    let missed: Vec<_> = judged.iter().filter(|(f, b, ..)| f < b).collect();
+    let misses = missed.len();
+    let in_noise = missed
+        .iter()
+        .filter(|(f, b, name, place)| b - f <= spread(place, name))
+        .count();
     let played = |v: &BTreeMap<String, (f64, f64)>| v.values().filter(|x| x.1 == 0.0).count();
     let _ = writeln!(
         md,

@@ -85,15 +85,14 @@ impl PathView {
     }
 }
 
-/// What a connection extension says of the next data packet it adds to (for example the
-/// place of an erasure code's symbol in its block), for a scheduler that places packets by
-/// what they carry ([`crate::connection::ConnectionExtension::next_packet_hint`]).
+/// What a connection extension says of the next data packet it adds to (for example which
+/// block of an erasure code it belongs to, and whether it is a repair symbol), for a
+/// scheduler that places packets by what they carry
+/// ([`crate::connection::ConnectionExtension::next_packet_hint`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketHint {
     /// The group the packet belongs to (a source block), numbered by the extension.
     pub group: u64,
-    /// Its place in the group, from 0: the source packets, then the repair packets.
-    pub index: u32,
     /// Source packets per group; 0 when the extension does not send in groups (a sliding
     /// window code).
     pub sources: u32,
@@ -437,7 +436,6 @@ mod tests {
         let (group, index) = (i / 30, i % 30);
         Some(PacketHint {
             group: group as u64,
-            index: index as u32,
             sources: 20,
             repairs: 10,
             repair: index >= 20,

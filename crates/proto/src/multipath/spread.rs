@@ -308,37 +308,31 @@ fn best_split(models: &[Option<(f64, f64)>], caps: &[usize], n: usize, m: usize)
 
 impl PathScheduler for FecAware {
     fn rank(&mut self, cx: &mut SchedulerCx<'_>, paths: &[PathView], order: &mut Vec<PathId>) {
+        // No blocks to place (a sliding-window code, or no code): the fastest paths with
+        // room first, as minrtt.
+        let Some(h) = cx.next_packet.filter(|h| h.sources > 0) else {
+            return super::MinRtt.rank(cx, paths, order);
+        };
         let v = usable(paths);
-        if v.len() <= 1 {
-            order.extend(v.iter().map(|p| p.id));
-            return;
-        }
         let mut ok: Vec<&PathView> = v.iter().copied().filter(|p| p.room() > 0).collect();
-        if ok.is_empty() {
+        if v.len() <= 1 || ok.is_empty() {
             order.extend(v.iter().map(|p| p.id));
             return;
         }
-        match cx.next_packet {
-            Some(h) if h.sources > 0 => {
-                if self.group != Some(h.group) {
-                    self.replan(&v, &h);
-                }
-                if let Some(deadline) = h.deadline.filter(|_| h.repair) {
-                    let on_time: Vec<&PathView> = ok
-                        .iter()
-                        .copied()
-                        .filter(|p| cx.now + p.srtt / 2 <= deadline)
-                        .collect();
-                    if !on_time.is_empty() {
-                        ok = on_time;
-                    }
-                }
-                order.extend(self.furthest_below(&ok));
-            }
-            // No blocks to place (a sliding-window code, or no code): the fastest paths
-            // with room first, as minrtt.
-            _ => super::MinRtt.rank(cx, paths, order),
+        if self.group != Some(h.group) {
+            self.replan(&v, &h);
         }
+        if let Some(deadline) = h.deadline.filter(|_| h.repair) {
+            let on_time: Vec<&PathView> = ok
+                .iter()
+                .copied()
+                .filter(|p| cx.now + p.srtt / 2 <= deadline)
+                .collect();
+            if !on_time.is_empty() {
+                ok = on_time;
+            }
+        }
+        order.extend(self.furthest_below(&ok));
     }
 
     fn on_sent(&mut self, path: PathId, packet: Option<&PacketHint>) {

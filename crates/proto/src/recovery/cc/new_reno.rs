@@ -167,27 +167,28 @@ impl NewReno {
     /// OLIA: the change of the window, bytes, for `bytes` acknowledged on this path.
     fn olia_increase(&self, bytes: u64, srtt: std::time::Duration) -> f64 {
         let own = self.as_coupled(srtt);
-        let paths: Vec<&Coupled> = std::iter::once(&own).chain(&self.others).collect();
+        // Called per acknowledged packet: iterated, not collected.
+        let paths = || std::iter::once(&own).chain(&self.others);
         let mds = self.mds as f64;
         let secs = |p: &Coupled| p.srtt.as_secs_f64().max(1e-6);
         let w = |p: &Coupled| (p.window as f64 / mds).max(1.0);
-        let sum: f64 = paths.iter().map(|p| w(p) / secs(p)).sum();
+        let sum: f64 = paths().map(|p| w(p) / secs(p)).sum();
         let own_w = w(&own);
         let coupled = (own_w / (secs(&own) * secs(&own))) / (sum * sum);
         // The presumably best paths (largest l / rtt^2) and those with the largest window.
         let quality = |p: &Coupled| p.inter_loss_bytes as f64 / (secs(p) * secs(p));
-        let best_q = paths.iter().map(|p| quality(p)).fold(0.0, f64::max);
-        let max_w = paths.iter().map(|p| p.window).max().unwrap_or(0);
+        let best_q = paths().map(quality).fold(0.0, f64::max);
+        let max_w = paths().map(|p| p.window).max().unwrap_or(0);
         let is_best = |p: &Coupled| quality(p) >= best_q * (1.0 - 1e-9);
         let is_max = |p: &Coupled| p.window == max_w;
-        let collected = paths.iter().filter(|p| is_best(p) && !is_max(p)).count() as f64;
-        let n = paths.len() as f64;
+        let collected = paths().filter(|p| is_best(p) && !is_max(p)).count() as f64;
+        let n = paths().count() as f64;
         let alpha = if collected == 0.0 {
             0.0
         } else if is_best(&own) && !is_max(&own) {
             1.0 / (n * collected)
         } else if is_max(&own) {
-            let largest = paths.iter().filter(|p| is_max(p)).count() as f64;
+            let largest = paths().filter(|p| is_max(p)).count() as f64;
             -1.0 / (n * largest)
         } else {
             0.0
