@@ -9,7 +9,8 @@
 //! medians were 0.994-1.023 idle and 0.996-1.065 loaded (wlan 0 %: sd 0.015 loaded, so the
 //! 10 % bound is 2.4 sd beyond the worst run and 4.4 sd beyond the loaded mean); the bench's
 //! 20 Mb/s arrived whole in every run, sent and delivered within 0.1 Mb/s of it (bounds: 1
-//! and 2 Mb/s).
+//! and 2 Mb/s); its lateness (2026-11-26, 3 runs idle, 10 with both cores busy) had a median
+//! of 29-67 us and a p99 of at most 4.0 ms (bounds: 1 ms and 20 ms).
 
 mod common;
 
@@ -57,11 +58,11 @@ fn the_bench_delivers_a_modest_rate_whole() {
     assert!((num(1) - 20.0).abs() < 1.0, "{row:?}");
     assert!((num(2) - 20.0).abs() < 2.0, "{row:?}");
     assert_eq!(num(3), 0.0, "{row:?}");
-    // Timing error percentiles are printed and ordered.
+    // The timing error: how late packets leave the emulator against their due time. Its
+    // median stays under 1 ms and its p99 under 20 ms (measured: p50 53-67 us idle and
+    // 29-55 us loaded, p99 122-129 us idle and 2.4-4.0 ms loaded).
+    assert_eq!((row[8], row[12]), ("us", "us"), "{row:?}");
     let us = |i: usize| row[i].parse::<u64>().unwrap();
-    assert!(
-        us(7) <= us(9) && us(9) <= us(11) && us(11) <= us(13),
-        "{row:?}"
-    );
-    assert_eq!(row[8], "us");
+    assert!(us(7) < 1_000, "median lateness {} us: {row:?}", us(7));
+    assert!(us(11) < 20_000, "p99 lateness {} us: {row:?}", us(11));
 }

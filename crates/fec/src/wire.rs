@@ -463,6 +463,78 @@ mod tests {
             }
         }
 
+        /// Valid frames with a few body bytes changed or cut: what decodes re-encodes to the
+        /// same frame; an untouched frame must decode whole (a fifth of the cases at least).
+        #[test]
+        fn mutated_frames_decode_or_refuse(
+            which in 0usize..4,
+            muts in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+            cut in prop::option::of(any::<prop::sample::Index>()),
+        ) {
+            let mut buf = Vec::new();
+            match which {
+                0 => {
+                    let meta = BlockMeta::Xor { first: 40, stride: 10, count: 2 }.to_bytes();
+                    encode_repair(&mut buf, SchemeId::Xor, &meta, &[7u8; 50]);
+                }
+                1 => {
+                    let mut s = RangeSet::new();
+                    s.insert(3..5);
+                    s.insert(90..200);
+                    encode_symbol_ack(&mut buf, &s, 16);
+                }
+                2 => {
+                    buf = vec![0u8; sid_len(1 << 20)];
+                    write_sid(&mut buf, 1 << 20);
+                }
+                _ => encode_fec_window(&mut buf, 3, 64),
+            }
+            let (ty, valid) = body(&buf);
+            let mut bytes = valid.to_vec();
+            let untouched = muts.is_empty() && cut.is_none();
+            for (i, v) in muts {
+                if !bytes.is_empty() {
+                    let i = i.index(bytes.len());
+                    bytes[i] = v;
+                }
+            }
+            if let Some(c) = cut {
+                bytes.truncate(c.index(bytes.len()));
+            }
+            match decode_all(ty, &bytes) {
+                Ok((f, used)) => {
+                    prop_assert!(used <= bytes.len());
+                    prop_assert!(!untouched || used == bytes.len(), "{} of {} bytes used", used, bytes.len());
+                    let mut again = Vec::new();
+                    match &f {
+                        FecFrame::Repair(r) => encode_repair(&mut again, r.scheme, r.meta, r.symbol),
+                        FecFrame::SymbolAck(a) => {
+                            let mut s = RangeSet::new();
+                            for r in a.iter().take(1000) { s.insert(*r.start()..*r.end() + 1); }
+                            encode_symbol_ack(&mut again, &s, 1000);
+                        }
+                        FecFrame::Sid(sid) => {
+                            again = vec![0u8; sid_len(*sid)];
+                            write_sid(&mut again, *sid);
+                        }
+                        FecFrame::FecWindow { epoch, size } => encode_fec_window(&mut again, *epoch, *size),
+                    }
+                    let (ty2, body2) = body(&again);
+                    prop_assert_eq!(ty2, ty);
+                    let f2 = decode_all(ty2, body2).unwrap().0;
+                    match (&f, &f2) {
+                        // Acknowledged ranges compare by what they say, not their bytes.
+                        (FecFrame::SymbolAck(a), FecFrame::SymbolAck(b)) => prop_assert_eq!(
+                            a.iter().take(1000).collect::<Vec<_>>(),
+                            b.iter().collect::<Vec<_>>()
+                        ),
+                        _ => prop_assert_eq!(f2, f),
+                    }
+                }
+                Err(e) => prop_assert!(!untouched, "the valid frame was refused: {:?}", e),
+            }
+        }
+
         #[test]
         fn arbitrary_params_never_panic(entries in prop::collection::vec(
             (prop::sample::select(vec![param::ENABLE_FEC, param::DECODER_FEC_SCHEME,
@@ -470,6 +542,50 @@ mod tests {
              prop::collection::vec(any::<u8>(), 0..40)), 0..6)) {
             if let Ok(p) = FecParams::decode(&entries) {
                 prop_assert!(p.decoder_schemes.len() <= SchemeId::ALL.len());
+            }
+        }
+
+        /// Parameters as a peer would send them, some entries' bytes changed: what decodes
+        /// re-encodes to the same parameters; untouched ones must decode to what was sent.
+        #[test]
+        fn mutated_params_decode_or_refuse(
+            enabled: bool,
+            schemes in prop::collection::vec(prop::sample::select(SchemeId::ALL.to_vec()), 0..4),
+            window in 0u64..(1 << 20),
+            muts in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<u8>()), 0..2),
+        ) {
+            let mut schemes = schemes;
+            let mut seen = Vec::new();
+            schemes.retain(|s| !seen.contains(s) && { seen.push(*s); true });
+            let sent = FecParams { enabled, decoder_schemes: schemes, coding_window: window };
+            let mut entries = Vec::new();
+            sent.encode(&mut entries);
+            let untouched = muts.is_empty();
+            for (e, i, v) in muts {
+                let n = entries.len();
+                let entry = &mut entries[e.index(n)].1;
+                if !entry.is_empty() {
+                    let i = i.index(entry.len());
+                    entry[i] = v;
+                }
+            }
+            match FecParams::decode(&entries) {
+                Ok(p) => {
+                    let mut again = Vec::new();
+                    p.encode(&mut again);
+                    let back = FecParams::decode(&again).unwrap();
+                    prop_assert_eq!((back.enabled, &back.decoder_schemes), (p.enabled, &p.decoder_schemes));
+                    prop_assert!(p.decoder_schemes.is_empty() || back.coding_window == p.coding_window);
+                    if untouched {
+                        prop_assert_eq!((p.enabled, &p.decoder_schemes), (sent.enabled, &sent.decoder_schemes));
+                        // The window is sent with the schemes only.
+                        prop_assert!(sent.decoder_schemes.is_empty() || p.coding_window == sent.coding_window);
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(!untouched, "valid parameters refused: {}", e.reason);
+                    prop_assert_eq!(e.code, error_code::TRANSPORT_PARAMETER_ERROR);
+                }
             }
         }
 

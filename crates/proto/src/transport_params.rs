@@ -595,6 +595,31 @@ mod tests {
             }
         }
 
+        /// A valid encoding with a few bytes changed or cut: decoded, it re-encodes to what
+        /// it decoded to; unchanged, it must decode (so the check runs in a third of cases).
+        #[test]
+        fn mutated_params_decode_or_refuse(
+            muts in proptest::collection::vec((any::<proptest::sample::Index>(), any::<u8>()), 0..3),
+            cut in proptest::option::of(any::<proptest::sample::Index>()),
+        ) {
+            let mut bytes = enc(&full());
+            let untouched = muts.is_empty() && cut.is_none();
+            for (i, v) in muts {
+                let i = i.index(bytes.len());
+                bytes[i] = v;
+            }
+            if let Some(c) = cut {
+                bytes.truncate(c.index(bytes.len()));
+            }
+            match TransportParameters::decode(&bytes, Side::Server) {
+                Ok(tp) => prop_assert_eq!(TransportParameters::decode(&enc(&tp), Side::Server).unwrap(), tp),
+                Err(e) => {
+                    prop_assert!(!untouched, "the valid encoding was refused: {}", e.reason);
+                    prop_assert_eq!(e.code, error_code::TRANSPORT_PARAMETER_ERROR);
+                }
+            }
+        }
+
         #[test]
         fn valid_params_roundtrip(
             odcid in opt_cid(), iscid in opt_cid(), rscid in opt_cid(),

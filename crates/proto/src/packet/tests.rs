@@ -190,6 +190,62 @@ proptest! {
         }
     }
 
+    /// Valid Initial, Handshake and 1-RTT headers (with a payload) with a few bytes changed
+    /// or cut: a header that parses lies within the datagram; an untouched one must parse,
+    /// with the connection IDs and lengths it was written with.
+    #[test]
+    fn mutated_headers_parse_or_refuse(
+        kind in 0u8..3,
+        token in proptest::collection::vec(any::<u8>(), 0..40),
+        payload in 20usize..300,
+        muts in proptest::collection::vec((any::<proptest::sample::Index>(), any::<u8>()), 0..3),
+        cut in proptest::option::of(any::<proptest::sample::Index>()),
+    ) {
+        let (dcid, scid) = (ConnectionId::new(&[7; 8]), ConnectionId::new(&[9; 5]));
+        let mut buf = Vec::new();
+        let pn_offset = if kind < 2 {
+            let ty = if kind == 0 { LongType::Initial } else { LongType::Handshake };
+            let o = write_long_header(&mut buf, ty, VERSION_1, &dcid, &scid, &token, 77, 2);
+            set_long_length(&mut buf, &o, 2 + payload);
+            o.pn_offset
+        } else {
+            write_short_header(&mut buf, &dcid, false, true, 77, 2)
+        };
+        buf.resize(pn_offset + 2 + payload, 0xab);
+        let total = buf.len();
+        let untouched = muts.is_empty() && cut.is_none();
+        for (i, v) in muts {
+            let i = i.index(buf.len());
+            buf[i] = v;
+        }
+        if let Some(c) = cut {
+            buf.truncate(c.index(buf.len()));
+        }
+        match parse_header(&buf, dcid.len()) {
+            Ok(h) => {
+                prop_assert!(h.packet_len(buf.len()) <= buf.len());
+                if let ParsedHeader::Long { pn_offset, packet_len, .. } | ParsedHeader::Short { pn_offset, packet_len, .. } = h {
+                    prop_assert!(pn_offset <= packet_len);
+                }
+                if untouched {
+                    prop_assert_eq!(h.packet_len(buf.len()), total);
+                    match h {
+                        ParsedHeader::Long { dcid: d, scid: s, pn_offset: p, .. } => {
+                            prop_assert!(kind < 2);
+                            prop_assert_eq!((&*d, &*s, p), (&*dcid, &*scid, pn_offset));
+                        }
+                        ParsedHeader::Short { dcid: d, pn_offset: p, .. } => {
+                            prop_assert_eq!(kind, 2);
+                            prop_assert_eq!((&*d, p), (&*dcid, pn_offset));
+                        }
+                        other => prop_assert!(false, "parsed as {:?}", other),
+                    }
+                }
+            }
+            Err(e) => prop_assert!(!untouched, "the valid header was refused: {:?}", e),
+        }
+    }
+
     #[test]
     fn pn_roundtrip(largest in 0u64..(1 << 40), delta in 1u64..(1 << 20)) {
         let pn = largest + delta;
