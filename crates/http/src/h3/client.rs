@@ -1,0 +1,177 @@
+//! The HTTP/3 client session: GET requests, all at once on one connection.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use bytes::{Buf, Bytes};
+use qfec_proto::{Connection, Instant};
+
+use super::{Bridge, drive};
+use crate::tasks::Tasks;
+
+/// One request and what came back so far.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub path: String,
+    /// The response's status, once its headers arrived.
+    pub status: Option<u16>,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// When the request was sent, and when the body ended (or why it failed).
+    pub sent: Option<Instant>,
+    pub done: Option<Result<Instant, String>>,
+    /// Body bytes not yet taken with [`H3Client::take_body`].
+    body: VecDeque<Bytes>,
+}
+
+/// An HTTP/3 client on one connection: sends a GET for each path as soon as the handshake
+/// completes, all concurrently, and collects the responses.
+pub struct H3Client {
+    bridge: Bridge,
+    tasks: Tasks,
+    authority: String,
+    started: bool,
+    now: Rc<Cell<Instant>>,
+    responses: Rc<RefCell<Vec<Response>>>,
+}
+
+impl H3Client {
+    /// Requests `https://{authority}{path}` for each path.
+    pub fn new(authority: &str, paths: impl IntoIterator<Item = String>) -> Self {
+        let responses = paths
+            .into_iter()
+            .map(|path| Response {
+                path,
+                status: None,
+                bytes: 0,
+                sent: None,
+                done: None,
+                body: VecDeque::new(),
+            })
+            .collect();
+        H3Client {
+            bridge: Bridge::new(),
+            tasks: Tasks::default(),
+            authority: authority.to_string(),
+            started: false,
+            now: Rc::new(Cell::new(Instant::ZERO)),
+            responses: Rc::new(RefCell::new(responses)),
+        }
+    }
+
+    /// Runs the session on `conn` (call after input and timers).
+    pub fn poll(&mut self, now: Instant, conn: &mut Connection) {
+        self.now.set(now);
+        if !self.started && conn.is_established() {
+            self.started = true;
+            self.start();
+        }
+        drive(&mut self.bridge, &mut self.tasks, now, conn);
+        if self.bridge.is_closed() {
+            let reason = conn
+                .error()
+                .map_or("connection closed".to_string(), |e| e.to_string());
+            for r in self.responses.borrow_mut().iter_mut() {
+                if r.done.is_none() {
+                    r.done = Some(Err(reason.clone()));
+                }
+            }
+        }
+    }
+
+    fn start(&mut self) {
+        let quic = self.bridge.quic();
+        let spawner = self.tasks.spawner();
+        let (now, responses) = (self.now.clone(), self.responses.clone());
+        let authority = self.authority.clone();
+        self.tasks.spawner().spawn(async move {
+            let built = h3::client::builder()
+                .send_grease(false)
+                .build::<_, _, Bytes>(quic)
+                .await;
+            let (mut driver, send) = match built {
+                Ok(x) => x,
+                Err(e) => {
+                    fail_all(&responses, &format!("HTTP/3 setup: {e}"));
+                    return;
+                }
+            };
+            let n = responses.borrow().len();
+            for i in 0..n {
+                let path = responses.borrow()[i].path.clone();
+                let (now, responses) = (now.clone(), responses.clone());
+                let send = send.clone();
+                let uri = format!("https://{authority}{path}");
+                spawner.spawn(async move {
+                    if let Err(e) = fetch(send, &uri, i, &now, &responses).await {
+                        let mut rs = responses.borrow_mut();
+                        if rs[i].done.is_none() {
+                            rs[i].done = Some(Err(e));
+                        }
+                    }
+                });
+            }
+            drop(send);
+            // Keeps the connection's control stream served until it closes.
+            let e = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
+            if !e.is_h3_no_error() {
+                fail_all(&responses, &format!("HTTP/3 connection: {e}"));
+            }
+        });
+    }
+
+    /// The requests and their responses so far, in the order given.
+    pub fn responses(&self) -> Vec<Response> {
+        self.responses.borrow().clone()
+    }
+
+    /// Whether every request ended (with its body or an error).
+    pub fn all_done(&self) -> bool {
+        self.responses.borrow().iter().all(|r| r.done.is_some())
+    }
+
+    /// The body bytes of request `i` received since the last call.
+    pub fn take_body(&mut self, i: usize) -> VecDeque<Bytes> {
+        std::mem::take(&mut self.responses.borrow_mut()[i].body)
+    }
+
+    /// Request `i`'s state: (status, body bytes so far, done).
+    pub fn state(&self, i: usize) -> (Option<u16>, u64, Option<Result<Instant, String>>) {
+        let r = &self.responses.borrow()[i];
+        (r.status, r.bytes, r.done.clone())
+    }
+}
+
+fn fail_all(responses: &RefCell<Vec<Response>>, why: &str) {
+    for r in responses.borrow_mut().iter_mut() {
+        if r.done.is_none() {
+            r.done = Some(Err(why.to_string()));
+        }
+    }
+}
+
+async fn fetch(
+    mut send: h3::client::SendRequest<super::QuicConnection, Bytes>,
+    uri: &str,
+    i: usize,
+    now: &Cell<Instant>,
+    responses: &RefCell<Vec<Response>>,
+) -> Result<(), String> {
+    let req = http::Request::get(uri)
+        .body(())
+        .map_err(|e| format!("bad request URI {uri}: {e}"))?;
+    responses.borrow_mut()[i].sent = Some(now.get());
+    let mut stream = send.send_request(req).await.map_err(|e| e.to_string())?;
+    stream.finish().await.map_err(|e| e.to_string())?;
+    let resp = stream.recv_response().await.map_err(|e| e.to_string())?;
+    responses.borrow_mut()[i].status = Some(resp.status().as_u16());
+    while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
+        let b = chunk.copy_to_bytes(chunk.remaining());
+        let mut rs = responses.borrow_mut();
+        rs[i].bytes += b.len() as u64;
+        rs[i].body.push_back(b);
+    }
+    responses.borrow_mut()[i].done = Some(Ok(now.get()));
+    Ok(())
+}

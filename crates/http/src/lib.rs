@@ -1,0 +1,15 @@
+//! qfec-http: the applications qfec speaks over QUIC, shared by the CLI (`qfec server`,
+//! `qfec client`), the lab and library users.
+//!
+//! Everything here is sans-IO: a session is polled with the time and its
+//! [`qfec_proto::Connection`] by whoever owns the connection, `qfec-io`'s socket loop or the
+//! lab's simulator, after input and timers, so the same code runs in virtual time and on
+//! real sockets.
+//!
+//! - [`h3`]: HTTP/3 through the `h3` crate, over qfec's streams ([`h3::H3Client`],
+//!   [`h3::H3Server`]).
+//! - [`content`]: what a server answers with ([`content::Files`] for a directory).
+
+pub mod content;
+pub mod h3;
+mod tasks;
