@@ -8,8 +8,18 @@
 //!
 //! - [`h3`]: HTTP/3 through the `h3` crate, over qfec's streams ([`h3::H3Client`],
 //!   [`h3::H3Server`]).
-//! - [`content`]: what a server answers with ([`content::Files`] for a directory).
+//! - [`hq`]: HTTP/0.9 over QUIC (`hq-interop`), the interop runner's protocol.
+//! - [`Client`]: GETs over HTTP/3 on one connection, an [`Application`](qfec_proto::Application).
+//! - [`Server`]: serves every connection of an endpoint with the protocol its ALPN chose.
+//! - [`content`]: what a server answers with ([`content::Files`] for a directory,
+//!   [`content::Memory`] for bodies in memory).
 
+mod client;
 pub mod content;
 pub mod h3;
+pub mod hq;
+mod server;
 mod tasks;
+
+pub use client::Client;
+pub use server::{RequestLog, Server};

@@ -71,7 +71,8 @@ impl Tasks {
         }
         self.tasks.extend(spawned);
         let mut cx = Context::from_waker(&self.waker);
-        self.tasks.retain_mut(|t| t.as_mut().poll(&mut cx) == Poll::Pending);
+        self.tasks
+            .retain_mut(|t| t.as_mut().poll(&mut cx) == Poll::Pending);
         true
     }
 }

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
+use qfec_http::RequestLog;
 use qfec_http::content::Memory;
-use qfec_http::h3::{H3Client, H3Server, RequestLog};
+use qfec_http::h3::{H3Client, H3Server};
 use qfec_proto::TransportConfig;
 use qfec_testkit::{LinkSpec, Pair, payload};
 use sha2::{Digest, Sha256};

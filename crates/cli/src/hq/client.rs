@@ -22,6 +22,7 @@ use qfec_proto::{
 
 use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint, runtime};
 use crate::tls;
+use qfec_http::h3::{ALPN_H3, H3Client};
 
 #[derive(Args, Debug)]
 pub struct ClientArgs {
@@ -63,8 +64,42 @@ pub struct ClientArgs {
     /// source (reproducible tests only).
     #[arg(long)]
     seed: Option<u64>,
+    /// The application protocol: h3 (HTTP/3) or hq-interop (HTTP/0.9, as the interop
+    /// runner uses it). Default: offer both, h3 first, and speak what the server chose.
+    #[arg(long, value_name = "PROTOCOL", conflicts_with = "tcp")]
+    alpn: Option<AppProtocol>,
     #[command(flatten)]
     transport: TransportArgs,
+}
+
+/// An application protocol the client speaks.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppProtocol {
+    H3,
+    HqInterop,
+}
+
+impl AppProtocol {
+    pub fn alpn(self) -> &'static [u8] {
+        match self {
+            AppProtocol::H3 => ALPN_H3,
+            AppProtocol::HqInterop => ALPN_HQ,
+        }
+    }
+
+    fn of_alpn(alpn: &[u8]) -> Option<Self> {
+        [AppProtocol::H3, AppProtocol::HqInterop]
+            .into_iter()
+            .find(|p| p.alpn() == alpn)
+    }
+}
+
+/// The ALPN list a client offers for `--alpn`.
+pub fn offered_alpns(choice: Option<AppProtocol>) -> Vec<&'static [u8]> {
+    match choice {
+        Some(p) => vec![p.alpn()],
+        None => vec![ALPN_H3, ALPN_HQ],
+    }
 }
 
 /// A URL split into what the client needs.
@@ -160,11 +195,11 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         };
         return crate::tcp::run_client(urls, &options);
     }
+    let alpns = offered_alpns(args.alpn);
     let mut crypto = if args.insecure {
-        ClientCryptoConfig::insecure(&[ALPN_HQ])
+        ClientCryptoConfig::insecure(&alpns)
     } else if let Some(ca) = &args.ca {
-        ClientCryptoConfig::trusting(&tls::load_certs(ca)?, &[ALPN_HQ])
-            .map_err(anyhow::Error::msg)?
+        ClientCryptoConfig::trusting(&tls::load_certs(ca)?, &alpns).map_err(anyhow::Error::msg)?
     } else {
         bail!(
             "cannot verify the server certificate: pass --ca FILE (its certificate) or --insecure"
@@ -184,6 +219,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         abandon_path: args.abandon_path.map(|(id, bytes)| (PathId(id), bytes)),
         seed: args.seed,
         key_update: false,
+        alpn: args.alpn,
     };
     let rt = runtime()?;
     let outcome = rt.block_on(fetch(urls, client, &options))?;
@@ -208,6 +244,8 @@ pub struct FetchOptions {
     pub seed: Option<u64>,
     /// Update the 1-RTT keys once the handshake is confirmed (interop case keyupdate).
     pub key_update: bool,
+    /// The one application protocol the client config offers, if it offers only one.
+    pub alpn: Option<AppProtocol>,
 }
 
 /// The first URL and the address of the one server all `urls` name.
@@ -279,6 +317,7 @@ pub async fn fetch(
     let deadline = now + Duration::from_secs(opts.timeout);
     let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now);
     app.key_update = opts.key_update;
+    app.alpn = opts.alpn;
     *app.paths = Paths {
         enabled: multipath || opts.abandon_path.is_some(),
         to_open: opts
@@ -363,6 +402,8 @@ struct Download {
     sink: Option<std::sync::mpsc::Sender<bytes::Bytes>>,
     digest: Option<std::thread::JoinHandle<Result<String, String>>>,
     done: Option<Result<Instant, String>>,
+    /// Where it is saved (-o), removed again if the download fails.
+    saved_as: Option<PathBuf>,
 }
 
 /// The name a download is saved under: the URL path's last segment, or index.html.
@@ -486,6 +527,10 @@ impl Paths {
 
 pub struct HqClient {
     conn: ConnectionHandle,
+    /// The HTTP/3 session, once the server chose h3.
+    h3: Option<Box<H3Client>>,
+    /// The one protocol offered, if only one was (then requests may go out in 0-RTT).
+    alpn: Option<AppProtocol>,
     /// Multipath bookkeeping (idle without --multipath).
     pub(super) paths: Box<Paths>,
     downloads: Vec<Download>,
@@ -517,9 +562,8 @@ impl HqClient {
         let downloads = urls
             .into_iter()
             .map(|url| {
-                let file = out
-                    .as_ref()
-                    .and_then(|d| File::create(d.join(output_name(&url.path))).ok());
+                let saved_as = out.as_ref().map(|d| d.join(output_name(&url.path)));
+                let file = saved_as.as_ref().and_then(|p| File::create(p).ok());
                 let (tx, digest) = spawn_sink(file);
                 Download {
                     url,
@@ -528,11 +572,14 @@ impl HqClient {
                     sink: Some(tx),
                     digest: Some(digest),
                     done: None,
+                    saved_as,
                 }
             })
             .collect();
         HqClient {
             conn,
+            h3: None,
+            alpn: None,
             paths: Box::default(),
             downloads,
             start,
@@ -568,6 +615,12 @@ impl HqClient {
             });
             if let (Some(Ok(_)), Some(Err(e))) = (&d.done, &digest) {
                 d.done = Some(Err(e.clone()));
+            }
+            // A failed download leaves no partial file behind.
+            if !matches!(d.done, Some(Ok(_)))
+                && let Some(p) = &d.saved_as
+            {
+                let _ = std::fs::remove_file(p);
             }
             files.push(FileResult {
                 result: match &d.done {
@@ -762,8 +815,50 @@ impl Application for HqClient {
             self.key_update = false;
             self.keys_updated = true;
         }
+        // The protocol the handshake chose (or, offering only one, that one).
+        let protocol = match conn.alpn_protocol() {
+            Some(a) => AppProtocol::of_alpn(a),
+            None => self.alpn,
+        };
+        if protocol == Some(AppProtocol::H3) {
+            if conn.is_established() && self.h3.is_none() {
+                let u = &self.downloads[0].url;
+                let authority = if u.host.contains(':') {
+                    format!("[{}]:{}", u.host, u.port)
+                } else {
+                    format!("{}:{}", u.host, u.port)
+                };
+                let paths = self.downloads.iter().map(|d| d.url.path.clone());
+                self.h3 = Some(Box::new(H3Client::new(&authority, paths)));
+            }
+            if let Some(h3) = &mut self.h3 {
+                h3.poll(now, conn);
+                for (i, d) in self.downloads.iter_mut().enumerate() {
+                    for chunk in h3.take_body(i) {
+                        d.bytes += chunk.len() as u64;
+                        if let Some(tx) = &d.sink {
+                            let _ = tx.send(chunk);
+                        }
+                    }
+                    if d.done.is_none()
+                        && let (status, _, Some(done)) = h3.state(i)
+                    {
+                        d.done = Some(match (status, done) {
+                            (Some(200), Ok(t)) => Ok(t),
+                            (Some(404), Ok(_)) => Err("not found (HTTP 404)".to_string()),
+                            (Some(code), Ok(_)) => Err(format!("HTTP status {code}")),
+                            (_, Err(e)) => Err(e),
+                            (None, Ok(_)) => Err("no response".to_string()),
+                        });
+                        d.sink = None;
+                    }
+                }
+            }
+        }
         // A resuming client may ask before the handshake completes (0-RTT).
-        if conn.is_established() || conn.can_send_early_data() {
+        if protocol == Some(AppProtocol::HqInterop)
+            && (conn.is_established() || conn.can_send_early_data())
+        {
             for d in self.downloads.iter_mut().filter(|d| d.stream.is_none()) {
                 let Some(id) = conn.open_stream(Dir::Bi) else {
                     break;
@@ -775,7 +870,12 @@ impl Application for HqClient {
             }
         }
         for d in self.downloads.iter_mut().filter(|d| d.done.is_none()) {
-            let Some(id) = d.stream else { continue };
+            let Some(id) = d
+                .stream
+                .filter(|_| protocol == Some(AppProtocol::HqInterop))
+            else {
+                continue;
+            };
             loop {
                 match conn.read(now, id, usize::MAX) {
                     Ok(Some(chunk)) => {

@@ -132,6 +132,7 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         output: Some(env_path("DOWNLOADS", "/downloads")),
         timeout: args.timeout,
         key_update: case == Case::KeyUpdate,
+        alpn: Some(super::AppProtocol::HqInterop),
         ..FetchOptions::default()
     };
     // Which requests go over which connection, in order.

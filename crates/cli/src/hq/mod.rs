@@ -6,7 +6,7 @@ mod client;
 mod interop;
 mod server;
 
-pub use client::{ClientArgs, run_client};
+pub use client::{AppProtocol, ClientArgs, run_client};
 pub use interop::{InteropArgs, run as run_interop};
 pub use server::{ServerArgs, run_server};
 
@@ -14,7 +14,7 @@ pub(crate) use client::{
     Url, certificate_hint, failed_line, file_line, one_server, output_name, parse_url, spawn_sink,
     total_line,
 };
-pub(crate) use server::resolve_path;
+pub(crate) use qfec_http::content::resolve_path;
 
 pub(crate) use client::{FetchOptions, fetch};
 use server::serve;
@@ -32,10 +32,7 @@ use qfec_proto::{
 };
 use qfec_qlog::{QlogFactory, QlogOptions};
 
-pub const ALPN_HQ: &[u8] = b"hq-interop";
-/// Application error code for "file not found" (HTTP/0.9 has none; the interop runner uses
-/// stream resets for errors).
-pub(crate) const CODE_NOT_FOUND: u64 = 0x404;
+pub use qfec_http::hq::{ALPN_HQ, CODE_NOT_FOUND};
 
 /// The `TransportArgs` that only QUIC has (all but `keylog`), for `--tcp` to refuse.
 pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 11] = [
@@ -245,11 +242,10 @@ mod in_the_simulator {
     use sha2::{Digest, Sha256};
 
     use super::client::HqClient;
-    use super::server::HqServer;
     use super::*;
 
     enum Hq {
-        Server(HqServer),
+        Server(qfec_http::Server),
         Client(Box<HqClient>),
     }
 
@@ -310,7 +306,9 @@ mod in_the_simulator {
             s_addr,
             QuicNode::serving(
                 server,
-                Hq::Server(HqServer::new(root.canonicalize().unwrap())),
+                Hq::Server(qfec_http::Server::new(std::rc::Rc::new(
+                    qfec_http::content::Files::new(&root).unwrap(),
+                ))),
             ),
         );
         let c = sim.add_node(

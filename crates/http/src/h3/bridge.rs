@@ -102,9 +102,9 @@ fn incoming_error(e: &ConnectionError) -> ConnectionErrorIncoming {
         ConnectionError::LocallyClosed => ConnectionErrorIncoming::ApplicationClose {
             error_code: H3_NO_ERROR,
         },
-        other => ConnectionErrorIncoming::Undefined(Arc::new(std::io::Error::other(
-            other.to_string(),
-        ))),
+        other => {
+            ConnectionErrorIncoming::Undefined(Arc::new(std::io::Error::other(other.to_string())))
+        }
     }
 }
 
@@ -156,12 +156,11 @@ impl Bridge {
             conn.close(now, code, &reason);
         }
         if conn.is_closed() || conn.error().is_some() {
-            let e = conn
-                .error()
-                .map(incoming_error)
-                .unwrap_or(ConnectionErrorIncoming::ApplicationClose {
+            let e = conn.error().map(incoming_error).unwrap_or(
+                ConnectionErrorIncoming::ApplicationClose {
                     error_code: H3_NO_ERROR,
-                });
+                },
+            );
             t.lost = Some(e);
             t.closed = true;
             for s in t.streams.values_mut() {
@@ -355,7 +354,11 @@ pub struct RecvStream {
 }
 
 impl QuicConnection {
-    fn take_incoming(&mut self, dir: Dir, cx: &Context<'_>) -> Poll<Result<StreamId, ConnectionErrorIncoming>> {
+    fn take_incoming(
+        &mut self,
+        dir: Dir,
+        cx: &Context<'_>,
+    ) -> Poll<Result<StreamId, ConnectionErrorIncoming>> {
         let mut t = self.table.borrow_mut();
         let i = dir_index(dir);
         if let Some(id) = t.incoming[i].pop_front() {
@@ -368,7 +371,11 @@ impl QuicConnection {
         Poll::Pending
     }
 
-    fn take_opened(&mut self, dir: Dir, cx: &Context<'_>) -> Poll<Result<StreamId, StreamErrorIncoming>> {
+    fn take_opened(
+        &mut self,
+        dir: Dir,
+        cx: &Context<'_>,
+    ) -> Poll<Result<StreamId, StreamErrorIncoming>> {
         let mut t = self.table.borrow_mut();
         let i = dir_index(dir);
         if let Some(id) = t.opened[i].pop_front() {
@@ -457,9 +464,12 @@ impl quic::OpenStreams<Bytes> for QuicConnection {
 
 fn lost(t: &Table) -> StreamErrorIncoming {
     StreamErrorIncoming::ConnectionErrorIncoming {
-        connection_error: t.lost.clone().unwrap_or(ConnectionErrorIncoming::ApplicationClose {
-            error_code: H3_NO_ERROR,
-        }),
+        connection_error: t
+            .lost
+            .clone()
+            .unwrap_or(ConnectionErrorIncoming::ApplicationClose {
+                error_code: H3_NO_ERROR,
+            }),
     }
 }
 
@@ -475,7 +485,9 @@ impl quic::SendStream<Bytes> for SendStream {
             }));
         };
         if let Some(code) = s.stopped {
-            return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated { error_code: code }));
+            return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
+                error_code: code,
+            }));
         }
         if s.queued < STREAM_BUFFER {
             return Poll::Ready(Ok(()));
@@ -514,7 +526,9 @@ impl quic::SendStream<Bytes> for SendStream {
         }
         if let Some(s) = t.streams.get_mut(&self.id.0).and_then(|s| s.send.as_mut()) {
             if let Some(code) = s.stopped {
-                return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated { error_code: code }));
+                return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
+                    error_code: code,
+                }));
             }
             s.finish = true;
         }
@@ -556,7 +570,9 @@ impl quic::RecvStream for RecvStream {
             return Poll::Ready(Ok(None));
         }
         if let Some(code) = r.reset {
-            return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated { error_code: code }));
+            return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
+                error_code: code,
+            }));
         }
         if let Some(e) = lost_now {
             return Poll::Ready(Err(e));

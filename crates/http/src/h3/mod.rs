@@ -9,9 +9,9 @@ mod bridge;
 mod client;
 mod server;
 
-pub use bridge::{Bridge, BidiStream, QuicConnection, RecvStream, STREAM_BUFFER, SendStream};
+pub use bridge::{BidiStream, Bridge, QuicConnection, RecvStream, STREAM_BUFFER, SendStream};
 pub use client::{H3Client, Response};
-pub use server::{H3Server, RequestLog};
+pub use server::H3Server;
 
 use crate::tasks::Tasks;
 use qfec_proto::{Connection, Instant};

@@ -8,25 +8,12 @@ use http::{Method, StatusCode, header};
 use qfec_proto::{Connection, Instant};
 
 use super::{Bridge, QuicConnection, drive};
+use crate::RequestLog;
 use crate::content::Content;
 use crate::tasks::{Spawner, Tasks};
 
 /// Body bytes read from the content at once.
 const CHUNK: usize = 64 * 1024;
-
-/// One request the server answered (or failed to).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestLog {
-    pub method: String,
-    pub path: String,
-    pub status: u16,
-    /// Body bytes handed to the connection.
-    pub bytes: u64,
-    pub started: Instant,
-    pub finished: Instant,
-    /// Why the response did not complete, if it did not.
-    pub error: Option<String>,
-}
 
 /// The HTTP/3 server on one connection.
 pub struct H3Server {
@@ -113,7 +100,10 @@ async fn accept_requests(
                     resp = resp.header(header::ALLOW, "GET, HEAD");
                 }
                 let resp = resp.body(()).map_err(|e| e.to_string())?;
-                stream.send_response(resp).await.map_err(|e| e.to_string())?;
+                stream
+                    .send_response(resp)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 if let (&Method::GET, Some(mut body)) = (&method, body) {
                     loop {
                         let chunk = body.read(CHUNK).map_err(|e| format!("reading: {e}"))?;
