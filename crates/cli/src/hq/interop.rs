@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use qfec_proto::{ClientConfig, ClientCryptoConfig, ServerConfig, ServerCryptoConfig};
 
-use super::{ALPN_HQ, FetchOptions, TransportArgs, fetch, parse_url, runtime, serve};
+use super::{AppProtocol, FetchOptions, TransportArgs, fetch, parse_url, runtime, serve};
 use crate::tls;
 
 /// Exit code for a test case the endpoint does not implement.
@@ -43,6 +43,8 @@ enum Case {
     ZeroRtt,
     /// One connection per request (the runner's handshakeloss and handshakecorruption).
     MultiConnect,
+    /// The transfer over HTTP/3 (ALPN h3) instead of hq-interop.
+    Http3,
 }
 
 impl Case {
@@ -56,8 +58,19 @@ impl Case {
             "chacha20" => Case::ChaCha20,
             "zerortt" => Case::ZeroRtt,
             "multiconnect" => Case::MultiConnect,
+            "http3" => Case::Http3,
             _ => return None,
         })
+    }
+}
+
+impl Case {
+    /// The application protocol: HTTP/3 for `http3`, hq-interop for every other case.
+    fn protocol(self) -> AppProtocol {
+        match self {
+            Case::Http3 => AppProtocol::H3,
+            _ => AppProtocol::HqInterop,
+        }
     }
 }
 
@@ -87,7 +100,8 @@ fn server(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     let certs = env_path("CERTS", "/certs");
     let chain = tls::load_certs(&certs.join("cert.pem"))?;
     let key = tls::load_key(&certs.join("priv.key"))?;
-    let mut crypto = ServerCryptoConfig::new(chain, key, &[ALPN_HQ]).map_err(anyhow::Error::msg)?;
+    let alpn = case.protocol().alpn();
+    let mut crypto = ServerCryptoConfig::new(chain, key, &[alpn]).map_err(anyhow::Error::msg)?;
     if keylog {
         crypto = crypto.with_keylog();
     }
@@ -116,9 +130,9 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         provider
             .cipher_suites
             .retain(|s| s.suite() == rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256);
-        ClientCryptoConfig::insecure_with(Arc::new(provider), &[ALPN_HQ])
+        ClientCryptoConfig::insecure_with(Arc::new(provider), &[case.protocol().alpn()])
     } else {
-        ClientCryptoConfig::insecure(&[ALPN_HQ])
+        ClientCryptoConfig::insecure(&[case.protocol().alpn()])
     };
     if keylog {
         crypto = crypto.with_keylog();
@@ -132,7 +146,7 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         output: Some(env_path("DOWNLOADS", "/downloads")),
         timeout: args.timeout,
         key_update: case == Case::KeyUpdate,
-        alpn: Some(super::AppProtocol::HqInterop),
+        alpn: Some(case.protocol()),
         ..FetchOptions::default()
     };
     // Which requests go over which connection, in order.
