@@ -16,7 +16,9 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "qfec",
     version,
-    about = "QUIC with forward erasure correction, and a lab to measure it"
+    about = "QUIC with forward erasure correction, and a lab to measure it",
+    after_help = "Logging: QFEC_LOG sets what is logged to standard error, a level or a \
+                  tracing filter (QFEC_LOG=debug, QFEC_LOG=qfec_proto=trace); default: warn."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -25,9 +27,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve files over QUIC with ALPN hq-interop (HTTP/0.9, as the QUIC interop runner).
+    /// Serve files over QUIC: HTTP/3 (ALPN h3) or HTTP/0.9 (hq-interop, as the QUIC interop
+    /// runner), as each client chooses; a line per request on standard error.
     Server(hq::ServerArgs),
-    /// Fetch URLs over QUIC (hq-interop), one stream each, and report goodput.
+    /// Fetch URLs over QUIC (HTTP/3, or hq-interop), concurrently on one connection, and
+    /// report bytes, time and goodput per URL.
     Client(hq::ClientArgs),
     /// Run as an endpoint of the QUIC interop runner (ROLE, TESTCASE, REQUESTS, ... from the
     /// environment; exits 127 for test cases qfec does not support).
@@ -48,6 +52,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal, never in a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     let result = match cli.command {

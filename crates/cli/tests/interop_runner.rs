@@ -627,7 +627,14 @@ fn http3_between_qfec_endpoints() {
     relay.assert_dropped_both_ways("http3");
     // The server speaks HTTP/3 only: an hq-interop client is refused.
     let o = Command::new(QFEC)
-        .args(["client", "--insecure", "--alpn", "hq-interop", "--timeout", "5"])
+        .args([
+            "client",
+            "--insecure",
+            "--alpn",
+            "hq-interop",
+            "--timeout",
+            "5",
+        ])
         .arg(format!("https://127.0.0.1:{}/f1.bin", server.addr.port()))
         .output()
         .unwrap();

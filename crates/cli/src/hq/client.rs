@@ -186,7 +186,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         };
         let options = crate::tcp::TcpFetchOptions {
             trust,
-            keylog: args.transport.keylog(),
+            keylog: args.transport.keylog()?,
             timeout: Duration::from_secs(args.timeout),
             server_name: args.server_name,
             bind: args.bind.first().copied(),
@@ -205,7 +205,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             "cannot verify the server certificate: pass --ca FILE (its certificate) or --insecure"
         );
     };
-    if args.transport.keylog() {
+    if args.transport.keylog()? {
         crypto = crypto.with_keylog();
     }
     let mut client = ClientConfig::new(crypto);

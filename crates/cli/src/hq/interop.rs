@@ -88,7 +88,7 @@ pub fn run(args: InteropArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(UNSUPPORTED));
     };
     // QLOGDIR is honoured by the transport options (as --qlog).
-    let keylog = args.transport.keylog();
+    let keylog = args.transport.keylog()?;
     match role.as_str() {
         "server" => server(args, case, keylog),
         "client" => client(args, case, keylog),

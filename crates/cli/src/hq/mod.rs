@@ -133,8 +133,16 @@ impl TransportArgs {
     }
 
     /// Whether to log TLS secrets: `--keylog`, or SSLKEYLOGFILE set.
-    fn keylog(&self) -> bool {
-        self.keylog || std::env::var_os("SSLKEYLOGFILE").is_some()
+    /// Whether to write TLS secrets: --keylog (which needs SSLKEYLOGFILE) or SSLKEYLOGFILE.
+    fn keylog(&self) -> Result<bool> {
+        let file = std::env::var_os("SSLKEYLOGFILE").filter(|f| !f.is_empty());
+        if self.keylog && file.is_none() {
+            anyhow::bail!(
+                "--keylog writes to the file SSLKEYLOGFILE names, and SSLKEYLOGFILE is not set: \
+                 run with SSLKEYLOGFILE=PATH"
+            );
+        }
+        Ok(file.is_some())
     }
 
     /// The qlog directory: `--qlog`, else QLOGDIR.

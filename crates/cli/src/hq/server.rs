@@ -80,14 +80,14 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     if args.tcp {
         let mut crypto = ServerCryptoConfig::new(chain, key, &[crate::tcp::ALPN_H2])
             .map_err(anyhow::Error::msg)?;
-        if args.transport.keylog() {
+        if args.transport.keylog()? {
             crypto = crypto.with_keylog();
         }
         return crate::tcp::run_server(args.listen, &args.root, args.tcp_cc, crypto.rustls());
     }
     let mut crypto =
         ServerCryptoConfig::new(chain, key, &[ALPN_H3, ALPN_HQ]).map_err(anyhow::Error::msg)?;
-    if args.transport.keylog() {
+    if args.transport.keylog()? {
         crypto = crypto.with_keylog();
     }
     if args.early_data {
