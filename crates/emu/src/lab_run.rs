@@ -21,7 +21,7 @@ use qfec_io::{Clock, Driver};
 use qfec_lab::campaign::{FlowSpec, RunSpec};
 use qfec_lab::metrics::{RunRecord, StationRecord, WlanRecord};
 use qfec_lab::quic::{
-    ALPN, ClientApp, FlowResult, FlowTransports, ServerApp, fill_flows, flow_transports,
+    ClientApp, FlowResult, FlowTransports, ServerApp, fill_flows, flow_transports,
 };
 use qfec_proto::{
     Application, ClientConfig, ClientCryptoConfig, Endpoint, EndpointConfig, Instant, ServerConfig,
@@ -178,7 +178,8 @@ fn drive_flows(
         .enumerate()
     {
         let salt = (i as u64).wrapping_mul(0x0100_0000_01b3);
-        let crypto = ServerCryptoConfig::new(chain.clone(), key.clone_key(), &[ALPN])
+        let alpn = qfec_lab::quic::alpn_of(&f.workload);
+        let crypto = ServerCryptoConfig::new(chain.clone(), key.clone_key(), &[alpn])
             .map_err(std::io::Error::other)?;
         let mut server_cfg = ServerConfig::new(crypto);
         server_cfg.transport = server_t;
@@ -192,7 +193,7 @@ fn drive_flows(
             None,
             spec.seed ^ 0xc11e ^ salt,
         );
-        let mut client_cfg = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+        let mut client_cfg = ClientConfig::new(ClientCryptoConfig::insecure(&[alpn]));
         client_cfg.transport = client_t;
         let server_addr = ss.local_addr()?;
         // One path per extra link, from the client side's address of that path.

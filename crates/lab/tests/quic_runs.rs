@@ -187,6 +187,66 @@ fn satellite_with_heavy_loss_completes() {
     }
 }
 
+/// Web pages load over HTTP/3 (the h3 crate, QPACK headers): each side opens its control and
+/// QPACK streams (unidirectional; the client's first is stream 2, the server's stream 3),
+/// which the lab's own request protocol never does; a seed gives the same run.
+#[test]
+fn pages_load_over_http3() {
+    let p = Preset::from_name("wlan").unwrap();
+    let page = qfec_lab::PageModel::by_name("reddit").unwrap();
+    let s = spec(
+        p.links(Some(0.02)),
+        Workload::Page(page.clone()),
+        ProtocolSettings::default(),
+        3,
+    );
+    let dir = std::env::temp_dir().join(format!("qfec-lab-h3-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = quic::RunOptions {
+        qlog: Some(dir.clone()),
+        ..Default::default()
+    };
+    let rec = quic::run_with(&s, &options);
+    ok(&rec);
+    assert_eq!(rec.app_bytes, page.total_bytes());
+    let mut qlogs = String::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        qlogs += &std::fs::read_to_string(e.unwrap().path()).unwrap();
+    }
+    let on_stream = |q: &str, id: u64| {
+        [',', '}']
+            .iter()
+            .any(|end| q.contains(&format!("\"stream_id\":{id}{end}")))
+    };
+    for id in [2, 3] {
+        assert!(
+            on_stream(&qlogs, id),
+            "no frame on unidirectional stream {id}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let again = quic::run(&s);
+    assert_eq!(again.event_hash, rec.event_hash);
+    assert_eq!(again.completion_time_s, rec.completion_time_s);
+    // Bulk downloads keep the lab's request protocol: no unidirectional stream.
+    let bulk = spec(
+        p.links(Some(0.0)),
+        Workload::Bulk { bytes: 100_000 },
+        ProtocolSettings::default(),
+        3,
+    );
+    let options = quic::RunOptions {
+        qlog: Some(dir.clone()),
+        ..Default::default()
+    };
+    ok(&quic::run_with(&bulk, &options));
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let q = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        assert!(!on_stream(&q, 2) && !on_stream(&q, 3));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn page_and_files_and_realtime_workloads() {
     let p = Preset::from_name("4g").unwrap();

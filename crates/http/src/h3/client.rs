@@ -25,8 +25,12 @@ pub struct Response {
     body: VecDeque<Bytes>,
 }
 
+/// The request sender, once HTTP/3 is set up on the connection.
+type Sender = h3::client::SendRequest<super::QuicConnection, Bytes>;
+
 /// An HTTP/3 client on one connection: sends a GET for each path as soon as the handshake
-/// completes, all concurrently, and collects the responses.
+/// completes, all concurrently, and collects the responses. More requests can be added at
+/// any time ([`request`](Self::request)); they leave at once.
 pub struct H3Client {
     bridge: Bridge,
     tasks: Tasks,
@@ -34,30 +38,43 @@ pub struct H3Client {
     started: bool,
     now: Rc<Cell<Instant>>,
     responses: Rc<RefCell<Vec<Response>>>,
+    sender: Rc<RefCell<Option<Sender>>>,
+    /// Requests not yet handed to a task (waiting for the sender).
+    pending: Vec<usize>,
 }
 
 impl H3Client {
     /// Requests `https://{authority}{path}` for each path.
     pub fn new(authority: &str, paths: impl IntoIterator<Item = String>) -> Self {
-        let responses = paths
-            .into_iter()
-            .map(|path| Response {
-                path,
-                status: None,
-                bytes: 0,
-                sent: None,
-                done: None,
-                body: VecDeque::new(),
-            })
-            .collect();
-        H3Client {
+        let mut c = H3Client {
             bridge: Bridge::new(),
             tasks: Tasks::default(),
             authority: authority.to_string(),
             started: false,
             now: Rc::new(Cell::new(Instant::ZERO)),
-            responses: Rc::new(RefCell::new(responses)),
+            responses: Rc::default(),
+            sender: Rc::default(),
+            pending: Vec::new(),
+        };
+        for p in paths {
+            c.request(p);
         }
+        c
+    }
+
+    /// Adds a GET for `path`; returns its index among the requests.
+    pub fn request(&mut self, path: String) -> usize {
+        let mut rs = self.responses.borrow_mut();
+        rs.push(Response {
+            path,
+            status: None,
+            bytes: 0,
+            sent: None,
+            done: None,
+            body: VecDeque::new(),
+        });
+        self.pending.push(rs.len() - 1);
+        rs.len() - 1
     }
 
     /// Runs the session on `conn` (call after input and timers).
@@ -67,24 +84,44 @@ impl H3Client {
             self.started = true;
             self.start();
         }
-        drive(&mut self.bridge, &mut self.tasks, now, conn);
+        loop {
+            self.spawn_pending();
+            drive(&mut self.bridge, &mut self.tasks, now, conn);
+            // The sender may have come up just now: its requests go in this same call.
+            if self.pending.is_empty() || self.sender.borrow().is_none() {
+                break;
+            }
+        }
         if self.bridge.is_closed() {
             let reason = conn
                 .error()
                 .map_or("connection closed".to_string(), |e| e.to_string());
-            for r in self.responses.borrow_mut().iter_mut() {
-                if r.done.is_none() {
-                    r.done = Some(Err(reason.clone()));
+            fail_all(&self.responses, &reason);
+        }
+    }
+
+    fn spawn_pending(&mut self) {
+        let Some(send) = self.sender.borrow().clone() else {
+            return;
+        };
+        for i in self.pending.drain(..) {
+            let (now, responses) = (self.now.clone(), self.responses.clone());
+            let uri = format!("https://{}{}", self.authority, responses.borrow()[i].path);
+            let send = send.clone();
+            self.tasks.spawner().spawn(async move {
+                if let Err(e) = fetch(send, &uri, i, &now, &responses).await {
+                    let mut rs = responses.borrow_mut();
+                    if rs[i].done.is_none() {
+                        rs[i].done = Some(Err(e));
+                    }
                 }
-            }
+            });
         }
     }
 
     fn start(&mut self) {
         let quic = self.bridge.quic();
-        let spawner = self.tasks.spawner();
-        let (now, responses) = (self.now.clone(), self.responses.clone());
-        let authority = self.authority.clone();
+        let (responses, sender) = (self.responses.clone(), self.sender.clone());
         self.tasks.spawner().spawn(async move {
             let built = h3::client::builder()
                 .send_grease(false)
@@ -97,22 +134,7 @@ impl H3Client {
                     return;
                 }
             };
-            let n = responses.borrow().len();
-            for i in 0..n {
-                let path = responses.borrow()[i].path.clone();
-                let (now, responses) = (now.clone(), responses.clone());
-                let send = send.clone();
-                let uri = format!("https://{authority}{path}");
-                spawner.spawn(async move {
-                    if let Err(e) = fetch(send, &uri, i, &now, &responses).await {
-                        let mut rs = responses.borrow_mut();
-                        if rs[i].done.is_none() {
-                            rs[i].done = Some(Err(e));
-                        }
-                    }
-                });
-            }
-            drop(send);
+            *sender.borrow_mut() = Some(send);
             // Keeps the connection's control stream served until it closes.
             let e = std::future::poll_fn(|cx| driver.poll_close(cx)).await;
             if !e.is_h3_no_error() {
@@ -152,7 +174,7 @@ fn fail_all(responses: &RefCell<Vec<Response>>, why: &str) {
 }
 
 async fn fetch(
-    mut send: h3::client::SendRequest<super::QuicConnection, Bytes>,
+    mut send: Sender,
     uri: &str,
     i: usize,
     now: &Cell<Instant>,

@@ -47,8 +47,99 @@ struct PlayoutMetrics {
 }
 
 enum Work {
-    Requests { reqs: Vec<Request>, level: u32 },
+    Requests {
+        reqs: Vec<Request>,
+        level: u32,
+    },
+    /// A web page over HTTP/3, as a browser loads it: the HTML, then the objects it names,
+    /// level by level, each level's objects all at once.
+    Page(Box<PageLoad>),
     Realtime(Playout),
+}
+
+/// A page load over HTTP/3: object `i` is `/{i}`; a level's objects are requested once
+/// every object of the levels before it arrived.
+struct PageLoad {
+    h3: qfec_http::h3::H3Client,
+    /// (size, level) per object.
+    objects: Vec<(u64, u32)>,
+    /// The H3Client request index of each object, once requested.
+    requested: Vec<Option<usize>>,
+    received: Vec<u64>,
+    done: Vec<bool>,
+}
+
+impl PageLoad {
+    fn new(page: &crate::workload::PageModel) -> Self {
+        let n = page.objects.len();
+        PageLoad {
+            h3: qfec_http::h3::H3Client::new("localhost", []),
+            objects: page.objects.iter().map(|o| (o.bytes, o.level)).collect(),
+            requested: vec![None; n],
+            received: vec![0; n],
+            done: vec![false; n],
+        }
+    }
+
+    /// Runs the page load; true once every object arrived. Bytes are checked against the
+    /// pattern keyed by the object's index.
+    fn drive(
+        &mut self,
+        now: Instant,
+        c: &mut qfec_proto::Connection,
+        content: &Content,
+        app_bytes: &mut u64,
+    ) -> Result<bool, String> {
+        loop {
+            // The lowest level with an object not yet arrived: request all of it.
+            let Some(level) = (0..self.objects.len())
+                .filter(|&i| !self.done[i])
+                .map(|i| self.objects[i].1)
+                .min()
+            else {
+                return Ok(true);
+            };
+            for i in 0..self.objects.len() {
+                if self.objects[i].1 == level && self.requested[i].is_none() {
+                    self.requested[i] = Some(self.h3.request(format!("/{i}")));
+                }
+            }
+            self.h3.poll(now, c);
+            let mut finished_one = false;
+            for i in 0..self.objects.len() {
+                let Some(r) = self.requested[i].filter(|_| !self.done[i]) else {
+                    continue;
+                };
+                for b in self.h3.take_body(r) {
+                    if !content.matches(i as u64, self.received[i], &b) {
+                        return Err(format!(
+                            "object {i}: wrong bytes at offset {}",
+                            self.received[i]
+                        ));
+                    }
+                    self.received[i] += b.len() as u64;
+                    *app_bytes += b.len() as u64;
+                }
+                match self.h3.state(r) {
+                    (_, _, None) => {}
+                    (Some(200), _, Some(Ok(_))) if self.received[i] == self.objects[i].0 => {
+                        self.done[i] = true;
+                        finished_one = true;
+                    }
+                    (status, _, done) => {
+                        return Err(format!(
+                            "object {i}: status {status:?}, {} of {} bytes, {done:?}",
+                            self.received[i], self.objects[i].0
+                        ));
+                    }
+                }
+            }
+            // A finished level's successor is requested at once (no extra round).
+            if !finished_one {
+                return Ok(false);
+            }
+        }
+    }
 }
 
 pub struct ClientApp {
@@ -156,10 +247,7 @@ impl ClientApp {
                     .collect(),
                 level: 0,
             },
-            Workload::Page(p) => Work::Requests {
-                reqs: p.objects.iter().map(|o| req(o.bytes, o.level)).collect(),
-                level: p.objects.iter().map(|o| o.level).min().unwrap_or(0),
-            },
+            Workload::Page(p) => Work::Page(Box::new(PageLoad::new(p))),
             Workload::Realtime(spec) => {
                 let n = spec.total_messages() as usize;
                 Work::Realtime(Playout {
@@ -255,6 +343,13 @@ impl ClientApp {
                 &mut self.app_bytes,
                 &mut self.error,
             ),
+            Work::Page(p) => match p.drive(now, c, &self.content, &mut self.app_bytes) {
+                Ok(done) => done,
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            },
             Work::Realtime(p) => {
                 while let Some(d) = c.recv_datagram() {
                     self.app_bytes += d.len() as u64;
@@ -304,7 +399,7 @@ impl ClientApp {
                 rec.msg_delay_p99_s = q(0.99);
                 rec.completed = self.done_at.is_some();
             }
-            Work::Requests { .. } => {
+            Work::Requests { .. } | Work::Page(_) => {
                 if let Some(t) = self.done_at {
                     let secs = (t - self.start).as_secs_f64();
                     rec.completed = true;

@@ -58,6 +58,45 @@ impl Content {
     }
 }
 
+/// A web page's objects as HTTP/3 content: object `i` is at `/{i}`, `sizes[i]` bytes of the
+/// pattern keyed by `i`.
+pub struct PageContent {
+    pub sizes: Vec<u64>,
+    pub content: Content,
+}
+
+struct PatternBody {
+    key: u64,
+    offset: u64,
+    len: u64,
+    content: Content,
+}
+
+impl qfec_http::content::Body for PatternBody {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&mut self, max: usize) -> std::io::Result<Bytes> {
+        let n = (self.len - self.offset).min(max.min(PERIOD) as u64) as usize;
+        let b = self.content.slice(self.key, self.offset, n);
+        self.offset += n as u64;
+        Ok(b)
+    }
+}
+
+impl qfec_http::content::Content for PageContent {
+    fn open(&self, path: &str) -> Option<Box<dyn qfec_http::content::Body>> {
+        let i: usize = path.strip_prefix('/')?.parse().ok()?;
+        Some(Box::new(PatternBody {
+            key: i as u64,
+            offset: 0,
+            len: *self.sizes.get(i)?,
+            content: self.content.clone(),
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

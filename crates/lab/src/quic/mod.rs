@@ -39,6 +39,15 @@ pub use server::ServerApp;
 
 pub const ALPN: &[u8] = b"qfec-lab";
 
+/// The ALPN of a flow's workload: `h3` for web pages (loaded over HTTP/3), the lab's own
+/// request protocol otherwise.
+pub fn alpn_of(workload: &Workload) -> &'static [u8] {
+    match workload {
+        Workload::Page(_) => qfec_http::h3::ALPN_H3,
+        _ => ALPN,
+    }
+}
+
 /// Largest DATAGRAM frame both sides accept in the real-time workload.
 const MAX_DATAGRAM: u64 = 1400;
 
@@ -294,7 +303,8 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         let (server, client) = flow_addrs(i);
         // Flow 0 keeps the seeds of a single-flow run.
         let salt = (i as u64).wrapping_mul(0x0100_0000_01b3);
-        let mut server_cfg = ServerConfig::new(deterministic::server_config(&[ALPN]));
+        let alpn = alpn_of(&f.workload);
+        let mut server_cfg = ServerConfig::new(deterministic::server_config(&[alpn]));
         server_cfg.transport = server_transport;
         let server_ep = Endpoint::new(
             Arc::new(EndpointConfig::default()),
@@ -306,7 +316,7 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
             None,
             spec.seed ^ 0xc11e ^ salt,
         );
-        let mut client_cfg = ClientConfig::new(deterministic::client_config(&[ALPN]));
+        let mut client_cfg = ClientConfig::new(deterministic::client_config(&[alpn]));
         client_cfg.transport = client_transport;
         let flow_start = start + f.start;
         let app = if f.start.is_zero() {

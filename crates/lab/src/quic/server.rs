@@ -1,5 +1,6 @@
-//! The serving side: answers each request (an 8-byte size) with that many bytes, or sends the
-//! real-time source's messages as DATAGRAMs; samples RTT and congestion window.
+//! The serving side: answers each request (an 8-byte size) with that many bytes, serves a web
+//! page's objects over HTTP/3, or sends the real-time source's messages as DATAGRAMs; samples
+//! RTT and congestion window.
 
 use std::time::Duration;
 
@@ -63,6 +64,8 @@ struct Source {
 
 pub struct ServerApp {
     conn: Option<ConnectionHandle>,
+    /// A page workload: its objects over HTTP/3.
+    h3: Option<qfec_http::h3::H3Server>,
     responses: Vec<Response>,
     source: Option<Source>,
     content: Content,
@@ -84,8 +87,18 @@ impl ServerApp {
             }),
             _ => None,
         };
+        let h3 = match workload {
+            Workload::Page(p) => Some(qfec_http::h3::H3Server::new(std::rc::Rc::new(
+                super::content::PageContent {
+                    sizes: p.objects.iter().map(|o| o.bytes).collect(),
+                    content: Content::new(),
+                },
+            ))),
+            _ => None,
+        };
         ServerApp {
             conn: None,
+            h3,
             responses: Vec::new(),
             source,
             content: Content::new(),
@@ -116,6 +129,10 @@ impl ServerApp {
                 self.cwnd_trace.push((t, p.cwnd));
             }
             self.next_trace = now + TRACE_INTERVAL;
+        }
+        if let Some(h3) = &mut self.h3 {
+            h3.poll(now, c);
+            return;
         }
         while let Some(id) = c.accept_stream(Dir::Bi) {
             self.responses.push(Response {
