@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""aioquic as an hq-interop (HTTP/0.9 over QUIC) test peer for qfec, with quinn-peer's interface:
+"""aioquic as an hq-interop (HTTP/0.9 over QUIC) test peer for qfec, with quinn-peer's interface,
+or an HTTP/3 one (aioquic's H3Connection) with --http3:
 
-    peer.py server --listen IP:PORT --root DIR [--cert-out FILE]
-    peer.py client [--insecure | --ca FILE] URL...
+    peer.py server [--http3] --listen IP:PORT --root DIR [--cert-out FILE]
+    peer.py client [--http3] [--insecure | --ca FILE] URL...
 
 Run it with the Python of the venv that setup.sh made.
 """
@@ -22,8 +23,15 @@ from functools import partial
 from urllib.parse import urlsplit
 
 from aioquic.asyncio import QuicConnectionProtocol, connect, serve
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
+from aioquic.quic.events import (
+    ConnectionTerminated,
+    ProtocolNegotiated,
+    StreamDataReceived,
+    StreamReset,
+)
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -39,13 +47,13 @@ class PeerError(Exception):
     """An error reported as one line, without a traceback."""
 
 
-def configuration(is_client):
+def configuration(is_client, http3):
     # 16 MiB per stream and 32 MiB per connection (aioquic's default is 1 MiB, and it doubles a
     # window once half is used): above the bandwidth-delay product of every preset, so that
     # flow control never sets the pace of a transfer.
     return QuicConfiguration(
         is_client=is_client,
-        alpn_protocols=[ALPN],
+        alpn_protocols=H3_ALPN if http3 else [ALPN],
         max_stream_data=16 << 20,
         max_data=32 << 20,
         idle_timeout=30.0,
@@ -153,6 +161,41 @@ class HqServer(QuicConnectionProtocol):
         self.transmit()
 
 
+class H3Server(QuicConnectionProtocol):
+    """Answers HTTP/3 GET and HEAD requests with the files under the root (404 if missing)."""
+
+    def __init__(self, *args, root, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._root = root
+        self._http = None
+
+    def quic_event_received(self, event):
+        if isinstance(event, ProtocolNegotiated):
+            self._http = H3Connection(self._quic)
+        if self._http is None:
+            return
+        for e in self._http.handle_event(event):
+            if isinstance(e, HeadersReceived):
+                self._answer(e.stream_id, dict(e.headers))
+
+    def _answer(self, stream_id, headers):
+        method = headers.get(b":method")
+        path = headers.get(b":path", b"").decode(errors="replace").partition("?")[0]
+        file = resolve(self._root, path)
+        if method not in (b"GET", b"HEAD") or file is None:
+            status = b"404" if file is None else b"405"
+            self._http.send_headers(stream_id, [(b":status", status)], end_stream=True)
+        else:
+            # The whole file at once, as HqServer does.
+            with open(file, "rb") as f:
+                data = f.read()
+            head = [(b":status", b"200"), (b"content-length", str(len(data)).encode())]
+            self._http.send_headers(stream_id, head, end_stream=method == b"HEAD")
+            if method == b"GET":
+                self._http.send_data(stream_id, data, end_stream=True)
+        self.transmit()
+
+
 async def run_server(args):
     root = os.path.realpath(args.root)
     if not os.path.isdir(root):
@@ -165,7 +208,7 @@ async def run_server(args):
                 f.write(cert_pem)
         except OSError as e:
             raise PeerError(f"cannot write --cert-out {args.cert_out}: {e.strerror}") from None
-    config = configuration(is_client=False)
+    config = configuration(is_client=False, http3=args.http3)
     # load_cert_chain reads files: the key lives in a private temporary directory meanwhile.
     with tempfile.TemporaryDirectory() as tmp:
         cert_file, key_file = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
@@ -176,7 +219,10 @@ async def run_server(args):
         config.load_cert_chain(cert_file, key_file)
     try:
         server = await serve(
-            str(ip), port, configuration=config, create_protocol=partial(HqServer, root=root)
+            str(ip),
+            port,
+            configuration=config,
+            create_protocol=partial(H3Server if args.http3 else HqServer, root=root),
         )
     except OSError as e:
         raise PeerError(f"cannot listen on {args.listen}: {e.strerror}") from None
@@ -194,9 +240,18 @@ class Download:
         self.done = loop.create_future()
         self.hash = hashlib.sha256()
         self.bytes = 0
+        self.status = None  # HTTP/3's :status, once the response's headers are there
+
+    def add(self, data, end_stream):
+        self.hash.update(data)
+        self.bytes += len(data)
+        if end_stream:
+            self.done.set_result((self.bytes, time.monotonic(), self.hash.hexdigest()))
 
 
-class HqClient(QuicConnectionProtocol):
+class Client(QuicConnectionProtocol):
+    """Downloads on request streams; a stream reset or the connection's end fails them."""
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._downloads = {}
@@ -207,22 +262,18 @@ class HqClient(QuicConnectionProtocol):
         stream_id = self._quic.get_next_available_stream_id()
         download = Download(asyncio.get_running_loop())
         self._downloads[stream_id] = download
-        self._quic.send_stream_data(stream_id, f"GET {path}\r\n".encode(), end_stream=True)
+        self._request(stream_id, path)
         self.transmit()
         return await download.done
 
+    def _active(self, stream_id):
+        """The download on `stream_id` if it still waits for data, else None."""
+        d = self._downloads.get(stream_id)
+        return None if d is None or d.done.done() else d
+
     def quic_event_received(self, event):
-        if isinstance(event, StreamDataReceived):
-            d = self._downloads.get(event.stream_id)
-            if d is None or d.done.done():
-                return
-            d.hash.update(event.data)
-            d.bytes += len(event.data)
-            if event.end_stream:
-                d.done.set_result((d.bytes, time.monotonic(), d.hash.hexdigest()))
-        elif isinstance(event, StreamReset):
-            d = self._downloads.get(event.stream_id)
-            if d is not None and not d.done.done():
+        if isinstance(event, StreamReset):
+            if d := self._active(event.stream_id):
                 code = event.error_code
                 d.done.set_exception(
                     PeerError("not found" if code == CODE_NOT_FOUND else f"reset with code {code}")
@@ -234,6 +285,50 @@ class HqClient(QuicConnectionProtocol):
                     d.done.set_exception(
                         PeerError(f"connection closed ({event.error_code}: {event.reason_phrase})")
                     )
+
+
+class HqClient(Client):
+    def _request(self, stream_id, path):
+        self._quic.send_stream_data(stream_id, f"GET {path}\r\n".encode(), end_stream=True)
+
+    def quic_event_received(self, event):
+        if isinstance(event, StreamDataReceived):
+            if d := self._active(event.stream_id):
+                d.add(event.data, event.end_stream)
+        else:
+            super().quic_event_received(event)
+
+
+class H3Client(Client):
+    """GETs over HTTP/3; a status other than 200 fails the download."""
+
+    def __init__(self, *args, authority, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._authority = authority.encode()
+        self._http = H3Connection(self._quic)
+
+    def _request(self, stream_id, path):
+        headers = [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":authority", self._authority),
+            (b":path", path.encode()),
+        ]
+        self._http.send_headers(stream_id, headers, end_stream=True)
+
+    def quic_event_received(self, event):
+        super().quic_event_received(event)
+        for e in self._http.handle_event(event):
+            if isinstance(e, HeadersReceived | DataReceived) and (d := self._active(e.stream_id)):
+                self._received(d, e)
+
+    def _received(self, d, e):
+        if isinstance(e, HeadersReceived) and d.status is None:
+            d.status = dict(e.headers).get(b":status", b"").decode()
+            if d.status != "200":
+                d.done.set_exception(PeerError(f"HTTP {d.status}"))
+                return
+        d.add(e.data if isinstance(e, DataReceived) else b"", e.stream_ended)
 
 
 def parse_url(text):
@@ -256,7 +351,7 @@ async def run_client(args):
     host, port = urls[0][:2]
     if any(u[:2] != (host, port) for u in urls):
         raise PeerError("all URLs must name the same server (they share one connection)")
-    config = configuration(is_client=True)
+    config = configuration(is_client=True, http3=args.http3)
     if args.insecure:
         config.verify_mode = ssl.CERT_NONE
     elif args.ca:
@@ -275,9 +370,14 @@ async def run_client(args):
     # The connection's reason for failing the handshake is reported here, not logged.
     logging.getLogger("quic").setLevel(logging.CRITICAL)
     made = []
+    if args.http3:
+        authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        client_class = partial(H3Client, authority=authority)
+    else:
+        client_class = HqClient
 
-    def protocol(*args, **kwargs):
-        made.append(HqClient(*args, **kwargs))
+    def protocol(*a, **kw):
+        made.append(client_class(*a, **kw))
         return made[-1]
 
     start = time.monotonic()
@@ -312,13 +412,15 @@ async def run_client(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="aioquic as an hq-interop test peer")
+    parser = argparse.ArgumentParser(description="aioquic as an hq-interop or HTTP/3 test peer")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("server", help="serve the files under --root until killed")
     s.add_argument("--listen", required=True, help="IP:PORT to listen on (UDP)")
     s.add_argument("--root", required=True, help="directory whose files are served")
     s.add_argument("--cert-out", help="write the self-signed certificate (PEM) to FILE")
+    s.add_argument("--http3", action="store_true", help="serve HTTP/3 (ALPN h3), not hq-interop")
     c = sub.add_parser("client", help="fetch every URL over one connection, all at once")
+    c.add_argument("--http3", action="store_true", help="GET over HTTP/3 (ALPN h3), not hq")
     trust = c.add_mutually_exclusive_group()
     trust.add_argument("--insecure", action="store_true", help="do not verify the certificate")
     trust.add_argument("--ca", help="trust the PEM certificate(s) in FILE")

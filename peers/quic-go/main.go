@@ -1,8 +1,8 @@
 // Command quic-go-peer is quic-go as an hq-interop (HTTP/0.9 over QUIC) test peer for qfec,
-// with quinn-peer's interface:
+// with quinn-peer's interface, or an HTTP/3 one (quic-go's http3 package) with --http3:
 //
-//	quic-go-peer server --listen IP:PORT --root DIR [--cert-out FILE]
-//	quic-go-peer client [--insecure | --ca FILE] URL...
+//	quic-go-peer server [--http3] --listen IP:PORT --root DIR [--cert-out FILE]
+//	quic-go-peer client [--http3] [--insecure | --ca FILE] URL...
 package main
 
 import (
@@ -23,6 +23,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 )
 
 const (
@@ -42,7 +44,7 @@ const (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(errors.New("missing command: quic-go-peer server --listen IP:PORT --root DIR, or quic-go-peer client [--insecure | --ca FILE] URL..."))
+		fail(errors.New("missing command: quic-go-peer server [--http3] --listen IP:PORT --root DIR, or quic-go-peer client [--http3] [--insecure | --ca FILE] URL..."))
 	}
 	var err error
 	code := 0
@@ -90,8 +92,9 @@ func runServer(args []string) error {
 	listen := fs.String("listen", "", "UDP address to listen on, IP:PORT")
 	root := fs.String("root", "", "directory whose files are served")
 	certOut := fs.String("cert-out", "", "write the self-signed certificate (PEM) to FILE")
+	useH3 := fs.Bool("http3", false, "serve HTTP/3 (ALPN h3) instead of hq-interop")
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("server: %v (usage: server --listen IP:PORT --root DIR [--cert-out FILE])", err)
+		return fmt.Errorf("server: %v (usage: server [--http3] --listen IP:PORT --root DIR [--cert-out FILE])", err)
 	}
 	if *listen == "" || *root == "" || fs.NArg() > 0 {
 		return errors.New("server needs --listen IP:PORT and --root DIR, and nothing else")
@@ -121,11 +124,17 @@ func runServer(args []string) error {
 		NextProtos:   []string{alpn},
 		MinVersion:   tls.VersionTLS13,
 	}
+	if *useH3 {
+		tlsConf.NextProtos = []string{http3.NextProtoH3}
+	}
 	ln, err := quic.ListenAddr(*listen, tlsConf, quicConfig())
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %v", *listen, err)
 	}
 	fmt.Fprintf(os.Stderr, "quic-go-peer: listening on %s serving %s\n", ln.Addr(), dir)
+	if *useH3 {
+		return (&http3.Server{Handler: fileHandler(dir)}).ServeListener(ln)
+	}
 	for {
 		conn, err := ln.Accept(context.Background())
 		if err != nil {
@@ -216,6 +225,28 @@ func serveStream(str *quic.Stream, root string) {
 	str.Close()
 }
 
+// fileHandler answers HTTP/3 GET and HEAD requests with the files under root (404 if missing).
+func fileHandler(root string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		file, ok := resolve(root, r.URL.Path)
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		defer f.Close()
+		http.ServeContent(w, r, "", time.Time{}, f) // HEAD, Content-Length and ranges
+	})
+}
+
 func parseRequest(req []byte) (string, bool) {
 	if len(req) > maxRequest {
 		return "", false
@@ -254,8 +285,9 @@ func runClient(args []string) (int, error) {
 	fs := newFlags("client")
 	insecure := fs.Bool("insecure", false, "do not verify the server's certificate")
 	ca := fs.String("ca", "", "trust the PEM certificate(s) in FILE")
+	useH3 := fs.Bool("http3", false, "GET over HTTP/3 (ALPN h3) instead of hq-interop")
 	if err := fs.Parse(args); err != nil {
-		return 0, fmt.Errorf("client: %v (usage: client [--insecure | --ca FILE] URL...)", err)
+		return 0, fmt.Errorf("client: %v (usage: client [--http3] [--insecure | --ca FILE] URL...)", err)
 	}
 	if fs.NArg() == 0 {
 		return 0, errors.New("client needs at least one URL: https://HOST:PORT/PATH")
@@ -282,6 +314,9 @@ func runClient(args []string) (int, error) {
 		paths = append(paths, path)
 	}
 	tlsConf := &tls.Config{NextProtos: []string{alpn}, ServerName: host, MinVersion: tls.VersionTLS13}
+	if *useH3 {
+		tlsConf.NextProtos = []string{http3.NextProtoH3}
+	}
 	switch {
 	case *insecure && *ca != "":
 		return 0, errors.New("--insecure and --ca exclude each other")
@@ -313,13 +348,21 @@ func runClient(args []string) (int, error) {
 		return 0, fmt.Errorf("cannot connect to %s: %v%s", addr, err, hint)
 	}
 	handshake := time.Since(start)
+	var h3 *http3.ClientConn
+	if *useH3 {
+		h3 = (&http3.Transport{}).NewClientConn(conn)
+	}
 	results := make([]result, len(paths))
 	var wg sync.WaitGroup
 	for i, p := range paths {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = fetch(conn, p, start)
+			if h3 != nil {
+				results[i] = fetchH3(h3, fs.Arg(i), start)
+			} else {
+				results[i] = fetch(conn, p, start)
+			}
 		}()
 	}
 	wg.Wait()
@@ -338,7 +381,11 @@ func runClient(args []string) (int, error) {
 	}
 	fmt.Printf("total %d bytes in %.3f s (%.1f Mb/s goodput), handshake %.1f ms, %d of %d files\n",
 		total, end.Seconds(), mbps(total, end), float64(handshake.Microseconds())/1000, complete, len(paths))
-	conn.CloseWithError(0, "done")
+	if h3 != nil {
+		conn.CloseWithError(quic.ApplicationErrorCode(http3.ErrCodeNoError), "done")
+	} else {
+		conn.CloseWithError(0, "done")
+	}
 	if complete < len(paths) {
 		return 1, nil
 	}
@@ -362,6 +409,28 @@ func fetch(conn *quic.Conn, path string, start time.Time) result {
 		if errors.As(err, &se) && se.ErrorCode == codeNotFound {
 			err = errors.New("not found")
 		}
+		return result{err: err}
+	}
+	return result{bytes: n, took: time.Since(start), sha: hex.EncodeToString(h.Sum(nil))}
+}
+
+// fetchH3 GETs rawURL over the HTTP/3 connection and hashes the body of a 200 response.
+func fetchH3(cc *http3.ClientConn, rawURL string, start time.Time) result {
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		return result{err: err}
+	}
+	rsp, err := cc.RoundTrip(req)
+	if err != nil {
+		return result{err: err}
+	}
+	defer rsp.Body.Close()
+	if rsp.StatusCode != http.StatusOK {
+		return result{err: fmt.Errorf("HTTP %d", rsp.StatusCode)}
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, rsp.Body)
+	if err != nil {
 		return result{err: err}
 	}
 	return result{bytes: n, took: time.Since(start), sha: hex.EncodeToString(h.Sum(nil))}

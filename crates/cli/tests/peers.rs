@@ -1,9 +1,10 @@
 //! qfec against other QUIC stacks through `qfec emu --preset interop --loss 1%`, both ways:
 //! `qfec client` downloads from the peer's server and the peer's client from `qfec server`,
-//! two files at once, intact by SHA-256. quinn (`quinn-peer`, crates/peers) always runs;
-//! quic-go and aioquic (peers/) when QFEC_PEERS_GO or QFEC_PEERS_AIOQUIC says where they were
-//! installed (.ci/run builds both). Without them the tests say they skipped, and in CI
-//! (CI=true) they fail.
+//! two files at once, intact by SHA-256; with quic-go and aioquic also over HTTP/3 (their
+//! `--http3`), three files at once and, from the peer's server, a missing one (HTTP 404).
+//! quinn (`quinn-peer`, crates/peers) always runs; quic-go and aioquic (peers/) when
+//! QFEC_PEERS_GO or QFEC_PEERS_AIOQUIC says where they were installed (.ci/run builds both).
+//! Without them the tests say they skipped, and in CI (CI=true) they fail.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -113,11 +114,27 @@ impl Peer {
 
 /// Two files, 1 MB and 200 kB, in a new root directory.
 fn site(name: &str) -> (PathBuf, Vec<(&'static str, Vec<u8>)>) {
+    site_with(name, &[("f.bin", 1_000_000), ("g.bin", 200_000)])
+}
+
+/// The files of the HTTP/3 tests: 3 MB, 200 kB and 1 kB.
+const H3_FILES: &[(&str, usize)] = &[
+    ("big.bin", 3_000_000),
+    ("mid.bin", 200_000),
+    ("small.bin", 1_000),
+];
+
+/// Files of the given names and sizes in a new root directory.
+fn site_with(
+    name: &str,
+    sizes: &[(&'static str, usize)],
+) -> (PathBuf, Vec<(&'static str, Vec<u8>)>) {
     let root = temp_dir(name);
-    let files = vec![
-        ("f.bin", file_bytes(1_000_000, 11)),
-        ("g.bin", file_bytes(200_000, 12)),
-    ];
+    let files: Vec<_> = sizes
+        .iter()
+        .zip(11..)
+        .map(|(&(n, len), seed)| (n, file_bytes(len, seed)))
+        .collect();
     for (n, data) in &files {
         std::fs::write(root.join(n), data).unwrap();
     }
@@ -132,21 +149,47 @@ fn urls(files: &[(&str, Vec<u8>)]) -> Vec<String> {
 }
 
 /// Runs `server` (a shell command) and `client` through the emulated interop link with 1 %
-/// loss each way; returns the client's standard output after checking that it succeeded.
-fn through_emulator(server: &str, client: &[String]) -> String {
+/// loss each way; returns what the client printed and its exit status (`qfec emu`'s).
+fn emulate(server: &str, client: &[String]) -> std::process::Output {
     let o = Command::new(QFEC)
         .args(["emu", "--preset", "interop", "--loss", "1%", "--seed", "7"])
         .args(["--server", server, "--"])
         .args(client)
         .output()
         .unwrap();
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// `emulate`, checking that the client succeeded; returns its standard output.
+fn through_emulator(server: &str, client: &[String]) -> String {
+    let o = emulate(server, client);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr),
     );
-    eprintln!("{stdout}{stderr}");
     assert!(o.status.success(), "{client:?} failed: {stdout} {stderr}");
     stdout.into_owned()
+}
+
+/// Checks that a client's report names each file with its size and SHA-256.
+fn assert_reported(stdout: &str, files: &[(&str, Vec<u8>)], who: &str) {
+    for (n, data) in files {
+        let expect = format!("/{n}  {} bytes  ", data.len());
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&expect))
+            .unwrap_or_else(|| panic!("no line {expect:?} from {who}: {stdout}"));
+        let sha: String = Sha256::digest(data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(line.ends_with(&format!("sha256 {sha}")), "{n}: {line}");
+    }
 }
 
 /// `qfec client` downloads both files from the peer's server.
@@ -188,19 +231,67 @@ fn peer_client_from_qfec(peer: &Peer) {
     client.extend(["client".to_string(), "--insecure".to_string()]);
     client.extend(urls(&files));
     let stdout = through_emulator(&server, &client);
-    for (n, data) in &files {
-        let expect = format!("/{n}  {} bytes  ", data.len());
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with(&expect))
-            .unwrap_or_else(|| panic!("no line {expect:?} from {}: {stdout}", peer.name));
-        let sha: String = Sha256::digest(data)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert!(line.ends_with(&format!("sha256 {sha}")), "{n}: {line}");
-    }
+    assert_reported(&stdout, &files, peer.name);
     assert!(stdout.contains("2 of 2 files"), "{stdout}");
+}
+
+/// `qfec client`, offering h3 and hq-interop as it does by default, downloads three files at
+/// once from the peer's HTTP/3 server (which offers only h3) and asks for a missing one: the
+/// three arrive intact, the missing one fails with HTTP 404 (so h3 it was) and leaves no
+/// file, and that failure alone makes the exit status 1.
+fn qfec_client_over_http3_from(peer: &Peer) {
+    let (root, files) = site_with(&format!("peers-{}-h3-server-root", peer.name), H3_FILES);
+    let out = temp_dir(&format!("peers-{}-h3-server-out", peer.name));
+    let server = format!(
+        "exec {} server --http3 --listen $QFEC_EMU_SERVER:4433 --root '{}'",
+        peer.shell_words(),
+        root.display()
+    );
+    let mut client: Vec<String> = [QFEC, "client", "--insecure", "--timeout", "60", "-o"]
+        .map(String::from)
+        .to_vec();
+    client.push(out.display().to_string());
+    client.extend(urls(&files));
+    client.push("https://10.77.0.1:4433/nope.bin".to_string());
+    let o = emulate(&server, &client);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    let failed: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("  failed: "))
+        .collect();
+    assert_eq!(
+        failed,
+        ["/nope.bin  failed: not found (HTTP 404)"],
+        "{stdout}"
+    );
+    assert!(stdout.contains("3 of 4 files"), "{stdout}");
+    assert_reported(&stdout, &files, "qfec client");
+    for (n, data) in &files {
+        let got = std::fs::read(out.join(n)).unwrap();
+        assert_eq!(got.len(), data.len(), "{n} from {}", peer.name);
+        assert_eq!(Sha256::digest(&got), Sha256::digest(data), "{n}");
+    }
+    assert!(!out.join("nope.bin").exists());
+}
+
+/// The peer's HTTP/3 client (`--http3`) downloads three files at once from `qfec server`.
+fn peer_http3_client_from_qfec(peer: &Peer) {
+    let (root, files) = site_with(&format!("peers-{}-h3-client-root", peer.name), H3_FILES);
+    let server = format!(
+        "exec {QFEC} server --listen $QFEC_EMU_SERVER:4433 --root '{}'",
+        root.display()
+    );
+    let mut client: Vec<String> = peer
+        .program
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    client.extend(["client", "--http3", "--insecure"].map(String::from));
+    client.extend(urls(&files));
+    let stdout = through_emulator(&server, &client);
+    assert_reported(&stdout, &files, peer.name);
+    assert!(stdout.contains("3 of 3 files"), "{stdout}");
 }
 
 #[test]
@@ -250,6 +341,42 @@ fn aioquic_client_downloads_from_qfec_server_through_the_emulator() {
         && emulation_available()
     {
         peer_client_from_qfec(&peer);
+    }
+}
+
+#[test]
+fn qfec_client_downloads_over_http3_from_quic_go_server_through_the_emulator() {
+    if let Some(peer) = Peer::quic_go()
+        && emulation_available()
+    {
+        qfec_client_over_http3_from(&peer);
+    }
+}
+
+#[test]
+fn quic_go_http3_client_downloads_from_qfec_server_through_the_emulator() {
+    if let Some(peer) = Peer::quic_go()
+        && emulation_available()
+    {
+        peer_http3_client_from_qfec(&peer);
+    }
+}
+
+#[test]
+fn qfec_client_downloads_over_http3_from_aioquic_server_through_the_emulator() {
+    if let Some(peer) = Peer::aioquic()
+        && emulation_available()
+    {
+        qfec_client_over_http3_from(&peer);
+    }
+}
+
+#[test]
+fn aioquic_http3_client_downloads_from_qfec_server_through_the_emulator() {
+    if let Some(peer) = Peer::aioquic()
+        && emulation_available()
+    {
+        peer_http3_client_from_qfec(&peer);
     }
 }
 
