@@ -102,7 +102,8 @@ pub enum Workload {
     Bulk { bytes: u64 },
     /// Downloads of these sizes, one after the other on one connection.
     Files { sizes: Vec<u64> },
-    /// A web page: objects fetched level by level (level n+1 requested once level n is done).
+    /// A web page over HTTP/3: objects fetched level by level (level n+1 requested once
+    /// level n is done), each level's objects at once.
     Page(PageModel),
     /// Paper 002's real-time message source.
     Realtime(RealtimeSpec),

@@ -318,7 +318,7 @@ fn plt(records: &[RunRecord], page: &str, v: &str) -> Option<f64> {
 fn pages_section(records: &[RunRecord], p: &Plan, vs: &[Variant], md: &mut String) -> Figure {
     let _ = write!(
         md,
-        "## Fig. 2: page-load times\n\nThe pages of Table II (objects fetched level by level), \
+        "## Fig. 2: page-load times\n\nThe pages of Table II (over HTTP/3, objects fetched level by level), \
          {} runs each; mean page-load time (PLT) and its reduction against `quic`.\n\n| page | \
          size (kB) | objects |",
         p.page_seeds
