@@ -10,6 +10,7 @@ use qfec_proto::{Connection, Dir, Instant, ReadError, StreamId, WriteError};
 
 use crate::RequestLog;
 use crate::content::{Body, Content};
+use crate::server::AwaitingAck;
 
 pub const ALPN_HQ: &[u8] = b"hq-interop";
 /// Application error code for "file not found" (HTTP/0.9 has none; the interop runner uses
@@ -43,7 +44,7 @@ pub struct HqServer {
     content: Rc<dyn Content>,
     requests: BTreeMap<StreamId, Vec<u8>>,
     responses: BTreeMap<StreamId, Response>,
-    log: Vec<RequestLog>,
+    log: AwaitingAck,
 }
 
 impl HqServer {
@@ -52,13 +53,25 @@ impl HqServer {
             content,
             requests: BTreeMap::new(),
             responses: BTreeMap::new(),
-            log: Vec::new(),
+            log: AwaitingAck::default(),
         }
     }
 
-    /// The requests that ended since the last call.
+    /// Tells the session which streams' bytes the client acknowledged, and whether the
+    /// connection closed.
+    pub fn on_acked(&mut self, now: Instant, streams: &[u64], closed: bool) {
+        for &id in streams {
+            self.log.acked(id, now);
+        }
+        if closed {
+            self.log.close(now);
+        }
+    }
+
+    /// The requests that ended since the last call: responses acknowledged whole, 404s
+    /// and failures.
     pub fn take_log(&mut self) -> Vec<RequestLog> {
-        std::mem::take(&mut self.log)
+        self.log.take()
     }
 
     /// Runs the session on `conn` (call after input and timers).
@@ -115,7 +128,8 @@ impl HqServer {
                 }
                 None => {
                     let _ = conn.reset_stream(id, CODE_NOT_FOUND);
-                    self.log.push(RequestLog {
+                    self.log.ended.push(RequestLog {
+                        stream: id.0,
                         method: "GET".into(),
                         path,
                         status: 404,
@@ -180,7 +194,8 @@ impl HqServer {
         }
         for (id, error) in done {
             if let Some(r) = self.responses.remove(&id) {
-                self.log.push(RequestLog {
+                self.log.written(RequestLog {
+                    stream: id.0,
                     method: "GET".into(),
                     path: r.path,
                     status: 200,

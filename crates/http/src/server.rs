@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
-use qfec_proto::{Application, ConnectionHandle, Endpoint, Event, Instant};
+use qfec_proto::{Application, ConnectionHandle, Endpoint, Event, Instant, StreamEvent};
 
 use crate::content::Content;
 use crate::h3::{ALPN_H3, H3Server};
@@ -15,15 +15,61 @@ use crate::hq::{ALPN_HQ, HqServer};
 /// One request a server answered (or failed to).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestLog {
+    /// The QUIC stream of the request.
+    pub stream: u64,
     pub method: String,
     pub path: String,
     pub status: u16,
-    /// Body bytes handed to the connection.
+    /// Body bytes sent.
     pub bytes: u64,
     pub started: Instant,
+    /// When the client acknowledged the whole response (or it failed, or was reset).
     pub finished: Instant,
     /// Why the response did not complete, if it did not.
     pub error: Option<String>,
+}
+
+/// Requests whose responses are written, waiting for the client's acknowledgement of every
+/// byte ([`StreamEvent::Finished`]) before they are logged, so that a log line's time is the
+/// response's delivery, not its queueing.
+#[derive(Default)]
+pub(crate) struct AwaitingAck {
+    written: std::collections::HashMap<u64, RequestLog>,
+    pub(crate) ended: Vec<RequestLog>,
+}
+
+impl AwaitingAck {
+    /// A response fully written (`log.finished` is when); logged once acknowledged. A
+    /// failed one is logged at once.
+    pub(crate) fn written(&mut self, log: RequestLog) {
+        if log.error.is_some() {
+            self.ended.push(log);
+        } else {
+            self.written.insert(log.stream, log);
+        }
+    }
+
+    /// Stream `id`'s bytes were all acknowledged at `now`.
+    pub(crate) fn acked(&mut self, id: u64, now: Instant) {
+        if let Some(mut l) = self.written.remove(&id) {
+            l.finished = now;
+            self.ended.push(l);
+        }
+    }
+
+    /// The connection is gone: what was never acknowledged ends with an error.
+    pub(crate) fn close(&mut self, now: Instant) {
+        for (_, mut l) in self.written.drain() {
+            l.finished = now;
+            l.error = Some("connection closed before the response was acknowledged".into());
+            self.ended.push(l);
+        }
+    }
+
+    pub(crate) fn take(&mut self) -> Vec<RequestLog> {
+        self.ended.sort_by_key(|l| l.stream);
+        std::mem::take(&mut self.ended)
+    }
 }
 
 /// Called with the client's address for each request that ended.
@@ -85,9 +131,12 @@ impl Application for Server {
                 gone.push(h);
                 continue;
             };
+            let mut acked = Vec::new();
             while let Some(ev) = conn.poll() {
-                if let Event::ConnectionLost(e) = ev {
-                    tracing::info!("connection {h:?} closed: {e}");
+                match ev {
+                    Event::ConnectionLost(e) => tracing::info!("connection {h:?} closed: {e}"),
+                    Event::Stream(StreamEvent::Finished(id)) => acked.push(id.0),
+                    _ => {}
                 }
             }
             // The ALPN is known once the server read the ClientHello, so that requests in
@@ -105,14 +154,17 @@ impl Application for Server {
                 }
             }
             let peer = conn.remote_address();
+            let closed = conn.is_closed();
             if let Some(s) = self.sessions.get_mut(&h) {
                 let log = match s {
                     Session::H3(s) => {
                         s.poll(now, conn);
+                        s.on_acked(now, &acked, closed);
                         s.take_log()
                     }
                     Session::Hq(s) => {
                         s.poll(now, conn);
+                        s.on_acked(now, &acked, closed);
                         s.take_log()
                     }
                 };

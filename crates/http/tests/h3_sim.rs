@@ -9,7 +9,7 @@ use std::time::Duration;
 use qfec_http::RequestLog;
 use qfec_http::content::Memory;
 use qfec_http::h3::{H3Client, H3Server};
-use qfec_proto::TransportConfig;
+use qfec_proto::{Event, StreamEvent, TransportConfig};
 use qfec_testkit::{LinkSpec, Pair, payload};
 use sha2::{Digest, Sha256};
 
@@ -45,7 +45,14 @@ fn run(seed: u64, loss: f64, files: &[(&str, usize)], ask: &[&str]) -> Outcome {
         }
         for (h, s) in servers.iter_mut() {
             if let Some(c) = p.server.connection_mut(*h) {
+                let mut acked = Vec::new();
+                while let Some(ev) = c.poll() {
+                    if let Event::Stream(StreamEvent::Finished(id)) = ev {
+                        acked.push(id.0);
+                    }
+                }
                 s.poll(now, c);
+                s.on_acked(now, &acked, c.is_closed());
                 log.extend(s.take_log());
             }
         }
@@ -60,6 +67,25 @@ fn run(seed: u64, loss: f64, files: &[(&str, usize)], ask: &[&str]) -> Outcome {
         client.all_done()
     });
     assert!(done, "the requests did not end within 120 s");
+    // The server logs a response once the client acknowledged it: a little longer.
+    let expect = ask.len();
+    pair.run_until(Duration::from_secs(5), |p| {
+        let now = p.now;
+        for (h, s) in servers.iter_mut() {
+            if let Some(c) = p.server.connection_mut(*h) {
+                let mut acked = Vec::new();
+                while let Some(ev) = c.poll() {
+                    if let Event::Stream(StreamEvent::Finished(id)) = ev {
+                        acked.push(id.0);
+                    }
+                }
+                s.poll(now, c);
+                s.on_acked(now, &acked, c.is_closed());
+                log.extend(s.take_log());
+            }
+        }
+        log.len() == expect
+    });
     let rs = client.responses();
     Outcome {
         statuses: rs.iter().map(|r| r.status).collect(),
@@ -112,6 +138,13 @@ fn concurrent_requests_over_a_lossy_link_arrive_whole() {
         ]
     );
     assert!(o.log.iter().all(|l| l.method == "GET" && l.error.is_none()));
+    // A response is logged when the client acknowledged it: the 1 MB one took round trips
+    // over the 20 ms RTT, not the instant its bytes were queued.
+    let big = o.log.iter().find(|l| l.path == "/b.bin").unwrap();
+    assert!(
+        big.finished.saturating_duration_since(big.started) > Duration::from_millis(40),
+        "{big:?}"
+    );
 }
 
 #[test]

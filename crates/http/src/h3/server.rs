@@ -10,6 +10,7 @@ use qfec_proto::{Connection, Instant};
 use super::{Bridge, QuicConnection, drive};
 use crate::RequestLog;
 use crate::content::Content;
+use crate::server::AwaitingAck;
 use crate::tasks::{Spawner, Tasks};
 
 /// Body bytes read from the content at once.
@@ -22,7 +23,7 @@ pub struct H3Server {
     started: bool,
     content: Rc<dyn Content>,
     now: Rc<Cell<Instant>>,
-    log: Rc<RefCell<Vec<RequestLog>>>,
+    log: Rc<RefCell<AwaitingAck>>,
 }
 
 impl H3Server {
@@ -52,9 +53,22 @@ impl H3Server {
         drive(&mut self.bridge, &mut self.tasks, now, conn);
     }
 
-    /// The requests that ended since the last call.
+    /// Tells the session which streams' bytes the client acknowledged (from
+    /// [`qfec_proto::StreamEvent::Finished`]), and whether the connection closed.
+    pub fn on_acked(&mut self, now: Instant, streams: &[u64], closed: bool) {
+        let mut log = self.log.borrow_mut();
+        for &id in streams {
+            log.acked(id, now);
+        }
+        if closed {
+            log.close(now);
+        }
+    }
+
+    /// The requests that ended since the last call: responses the client acknowledged
+    /// whole (see [`on_acked`](Self::on_acked)), and failures.
     pub fn take_log(&mut self) -> Vec<RequestLog> {
-        std::mem::take(&mut *self.log.borrow_mut())
+        self.log.borrow_mut().take()
     }
 }
 
@@ -63,7 +77,7 @@ async fn accept_requests(
     spawner: Spawner,
     content: Rc<dyn Content>,
     now: Rc<Cell<Instant>>,
-    log: Rc<RefCell<Vec<RequestLog>>>,
+    log: Rc<RefCell<AwaitingAck>>,
 ) {
     let built = h3::server::builder()
         .send_grease(false)
@@ -79,6 +93,7 @@ async fn accept_requests(
                 return;
             };
             let started = now.get();
+            let stream_id = stream.id().into_inner();
             let method = req.method().clone();
             let path = req.uri().path().to_string();
             let body = match method {
@@ -117,7 +132,8 @@ async fn accept_requests(
                 stream.finish().await.map_err(|e| e.to_string())
             }
             .await;
-            log.borrow_mut().push(RequestLog {
+            log.borrow_mut().written(RequestLog {
+                stream: stream_id,
                 method: method.to_string(),
                 path,
                 status: status.as_u16(),
