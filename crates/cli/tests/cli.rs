@@ -20,7 +20,7 @@ fn server_and_client_move_files_identical_by_hash() {
     let server = start_server(&root, &["--ack-frequency", "adaptive"]);
     let url = |p: &str| format!("https://{}/{p}", server.addr);
     let o = Command::new(QFEC)
-        .args(["client", "--insecure", "--timeout", "30", "-o"])
+        .args(["client", "--insecure", "--sha256", "--timeout", "30", "-o"])
         .arg(&out)
         .args([url("big.bin"), url("small.txt")])
         .output()

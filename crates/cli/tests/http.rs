@@ -37,11 +37,29 @@ fn client_and_server_speak_http3_and_hq_interop() {
             Sha256::digest(&a)
         );
         assert_eq!(std::fs::read(out.join("b.txt")).unwrap(), b);
+        // Hashing is asked for, not done by default.
+        assert!(!stdout.contains("sha256"), "{stdout}");
         assert!(
             !out.join("nope.bin").exists(),
             "a failed download left a file"
         );
     }
+    // --sha256: each file's line ends with its digest.
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--sha256", &url("b.txt")])
+        .output()
+        .unwrap();
+    let sha: String = Sha256::digest(&b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("/b.txt  5000 bytes") && l.ends_with(&format!("sha256 {sha}"))),
+        "{stdout}"
+    );
     // A line per request: the client's address, method, path, status, bytes.
     let line = server.wait_for_log("GET /a.bin 200 2000000 B");
     assert!(line.contains("127.0.0.1:"), "{line}");

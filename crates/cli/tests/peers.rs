@@ -247,9 +247,17 @@ fn qfec_client_over_http3_from(peer: &Peer) {
         peer.shell_words(),
         root.display()
     );
-    let mut client: Vec<String> = [QFEC, "client", "--insecure", "--timeout", "60", "-o"]
-        .map(String::from)
-        .to_vec();
+    let mut client: Vec<String> = [
+        QFEC,
+        "client",
+        "--insecure",
+        "--sha256",
+        "--timeout",
+        "60",
+        "-o",
+    ]
+    .map(String::from)
+    .to_vec();
     client.push(out.display().to_string());
     client.extend(urls(&files));
     client.push("https://10.77.0.1:4433/nope.bin".to_string());

@@ -403,6 +403,7 @@ fn fetch(proto: Proto, path: &str) -> Result<(u64, f64), String> {
                 bind: None,
                 cc: Some(TcpCc::Cubic),
                 output: None,
+                sha256: false,
             };
             let o = rt
                 .block_on(tcp::fetch(vec![url(TCP_PORT)], &opts))

@@ -68,6 +68,10 @@ pub struct ClientArgs {
     /// runner uses it). Default: offer both, h3 first, and speak what the server chose.
     #[arg(long, value_name = "PROTOCOL", conflicts_with = "tcp")]
     alpn: Option<AppProtocol>,
+    /// Hash each file with SHA-256 and print the digest (on a thread of its own; off by
+    /// default so that it never competes with the transfer for the cores).
+    #[arg(long)]
+    sha256: bool,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -192,6 +196,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             bind: args.bind.first().copied(),
             cc: args.tcp_cc,
             output: args.output,
+            sha256: args.sha256,
         };
         return crate::tcp::run_client(urls, &options);
     }
@@ -220,6 +225,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         seed: args.seed,
         key_update: false,
         alpn: args.alpn,
+        sha256: args.sha256,
     };
     let rt = runtime()?;
     let outcome = rt.block_on(fetch(urls, client, &options))?;
@@ -246,6 +252,8 @@ pub struct FetchOptions {
     pub key_update: bool,
     /// The one application protocol the client config offers, if it offers only one.
     pub alpn: Option<AppProtocol>,
+    /// Hash each file with SHA-256 (on a thread of its own) and print the digest.
+    pub sha256: bool,
 }
 
 /// The first URL and the address of the one server all `urls` name.
@@ -315,7 +323,7 @@ pub async fn fetch(
         conn.set_local_address(SocketAddr::new(first.ip(), port));
     }
     let deadline = now + Duration::from_secs(opts.timeout);
-    let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now);
+    let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now, opts.sha256);
     app.key_update = opts.key_update;
     app.alpn = opts.alpn;
     *app.paths = Paths {
@@ -400,7 +408,7 @@ struct Download {
     /// Hashing (and saving) run on a thread of their own, so that they never slow the
     /// transfer being measured.
     sink: Option<std::sync::mpsc::Sender<bytes::Bytes>>,
-    digest: Option<std::thread::JoinHandle<Result<String, String>>>,
+    digest: Option<std::thread::JoinHandle<Result<Option<String>, String>>>,
     done: Option<Result<Instant, String>>,
     /// Where it is saved (-o), removed again if the download fails.
     saved_as: Option<PathBuf>,
@@ -415,23 +423,28 @@ pub(crate) fn output_name(path: &str) -> &str {
 }
 
 /// Hashes a download's bytes and writes them to `file`; returns the SHA-256 in hex.
+/// A download's bytes go to a thread of their own that saves them to `file` and, with
+/// `sha256`, hashes them; it returns the digest (None without `sha256`).
 pub(crate) fn spawn_sink(
     mut file: Option<File>,
+    sha256: bool,
 ) -> (
     std::sync::mpsc::Sender<bytes::Bytes>,
-    std::thread::JoinHandle<Result<String, String>>,
+    std::thread::JoinHandle<Result<Option<String>, String>>,
 ) {
     let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
     let handle = std::thread::spawn(move || {
-        let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut hash = sha256.then(|| ring::digest::Context::new(&ring::digest::SHA256));
         for chunk in rx {
-            hash.update(&chunk);
+            if let Some(h) = hash.as_mut() {
+                h.update(&chunk);
+            }
             if let Some(f) = file.as_mut() {
                 f.write_all(&chunk)
                     .map_err(|e| format!("write failed: {e}"))?;
             }
         }
-        Ok(hex(hash.finish().as_ref()))
+        Ok(hash.map(|h| hex(h.finish().as_ref())))
     });
     (tx, handle)
 }
@@ -558,13 +571,14 @@ impl HqClient {
         out: Option<PathBuf>,
         deadline: Instant,
         start: Instant,
+        sha256: bool,
     ) -> Self {
         let downloads = urls
             .into_iter()
             .map(|url| {
                 let saved_as = out.as_ref().map(|d| d.join(output_name(&url.path)));
                 let file = saved_as.as_ref().and_then(|p| File::create(p).ok());
-                let (tx, digest) = spawn_sink(file);
+                let (tx, digest) = spawn_sink(file, sha256);
                 Download {
                     url,
                     stream: None,
@@ -635,7 +649,7 @@ impl HqClient {
                         &d.url.path,
                         d.bytes,
                         (*t - self.start).as_secs_f64(),
-                        &digest.and_then(|r| r.ok()).unwrap_or_default(),
+                        digest.and_then(|r| r.ok()).flatten().as_deref(),
                     ));
                     total += d.bytes;
                 }
@@ -739,9 +753,10 @@ impl Outcome {
 }
 
 /// A downloaded file's line of a client's report (`secs` since the connection started).
-pub(crate) fn file_line(path: &str, bytes: u64, secs: f64, sha256: &str) -> String {
+pub(crate) fn file_line(path: &str, bytes: u64, secs: f64, sha256: Option<&str>) -> String {
+    let hash = sha256.map(|h| format!("  sha256 {h}")).unwrap_or_default();
     format!(
-        "{path}  {bytes} bytes  {secs:.3} s  {:.1} Mb/s  sha256 {sha256}",
+        "{path}  {bytes} bytes  {secs:.3} s  {:.1} Mb/s{hash}",
         mbps(bytes, secs)
     )
 }

@@ -308,6 +308,7 @@ mod in_the_simulator {
             None,
             Instant::ZERO + Duration::from_secs(60),
             Instant::ZERO,
+            true,
         );
         let mut sim: Simulator<QuicNode<Hq>> = Simulator::new(9);
         sim.add_node(

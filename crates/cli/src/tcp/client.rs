@@ -53,6 +53,8 @@ pub(crate) struct TcpFetchOptions {
     pub cc: Option<TcpCc>,
     /// Directory the files are saved in (named after the URL's last segment).
     pub output: Option<PathBuf>,
+    /// Hash each file with SHA-256 and report the digest.
+    pub sha256: bool,
 }
 
 /// What `fetch` got.
@@ -84,7 +86,7 @@ pub(crate) struct FileStats {
     /// From sending the request to the file's last byte.
     pub since_request: Duration,
     /// SHA-256 of the bytes, in lowercase hex.
-    pub sha256: String,
+    pub sha256: Option<String>,
 }
 
 impl Outcome {
@@ -101,7 +103,12 @@ impl Outcome {
             .map(|f| match &f.result {
                 Ok(s) => format!(
                     "{}  ({:.3} s from its request)",
-                    file_line(&f.path, s.bytes, s.since_connect.as_secs_f64(), &s.sha256),
+                    file_line(
+                        &f.path,
+                        s.bytes,
+                        s.since_connect.as_secs_f64(),
+                        s.sha256.as_deref()
+                    ),
                     s.since_request.as_secs_f64()
                 ),
                 Err(e) => failed_line(&f.path, e),
@@ -176,7 +183,7 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
                 None
             }
         };
-        sinks.push(spawn_sink(file));
+        sinks.push(spawn_sink(file, opts.sha256));
     }
 
     let start = Instant::now();
@@ -350,7 +357,7 @@ async fn download(
         bytes,
         since_connect: end - start,
         since_request: end - requested,
-        sha256: String::new(),
+        sha256: None,
     })
 }
 
