@@ -578,13 +578,19 @@ impl HqClient {
             .map(|url| {
                 let saved_as = out.as_ref().map(|d| d.join(output_name(&url.path)));
                 let file = saved_as.as_ref().and_then(|p| File::create(p).ok());
-                let (tx, digest) = spawn_sink(file, sha256);
+                // Nothing to save or hash: the bytes are only counted, no thread.
+                let (sink, digest) = if file.is_some() || sha256 {
+                    let (tx, digest) = spawn_sink(file, sha256);
+                    (Some(tx), Some(digest))
+                } else {
+                    (None, None)
+                };
                 Download {
                     url,
                     stream: None,
                     bytes: 0,
-                    sink: Some(tx),
-                    digest: Some(digest),
+                    sink,
+                    digest,
                     done: None,
                     saved_as,
                 }
