@@ -1,6 +1,7 @@
 //! The `qfec` command-line program.
 
 mod emu;
+mod fetch;
 mod hq;
 mod lab;
 mod tcp;

@@ -44,7 +44,15 @@ fn transfer(name: &str, cc: Option<&str>, expect: &str) {
     );
     let url = |p: &str| format!("https://{}/{p}", server.addr);
     let o = Command::new(QFEC)
-        .args(["client", "--tcp", "--sha256", "--ca", pem_arg, "--timeout", "30"])
+        .args([
+            "client",
+            "--tcp",
+            "--sha256",
+            "--ca",
+            pem_arg,
+            "--timeout",
+            "30",
+        ])
         .args(&client_cc)
         .arg("-o")
         .arg(out.join("files"))

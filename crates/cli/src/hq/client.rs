@@ -2,8 +2,7 @@
 //! goodput and SHA-256 digests.
 
 use std::fs::File;
-use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +19,11 @@ use qfec_proto::{
     PathInfo, PathState, ReadError, StreamEvent, StreamId,
 };
 
-use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint, runtime};
+use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint};
+use crate::fetch::{
+    Url, certificate_hint, failed_line, file_line, one_server, output_name, parse_url, runtime,
+    spawn_sink, total_line,
+};
 use crate::tls;
 use qfec_http::h3::{ALPN_H3, H3Client};
 
@@ -104,47 +107,6 @@ pub fn offered_alpns(choice: Option<AppProtocol>) -> Vec<&'static [u8]> {
         Some(p) => vec![p.alpn()],
         None => vec![ALPN_H3, ALPN_HQ],
     }
-}
-
-/// A URL split into what the client needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Url {
-    pub host: String,
-    pub port: u16,
-    pub path: String,
-}
-
-pub fn parse_url(s: &str) -> Result<Url> {
-    let rest = s
-        .strip_prefix("https://")
-        .with_context(|| format!("invalid URL {s:?}: expected https://HOST:PORT/PATH"))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let end = v6
-            .find(']')
-            .with_context(|| format!("invalid URL {s:?}: unclosed '['"))?;
-        let port = v6[end + 1..].strip_prefix(':').unwrap_or("443");
-        (v6[..end].to_string(), port)
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) => (h.to_string(), p),
-            None => (authority.to_string(), "443"),
-        }
-    };
-    if host.is_empty() {
-        bail!("invalid URL {s:?}: no host");
-    }
-    let port = port
-        .parse()
-        .with_context(|| format!("invalid URL {s:?}: bad port {port:?}"))?;
-    Ok(Url {
-        host,
-        port,
-        path: path.to_string(),
-    })
 }
 
 /// `--abandon-path ID@BYTES`.
@@ -256,23 +218,6 @@ pub struct FetchOptions {
     pub sha256: bool,
 }
 
-/// The first URL and the address of the one server all `urls` name.
-pub(crate) fn one_server(urls: &[Url]) -> Result<(Url, SocketAddr)> {
-    let first = urls.first().context("no URL to fetch")?.clone();
-    if urls
-        .iter()
-        .any(|u| u.host != first.host || u.port != first.port)
-    {
-        bail!("all URLs must name the same server (one connection); got several hosts");
-    }
-    let remote = (first.host.as_str(), first.port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {}", first.host))?
-        .next()
-        .with_context(|| format!("no address for {}", first.host))?;
-    Ok((first, remote))
-}
-
 /// Fetches `urls` (one server) over one new connection configured by `client`.
 pub async fn fetch(
     urls: Vec<Url>,
@@ -379,28 +324,6 @@ impl Describe {
     }
 }
 
-/// What to do about a TLS error `text` that concerns the server's certificate, as a
-/// parenthesis to append; empty for other errors.
-pub(crate) fn certificate_hint(text: &str, server_name: &str) -> String {
-    if text.contains("NotValidForName") || text.contains("not valid for name") {
-        format!(
-            " (the certificate does not hold the name {server_name:?}: use a URL with a name \
-             it holds, or --server-name NAME)"
-        )
-    } else if ["UnknownIssuer", "BadSignature", "CaUsedAsEndEntity"]
-        .iter()
-        .any(|k| text.contains(k))
-    {
-        " (the certificate is neither the one given with --ca nor signed by it: pass the \
-         server's own certificate, e.g. written by qfec server --cert-out FILE)"
-            .to_string()
-    } else if text.contains("Expired") || text.contains("NotValidYet") {
-        " (the certificate is outside its validity dates)".to_string()
-    } else {
-        String::new()
-    }
-}
-
 struct Download {
     url: Url,
     stream: Option<StreamId>,
@@ -412,41 +335,6 @@ struct Download {
     done: Option<Result<Instant, String>>,
     /// Where it is saved (-o), removed again if the download fails.
     saved_as: Option<PathBuf>,
-}
-
-/// The name a download is saved under: the URL path's last segment, or index.html.
-pub(crate) fn output_name(path: &str) -> &str {
-    path.rsplit('/')
-        .next()
-        .filter(|n| !n.is_empty())
-        .unwrap_or("index.html")
-}
-
-/// Hashes a download's bytes and writes them to `file`; returns the SHA-256 in hex.
-/// A download's bytes go to a thread of their own that saves them to `file` and, with
-/// `sha256`, hashes them; it returns the digest (None without `sha256`).
-pub(crate) fn spawn_sink(
-    mut file: Option<File>,
-    sha256: bool,
-) -> (
-    std::sync::mpsc::Sender<bytes::Bytes>,
-    std::thread::JoinHandle<Result<Option<String>, String>>,
-) {
-    let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
-    let handle = std::thread::spawn(move || {
-        let mut hash = sha256.then(|| ring::digest::Context::new(&ring::digest::SHA256));
-        for chunk in rx {
-            if let Some(h) = hash.as_mut() {
-                h.update(&chunk);
-            }
-            if let Some(f) = file.as_mut() {
-                f.write_all(&chunk)
-                    .map_err(|e| format!("write failed: {e}"))?;
-            }
-        }
-        Ok(hash.map(|h| hex(h.finish().as_ref())))
-    });
-    (tx, handle)
 }
 
 /// Multipath in the client: the paths still to open, a path to abandon, and what each path
@@ -756,44 +644,6 @@ impl Outcome {
             ExitCode::from(1)
         }
     }
-}
-
-/// A downloaded file's line of a client's report (`secs` since the connection started).
-pub(crate) fn file_line(path: &str, bytes: u64, secs: f64, sha256: Option<&str>) -> String {
-    let hash = sha256.map(|h| format!("  sha256 {h}")).unwrap_or_default();
-    format!(
-        "{path}  {bytes} bytes  {secs:.3} s  {:.1} Mb/s{hash}",
-        mbps(bytes, secs)
-    )
-}
-
-/// A failed file's line of a client's report.
-pub(crate) fn failed_line(path: &str, error: &str) -> String {
-    format!("{path}  failed: {error}")
-}
-
-/// The closing line of a client's report; `note` follows the handshake time.
-pub(crate) fn total_line(
-    bytes: u64,
-    secs: f64,
-    handshake_ms: f64,
-    note: &str,
-    complete: usize,
-    files: usize,
-) -> String {
-    format!(
-        "total {bytes} bytes in {secs:.3} s ({:.1} Mb/s goodput), handshake {handshake_ms:.1} \
-         ms{note}, {complete} of {files} files",
-        mbps(bytes, secs)
-    )
-}
-
-fn mbps(bytes: u64, secs: f64) -> f64 {
-    bytes as f64 * 8.0 / secs.max(1e-9) / 1e6
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 impl Application for HqClient {

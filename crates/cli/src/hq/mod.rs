@@ -1,6 +1,6 @@
-//! `qfec server` and `qfec client`: HTTP/0.9 over QUIC with ALPN `hq-interop`, as the QUIC
-//! interop runner uses it. A request is `GET /path\r\n` on a bidirectional stream; the answer
-//! is the file's bytes, then FIN.
+//! `qfec server`, `qfec client` and `qfec interop` over QUIC: HTTP/3 (ALPN `h3`) and HTTP/0.9
+//! (ALPN `hq-interop`, as the QUIC interop runner uses it), through `qfec-http`; the options
+//! they share (transport, FEC, multipath). `--tcp` hands over to `crate::tcp`.
 
 mod client;
 mod interop;
@@ -10,11 +10,7 @@ pub use client::{AppProtocol, ClientArgs, run_client};
 pub use interop::{InteropArgs, run as run_interop};
 pub use server::{ServerArgs, run_server};
 
-pub(crate) use client::{
-    Url, certificate_hint, failed_line, file_line, one_server, output_name, parse_url, spawn_sink,
-    total_line,
-};
-pub(crate) use qfec_http::content::resolve_path;
+pub(crate) use crate::fetch::{Url, parse_url, runtime};
 
 pub(crate) use client::{FetchOptions, fetch};
 use server::serve;
@@ -23,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use qfec_fec::FecConfig;
 use qfec_proto::{
@@ -215,13 +211,6 @@ fn rfc3339_now() -> String {
         rem % 60,
         d.subsec_millis()
     )
-}
-
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start tokio")
 }
 
 /// An endpoint keyed from the OS random source, or from `seed` when one is given.

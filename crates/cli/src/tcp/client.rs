@@ -24,7 +24,7 @@ use tokio_rustls::TlsConnector;
 
 use super::sock::{TcpCc, TcpInfo, set_congestion, tcp_info};
 use super::{ALPN_H2, CONNECTION_WINDOW, STREAM_WINDOW};
-use crate::hq::{
+use crate::fetch::{
     Url, certificate_hint, failed_line, file_line, one_server, output_name, spawn_sink, total_line,
 };
 

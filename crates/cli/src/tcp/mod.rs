@@ -1,7 +1,7 @@
 //! `qfec server --tcp` and `qfec client --tcp`: the hq server's files over HTTP/2 on TLS 1.3
 //! (rustls with ring, ALPN h2) on kernel TCP, so that QUIC and TCP can be compared on the same
 //! files and paths. `serve` and `fetch` also run in-process, each on a current-thread tokio
-//! runtime (`crate::hq::runtime`).
+//! runtime (`crate::fetch::runtime`).
 
 mod client;
 mod server;
@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
-use crate::hq::{Url, runtime};
+use crate::fetch::{Url, runtime};
 
 /// The only ALPN protocol either side offers.
 pub(crate) const ALPN_H2: &[u8] = b"h2";

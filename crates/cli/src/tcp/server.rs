@@ -23,7 +23,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::sock::{TcpCc, congestion, set_congestion, tcp_info};
 use super::{ALPN_H2, CONNECTION_WINDOW, STREAM_WINDOW};
-use crate::hq::resolve_path;
+use qfec_http::content::resolve_path;
 
 /// Largest file chunk read at once.
 const CHUNK: usize = 256 * 1024;
