@@ -224,6 +224,22 @@ fn pages_load_over_http3() {
             "no frame on unidirectional stream {id}"
         );
     }
+    // HTTP/3's own events are in the same trace (draft-ietf-quic-qlog-h3-events).
+    for needle in [
+        r#""stream_type":"control""#,
+        r#""stream_type":"request""#,
+        r#""name":"http3:parameters_set""#,
+        r#""frame":{"frame_type":"headers"}"#,
+        r#""frame":{"frame_type":"data"}"#,
+    ] {
+        assert!(qlogs.contains(needle), "no {needle} in the qlogs");
+    }
+    let parsed = qlogs.matches(r#""name":"http3:frame_parsed""#).count();
+    let created = qlogs.matches(r#""name":"http3:frame_created""#).count();
+    assert_eq!(
+        parsed, created,
+        "every frame one side created, the other parsed"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     let again = quic::run(&s);
     assert_eq!(again.event_hash, rec.event_hash);

@@ -117,7 +117,20 @@ pub fn event_record(now: Instant, event: &Event<'_>) -> Option<Value> {
                     ExtValue::Bool(x) => Value::from(x),
                     ExtValue::Str(x) => Value::from(x),
                 };
-                m.insert(k.into(), v);
+                // A dotted field is nested: `frame.frame_type` is {"frame": {"frame_type": ..}}.
+                let mut obj = &mut m;
+                let mut parts = k.split('.').peekable();
+                while let Some(part) = parts.next() {
+                    if parts.peek().is_none() {
+                        obj.insert(part.into(), v);
+                        break;
+                    }
+                    let inner = obj.entry(part).or_insert_with(|| Value::Object(Map::new()));
+                    if !inner.is_object() {
+                        *inner = Value::Object(Map::new());
+                    }
+                    obj = inner.as_object_mut().expect("an object");
+                }
             });
             (e.name(), Value::Object(m))
         }

@@ -17,6 +17,8 @@ use bytes::{Buf, Bytes};
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, WriteBuf};
 use qfec_proto::{Connection, ConnectionError, Dir, Instant, ReadError, StreamId, WriteError};
 
+use super::trace::{H3Event, Scanner};
+
 /// Bytes the bridge holds per stream and direction: a writer waits (`poll_ready`) while its
 /// queue is this full, and a stream is not read further while this much waits for h3. The
 /// connection's own flow control does the rest.
@@ -55,6 +57,25 @@ struct RecvSide {
 struct Stream {
     send: Option<SendSide>,
     recv: Option<RecvSide>,
+    /// With a traced connection: the HTTP/3 frames each way, for its trace.
+    scan: Option<Box<[Option<Scanner>; 2]>>,
+}
+
+impl Stream {
+    /// A stream's two sides (`send`, `recv`), with scanners when `traced`.
+    fn new(id: StreamId, send: bool, recv: bool, traced: bool) -> Self {
+        let uni = id.0 & 0x2 != 0;
+        Stream {
+            send: send.then(SendSide::default),
+            recv: recv.then(RecvSide::default),
+            scan: traced.then(|| {
+                Box::new([
+                    send.then(|| Scanner::new(id.0, uni, true)),
+                    recv.then(|| Scanner::new(id.0, uni, false)),
+                ])
+            }),
+        }
+    }
 }
 
 /// What the trait objects share with the pump.
@@ -179,17 +200,17 @@ impl Bridge {
             }
             return true;
         }
+        let traced = conn.is_traced();
+        let mut events = Vec::new();
         // Streams the peer opened.
         for dir in [Dir::Bi, Dir::Uni] {
             let i = dir_index(dir);
             while let Some(id) = conn.accept_stream(dir) {
-                t.streams.insert(
-                    id.0,
-                    Stream {
-                        send: (dir == Dir::Bi).then(SendSide::default),
-                        recv: Some(RecvSide::default()),
-                    },
-                );
+                t.streams
+                    .insert(id.0, Stream::new(id, dir == Dir::Bi, true, traced));
+                if traced && dir == Dir::Bi {
+                    events.push(Scanner::request_stream(id.0, false));
+                }
                 t.incoming[i].push_back(id);
                 moved = true;
             }
@@ -202,13 +223,11 @@ impl Bridge {
                 let Some(id) = conn.open_stream(dir) else {
                     break;
                 };
-                t.streams.insert(
-                    id.0,
-                    Stream {
-                        send: Some(SendSide::default()),
-                        recv: (dir == Dir::Bi).then(RecvSide::default),
-                    },
-                );
+                t.streams
+                    .insert(id.0, Stream::new(id, true, dir == Dir::Bi, traced));
+                if traced && dir == Dir::Bi {
+                    events.push(Scanner::request_stream(id.0, true));
+                }
                 t.opened[i].push_back(id);
                 moved = true;
             }
@@ -219,11 +238,18 @@ impl Bridge {
         let mut gone = Vec::new();
         for (&raw, s) in t.streams.iter_mut() {
             let id = StreamId(raw);
+            let [send_scan, recv_scan] = match &mut s.scan {
+                Some(b) => {
+                    let [a, b] = &mut **b;
+                    [a.as_mut(), b.as_mut()]
+                }
+                None => [None, None],
+            };
             if let Some(send) = &mut s.send {
-                moved |= pump_send(conn, id, send);
+                moved |= pump_send(conn, id, send, send_scan, &mut events);
             }
             if let Some(recv) = &mut s.recv {
-                moved |= pump_recv(now, conn, id, recv);
+                moved |= pump_recv(now, conn, id, recv, recv_scan, &mut events);
             }
             let send_over = s.send.as_ref().is_none_or(|x| x.done);
             let recv_over = s
@@ -237,11 +263,20 @@ impl Bridge {
         for raw in gone {
             t.streams.remove(&raw);
         }
+        for e in &events {
+            conn.trace_application(now, e);
+        }
         moved
     }
 }
 
-fn pump_send(conn: &mut Connection, id: StreamId, s: &mut SendSide) -> bool {
+fn pump_send(
+    conn: &mut Connection,
+    id: StreamId,
+    s: &mut SendSide,
+    mut scan: Option<&mut Scanner>,
+    events: &mut Vec<H3Event>,
+) -> bool {
     if s.done {
         return false;
     }
@@ -257,6 +292,9 @@ fn pump_send(conn: &mut Connection, id: StreamId, s: &mut SendSide) -> bool {
     while let Some(chunk) = s.queue.front() {
         match conn.write_chunk(id, chunk.clone()) {
             Ok(_) => {
+                if let Some(sc) = scan.as_deref_mut() {
+                    sc.feed(chunk, events);
+                }
                 s.queued -= chunk.len();
                 s.queue.pop_front();
                 moved = true;
@@ -291,7 +329,14 @@ fn pump_send(conn: &mut Connection, id: StreamId, s: &mut SendSide) -> bool {
     moved
 }
 
-fn pump_recv(now: Instant, conn: &mut Connection, id: StreamId, r: &mut RecvSide) -> bool {
+fn pump_recv(
+    now: Instant,
+    conn: &mut Connection,
+    id: StreamId,
+    r: &mut RecvSide,
+    mut scan: Option<&mut Scanner>,
+    events: &mut Vec<H3Event>,
+) -> bool {
     if let Some(code) = r.stop {
         if !r.stop_sent {
             let _ = conn.stop_sending(id, code);
@@ -304,6 +349,9 @@ fn pump_recv(now: Instant, conn: &mut Connection, id: StreamId, r: &mut RecvSide
     while !r.fin && r.reset.is_none() && r.queued < STREAM_BUFFER {
         match conn.read(now, id, STREAM_BUFFER - r.queued) {
             Ok(Some(b)) => {
+                if let Some(sc) = scan.as_deref_mut() {
+                    sc.feed(&b, events);
+                }
                 r.queued += b.len();
                 r.queue.push_back(b);
                 moved = true;

@@ -2,16 +2,19 @@
 //!
 //! [`Bridge`] implements h3's QUIC traits over one qfec connection; [`H3Client`] and
 //! [`H3Server`] are the two ends of HTTP/3 as per-connection sessions that whoever owns the
-//! connection polls: the CLI's socket loop and the lab's simulator alike. Grease is off, so
+//! connection polls: the CLI's socket loop and the lab's simulator alike. A traced connection
+//! gets HTTP/3's events in its trace (qlog): stream types, frames created and parsed, SETTINGS. Grease is off, so
 //! that a seed gives the same bytes (h3 draws grease values from a global RNG).
 
 mod bridge;
 mod client;
 mod server;
+mod trace;
 
 pub use bridge::{BidiStream, Bridge, QuicConnection, RecvStream, STREAM_BUFFER, SendStream};
 pub use client::{H3Client, Response};
 pub use server::H3Server;
+pub use trace::{Field, H3Event};
 
 use crate::tasks::Tasks;
 use qfec_proto::{Connection, Instant};

@@ -609,6 +609,20 @@ impl Connection {
 
     // ---- application API ----
 
+    /// Whether the connection has an event sink: an application tests it before building
+    /// an event of its own, so that an untraced connection pays nothing.
+    pub fn is_traced(&self) -> bool {
+        self.tracer.is_some()
+    }
+
+    /// Hands an application's event (e.g. HTTP/3's `http3:frame_created`) to the
+    /// connection's event sink, so that it lands in the same trace as the transport's.
+    pub fn trace_application(&mut self, now: Instant, event: &dyn crate::events::ExtensionEvent) {
+        if let Some(t) = self.tracer.as_deref_mut() {
+            t.emit(now, &crate::events::Event::Extension(event));
+        }
+    }
+
     /// Next application event.
     pub fn poll(&mut self) -> Option<Event> {
         if let Some(e) = self.events.pop_front() {
