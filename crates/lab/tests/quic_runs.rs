@@ -263,6 +263,40 @@ fn pages_load_over_http3() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The real-time source over DATAGRAMs rides HTTP/3: the client asks for `/live`, both sides
+/// advertise HTTP datagrams (SETTINGS_H3_DATAGRAM = 1), and every datagram names the request
+/// stream (RFC 9297); on a clean link everything plays.
+#[test]
+fn realtime_datagrams_ride_http3() {
+    let p = Preset::from_name("4g").unwrap();
+    let rt = qfec_lab::RealtimeSpec {
+        duration: Duration::from_secs(3),
+        ..qfec_lab::RealtimeSpec::paper002()
+    };
+    let s = spec(
+        p.links(Some(0.0)),
+        Workload::Realtime(rt),
+        ProtocolSettings::default(),
+        5,
+    );
+    let dir = std::env::temp_dir().join(format!("qfec-lab-h3dg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = quic::RunOptions {
+        qlog: Some(dir.clone()),
+        ..Default::default()
+    };
+    let rec = quic::run_with(&s, &options);
+    assert!(rec.error.is_none(), "{:?}", rec.error);
+    assert_eq!(rec.app_data_fraction, Some(1.0));
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let q = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        let settings = q.matches(r#""h3_datagram":1"#).count();
+        assert_eq!(settings, 2, "both sides' SETTINGS advertise HTTP datagrams");
+        assert!(q.contains(r#""stream_type":"request""#));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn page_and_files_and_realtime_workloads() {
     let p = Preset::from_name("4g").unwrap();

@@ -14,6 +14,8 @@ use crate::tasks::Tasks;
 #[derive(Debug, Clone)]
 pub struct Response {
     pub path: String,
+    /// The request's stream, once sent (the stream HTTP datagrams of this request name).
+    pub stream: Option<u64>,
     /// The response's status, once its headers arrived.
     pub status: Option<u16>,
     /// Body bytes received.
@@ -41,6 +43,8 @@ pub struct H3Client {
     sender: Rc<RefCell<Option<Sender>>>,
     /// Requests not yet handed to a task (waiting for the sender).
     pending: Vec<usize>,
+    /// Advertise SETTINGS_H3_DATAGRAM (RFC 9297).
+    datagrams: bool,
 }
 
 impl H3Client {
@@ -55,6 +59,7 @@ impl H3Client {
             responses: Rc::default(),
             sender: Rc::default(),
             pending: Vec::new(),
+            datagrams: false,
         };
         for p in paths {
             c.request(p);
@@ -62,11 +67,20 @@ impl H3Client {
         c
     }
 
+    /// Advertises HTTP datagrams (SETTINGS_H3_DATAGRAM); call before the first poll. The
+    /// application reads them with the connection's `recv_datagram` and
+    /// [`datagram::decode`](super::datagram::decode), matching [`Response::stream`].
+    pub fn with_datagrams(mut self) -> Self {
+        self.datagrams = true;
+        self
+    }
+
     /// Adds a GET for `path`; returns its index among the requests.
     pub fn request(&mut self, path: String) -> usize {
         let mut rs = self.responses.borrow_mut();
         rs.push(Response {
             path,
+            stream: None,
             status: None,
             bytes: 0,
             sent: None,
@@ -122,9 +136,11 @@ impl H3Client {
     fn start(&mut self) {
         let quic = self.bridge.quic();
         let (responses, sender) = (self.responses.clone(), self.sender.clone());
+        let datagrams = self.datagrams;
         self.tasks.spawner().spawn(async move {
             let built = h3::client::builder()
                 .send_grease(false)
+                .enable_datagram(datagrams)
                 .build::<_, _, Bytes>(quic)
                 .await;
             let (mut driver, send) = match built {
@@ -158,6 +174,11 @@ impl H3Client {
         std::mem::take(&mut self.responses.borrow_mut()[i].body)
     }
 
+    /// Request `i`'s stream, once it was sent.
+    pub fn state_stream(&self, i: usize) -> Option<u64> {
+        self.responses.borrow()[i].stream
+    }
+
     /// Request `i`'s state: (status, body bytes so far, done).
     pub fn state(&self, i: usize) -> (Option<u16>, u64, Option<Result<Instant, String>>) {
         let r = &self.responses.borrow()[i];
@@ -185,6 +206,7 @@ async fn fetch(
         .map_err(|e| format!("bad request URI {uri}: {e}"))?;
     responses.borrow_mut()[i].sent = Some(now.get());
     let mut stream = send.send_request(req).await.map_err(|e| e.to_string())?;
+    responses.borrow_mut()[i].stream = Some(stream.id().into_inner());
     stream.finish().await.map_err(|e| e.to_string())?;
     let resp = stream.recv_response().await.map_err(|e| e.to_string())?;
     responses.borrow_mut()[i].status = Some(resp.status().as_u16());

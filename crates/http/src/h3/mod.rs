@@ -8,6 +8,7 @@
 
 mod bridge;
 mod client;
+pub mod datagram;
 mod server;
 mod trace;
 

@@ -24,6 +24,10 @@ pub struct H3Server {
     content: Rc<dyn Content>,
     now: Rc<Cell<Instant>>,
     log: Rc<RefCell<AwaitingAck>>,
+    /// Paths whose GET opens a flow of HTTP datagrams (RFC 9297) instead of a body.
+    datagram_paths: Rc<Vec<String>>,
+    /// The datagram flows requested: (path, request stream), in order.
+    flows: Rc<RefCell<Vec<(String, u64)>>>,
 }
 
 impl H3Server {
@@ -35,7 +39,23 @@ impl H3Server {
             content,
             now: Rc::new(Cell::new(Instant::ZERO)),
             log: Rc::default(),
+            datagram_paths: Rc::default(),
+            flows: Rc::default(),
         }
+    }
+
+    /// A GET of `path` opens a flow of HTTP datagrams (RFC 9297): the server answers 200,
+    /// keeps the request stream open and reports the flow ([`flows`](Self::flows)); the
+    /// application sends its datagrams with [`datagram::encode`](super::datagram::encode)
+    /// and the flow's stream. Advertises SETTINGS_H3_DATAGRAM.
+    pub fn with_datagram_path(mut self, path: &str) -> Self {
+        Rc::make_mut(&mut self.datagram_paths).push(path.to_string());
+        self
+    }
+
+    /// The datagram flows clients opened: (path, request stream ID).
+    pub fn flows(&self) -> Vec<(String, u64)> {
+        self.flows.borrow().clone()
     }
 
     /// Runs the session on `conn` (call after input and timers).
@@ -45,10 +65,16 @@ impl H3Server {
             self.started = true;
             let quic = self.bridge.quic();
             let spawner = self.tasks.spawner();
-            let (content, now, log) = (self.content.clone(), self.now.clone(), self.log.clone());
+            let session = Session {
+                content: self.content.clone(),
+                now: self.now.clone(),
+                log: self.log.clone(),
+                datagram_paths: self.datagram_paths.clone(),
+                flows: self.flows.clone(),
+            };
             self.tasks
                 .spawner()
-                .spawn(accept_requests(quic, spawner, content, now, log));
+                .spawn(accept_requests(quic, spawner, session));
         }
         drive(&mut self.bridge, &mut self.tasks, now, conn);
     }
@@ -72,22 +98,33 @@ impl H3Server {
     }
 }
 
-async fn accept_requests(
-    quic: QuicConnection,
-    spawner: Spawner,
+/// What the request tasks of one connection share.
+#[derive(Clone)]
+struct Session {
     content: Rc<dyn Content>,
     now: Rc<Cell<Instant>>,
     log: Rc<RefCell<AwaitingAck>>,
-) {
+    datagram_paths: Rc<Vec<String>>,
+    flows: Rc<RefCell<Vec<(String, u64)>>>,
+}
+
+async fn accept_requests(quic: QuicConnection, spawner: Spawner, session: Session) {
     let built = h3::server::builder()
         .send_grease(false)
+        .enable_datagram(!session.datagram_paths.is_empty())
         .build::<_, Bytes>(quic)
         .await;
     let Ok(mut conn) = built else {
         return;
     };
     while let Ok(Some(resolver)) = conn.accept().await {
-        let (content, now, log) = (content.clone(), now.clone(), log.clone());
+        let Session {
+            content,
+            now,
+            log,
+            datagram_paths,
+            flows,
+        } = session.clone();
         spawner.spawn(async move {
             let Ok((req, mut stream)) = resolver.resolve_request().await else {
                 return;
@@ -96,6 +133,17 @@ async fn accept_requests(
             let stream_id = stream.id().into_inner();
             let method = req.method().clone();
             let path = req.uri().path().to_string();
+            if method == Method::GET && datagram_paths.contains(&path) {
+                // A datagram flow: 200, then the stream stays open as its anchor.
+                let resp = http::Response::builder().status(StatusCode::OK).body(());
+                if let Ok(resp) = resp
+                    && stream.send_response(resp).await.is_ok()
+                {
+                    flows.borrow_mut().push((path, stream_id));
+                    std::future::pending::<()>().await;
+                }
+                return;
+            }
             let body = match method {
                 Method::GET | Method::HEAD => content.open(&path),
                 _ => None,

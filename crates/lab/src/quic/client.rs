@@ -36,6 +36,9 @@ struct Playout {
     first_arrival: Option<Instant>,
     /// Stream delivery: bytes of each open stream not yet a whole packet.
     partial: Vec<(StreamId, Vec<u8>)>,
+    /// Datagram delivery: the HTTP/3 session whose request (`/live`) the datagrams belong
+    /// to (RFC 9297).
+    h3: Option<Box<qfec_http::h3::H3Client>>,
 }
 
 /// What the playout measured (paper 002's metrics and message delays).
@@ -258,6 +261,12 @@ impl ClientApp {
                     sent_at: vec![None; n],
                     first_arrival: None,
                     partial: Vec::new(),
+                    h3: (spec.delivery == crate::workload::Delivery::Datagram).then(|| {
+                        Box::new(
+                            qfec_http::h3::H3Client::new("localhost", ["/live".to_string()])
+                                .with_datagrams(),
+                        )
+                    }),
                 })
             }
         };
@@ -351,7 +360,27 @@ impl ClientApp {
                 }
             },
             Work::Realtime(p) => {
+                // Over HTTP/3, each datagram names the request stream of `/live`.
+                let flow = p.h3.as_mut().map(|h3| {
+                    h3.poll(now, c);
+                    h3.state_stream(0)
+                });
                 while let Some(d) = c.recv_datagram() {
+                    let d = match flow {
+                        None => d,
+                        Some(flow) => match qfec_http::h3::datagram::decode(&d) {
+                            Ok((stream, payload)) if Some(stream) == flow => payload,
+                            Ok((stream, _)) => {
+                                self.error =
+                                    Some(format!("HTTP datagram for stream {stream}, not /live's"));
+                                return;
+                            }
+                            Err(e) => {
+                                self.error = Some(e.to_string());
+                                return;
+                            }
+                        },
+                    };
                     self.app_bytes += d.len() as u64;
                     if let Err(e) = p.on_packet(now, &d, &self.content) {
                         self.error = Some(e);
@@ -660,6 +689,7 @@ mod tests {
             sent_at: (0..4).map(|i| Some(at(0.99 + 0.1 * i as f64))).collect(),
             first_arrival: Some(at(1.0)),
             partial: Vec::new(),
+            h3: None,
         };
         for (i, c) in complete.iter().enumerate() {
             if c.is_some() {

@@ -94,6 +94,13 @@ impl ServerApp {
                     content: Content::new(),
                 },
             ))),
+            // The real-time source over HTTP datagrams, once the client asked for `/live`.
+            Workload::Realtime(spec) if spec.delivery == Delivery::Datagram => Some(
+                qfec_http::h3::H3Server::new(std::rc::Rc::new(
+                    qfec_http::content::Memory::default(),
+                ))
+                .with_datagram_path("/live"),
+            ),
             _ => None,
         };
         ServerApp {
@@ -130,10 +137,52 @@ impl ServerApp {
             }
             self.next_trace = now + TRACE_INTERVAL;
         }
+        // Over HTTP/3: the page's objects, or the request stream the source's datagrams name.
+        let mut flow = None;
         if let Some(h3) = &mut self.h3 {
             h3.poll(now, c);
-            return;
+            flow = h3.flows().first().map(|f| f.1);
+        } else {
+            self.serve_requests(now, c);
         }
+        if let Some(src) = self.source.as_mut() {
+            let ready = match &self.h3 {
+                Some(_) => flow.is_some(),
+                None => c.is_established(),
+            };
+            if ready && src.next_at.is_none() && src.next_msg == 0 {
+                src.next_at = Some(now);
+            }
+            while let Some(t) = src.next_at.filter(|t| *t <= now) {
+                let msg = src.next_msg;
+                let packets: Vec<Bytes> = (0..src.spec.packets_per_message)
+                    .map(|pkt| packet(&self.content, &src.spec, msg, pkt, now))
+                    .collect();
+                match src.spec.delivery {
+                    Delivery::Datagram => {
+                        // Useless once the receiver has played it: one playback buffer after
+                        // it would have arrived (the one-way delay taken as half the RTT).
+                        let deadline = now + src.spec.playback_buffer + c.path_stats().min_rtt / 2;
+                        for p in packets {
+                            let p = match flow {
+                                Some(stream) => qfec_http::h3::datagram::encode(stream, &p),
+                                None => p,
+                            };
+                            let _ = c.send_datagram_with_deadline(p, deadline);
+                        }
+                    }
+                    Delivery::Stream => src.backlog.push_back(packets),
+                }
+                src.next_msg += 1;
+                src.next_at = (src.next_msg < src.total)
+                    .then(|| t + Duration::from_secs(1) / src.spec.messages_per_sec.max(1));
+            }
+            write_messages(c, src);
+        }
+    }
+
+    /// The lab's request protocol: an 8-byte size in, that many bytes out.
+    fn serve_requests(&mut self, now: Instant, c: &mut qfec_proto::Connection) {
         while let Some(id) = c.accept_stream(Dir::Bi) {
             self.responses.push(Response {
                 id,
@@ -174,32 +223,6 @@ impl ServerApp {
             }
         }
         self.responses.retain(|r| r.remaining != Some(0));
-        if let Some(src) = self.source.as_mut() {
-            if c.is_established() && src.next_at.is_none() && src.next_msg == 0 {
-                src.next_at = Some(now);
-            }
-            while let Some(t) = src.next_at.filter(|t| *t <= now) {
-                let msg = src.next_msg;
-                let packets: Vec<Bytes> = (0..src.spec.packets_per_message)
-                    .map(|pkt| packet(&self.content, &src.spec, msg, pkt, now))
-                    .collect();
-                match src.spec.delivery {
-                    Delivery::Datagram => {
-                        // Useless once the receiver has played it: one playback buffer after
-                        // it would have arrived (the one-way delay taken as half the RTT).
-                        let deadline = now + src.spec.playback_buffer + c.path_stats().min_rtt / 2;
-                        for p in packets {
-                            let _ = c.send_datagram_with_deadline(p, deadline);
-                        }
-                    }
-                    Delivery::Stream => src.backlog.push_back(packets),
-                }
-                src.next_msg += 1;
-                src.next_at = (src.next_msg < src.total)
-                    .then(|| t + Duration::from_secs(1) / src.spec.messages_per_sec.max(1));
-            }
-            write_messages(c, src);
-        }
     }
 
     pub fn fill_record(&self, ep: &Endpoint, rec: &mut RunRecord) {
