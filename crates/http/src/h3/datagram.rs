@@ -25,7 +25,7 @@ pub const H3_DATAGRAM_ERROR: u64 = 0x33;
 /// bidirectional stream: a multiple of four).
 pub fn encode(stream_id: u64, payload: &[u8]) -> Bytes {
     assert!(
-        stream_id % 4 == 0,
+        stream_id.is_multiple_of(4),
         "HTTP datagrams belong to client-initiated bidirectional streams"
     );
     let q = stream_id / 4;
