@@ -410,7 +410,8 @@ pub enum WorkloadKind {
 /// - `page`: `page = "flickr"` (or a paper 001 site) or `objects = [{ size, level, kind }]`
 /// - `realtime`: `messages_per_sec`, `packets_per_message`, `packet_size`, `duration`,
 ///   `playback_buffer` (defaults: paper 002's 30 x 8 x 1000 B for 25 s, 100 ms), `delivery`
-///   (`datagram`, the default, or `stream`: reliable, one stream per message)
+///   (`datagram`, the default, `stream`: reliable, one stream per message, or `h3_datagram`:
+///   HTTP/3 datagrams of a `/live` request, RFC 9297)
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadCfg {

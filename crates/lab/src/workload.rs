@@ -35,6 +35,10 @@ pub enum Delivery {
     Datagram,
     /// Each message on its own unidirectional stream (paper 002's reliable QUIC).
     Stream,
+    /// As `Datagram`, over HTTP/3: the client requests `/live` and each packet is an HTTP
+    /// datagram of that request (RFC 9297: one more byte, the Quarter Stream ID). Paper 002
+    /// used raw QUIC, so its reproductions do not.
+    H3Datagram,
 }
 
 /// Smallest real-time packet: the message number (4 bytes), packet index (1), send time (8).
@@ -139,6 +143,7 @@ impl Workload {
                 match r.delivery {
                     Delivery::Datagram => "",
                     Delivery::Stream => "-stream",
+                    Delivery::H3Datagram => "-h3",
                 }
             ),
         }
@@ -219,6 +224,7 @@ impl Workload {
                     match opt {
                         "stream" => spec.delivery = Delivery::Stream,
                         "datagram" => spec.delivery = Delivery::Datagram,
+                        "h3" => spec.delivery = Delivery::H3Datagram,
                         _ => {
                             let (buffer, value) = match opt.strip_prefix("buffer=") {
                                 Some(v) => (true, v),
@@ -226,7 +232,7 @@ impl Workload {
                             };
                             let d = crate::units::parse_duration(value).map_err(|e| {
                                 format!(
-                                    "workload {s:?}: {e}; options are DURATION, buffer=DURATION, stream, datagram"
+                                    "workload {s:?}: {e}; options are DURATION, buffer=DURATION, stream, datagram, h3"
                                 )
                             })?;
                             if buffer {

@@ -263,7 +263,7 @@ fn pages_load_over_http3() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The real-time source over DATAGRAMs rides HTTP/3: the client asks for `/live`, both sides
+/// `realtime:h3`: the real-time source over HTTP/3: the client asks for `/live`, both sides
 /// advertise HTTP datagrams (SETTINGS_H3_DATAGRAM = 1), and every datagram names the request
 /// stream (RFC 9297); on a clean link everything plays.
 #[test]
@@ -271,8 +271,13 @@ fn realtime_datagrams_ride_http3() {
     let p = Preset::from_name("4g").unwrap();
     let rt = qfec_lab::RealtimeSpec {
         duration: Duration::from_secs(3),
+        delivery: qfec_lab::Delivery::H3Datagram,
         ..qfec_lab::RealtimeSpec::paper002()
     };
+    assert_eq!(
+        Workload::parse("realtime:3s,h3").unwrap(),
+        Workload::Realtime(rt.clone())
+    );
     let s = spec(
         p.links(Some(0.0)),
         Workload::Realtime(rt),

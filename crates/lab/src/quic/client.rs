@@ -261,7 +261,7 @@ impl ClientApp {
                     sent_at: vec![None; n],
                     first_arrival: None,
                     partial: Vec::new(),
-                    h3: (spec.delivery == crate::workload::Delivery::Datagram).then(|| {
+                    h3: (spec.delivery == crate::workload::Delivery::H3Datagram).then(|| {
                         Box::new(
                             qfec_http::h3::H3Client::new("localhost", ["/live".to_string()])
                                 .with_datagrams(),

@@ -40,11 +40,11 @@ pub use server::ServerApp;
 pub const ALPN: &[u8] = b"qfec-lab";
 
 /// The ALPN of a flow's workload: `h3` for web pages (loaded over HTTP/3) and the real-time
-/// source over DATAGRAMs (HTTP datagrams, RFC 9297), the lab's own protocol otherwise.
+/// source over HTTP datagrams (RFC 9297), the lab's own protocol otherwise.
 pub fn alpn_of(workload: &Workload) -> &'static [u8] {
     match workload {
         Workload::Page(_) => qfec_http::h3::ALPN_H3,
-        Workload::Realtime(s) if s.delivery == crate::workload::Delivery::Datagram => {
+        Workload::Realtime(s) if s.delivery == crate::workload::Delivery::H3Datagram => {
             qfec_http::h3::ALPN_H3
         }
         _ => ALPN,

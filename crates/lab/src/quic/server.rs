@@ -95,7 +95,7 @@ impl ServerApp {
                 },
             ))),
             // The real-time source over HTTP datagrams, once the client asked for `/live`.
-            Workload::Realtime(spec) if spec.delivery == Delivery::Datagram => Some(
+            Workload::Realtime(spec) if spec.delivery == Delivery::H3Datagram => Some(
                 qfec_http::h3::H3Server::new(std::rc::Rc::new(
                     qfec_http::content::Memory::default(),
                 ))
@@ -159,7 +159,7 @@ impl ServerApp {
                     .map(|pkt| packet(&self.content, &src.spec, msg, pkt, now))
                     .collect();
                 match src.spec.delivery {
-                    Delivery::Datagram => {
+                    Delivery::Datagram | Delivery::H3Datagram => {
                         // Useless once the receiver has played it: one playback buffer after
                         // it would have arrived (the one-way delay taken as half the RTT).
                         let deadline = now + src.spec.playback_buffer + c.path_stats().min_rtt / 2;
