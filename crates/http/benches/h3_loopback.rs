@@ -15,6 +15,9 @@ use qfec_http::content::{Body, Content};
 use qfec_http::h3::ALPN_H3;
 use qfec_http::{Client, Server};
 use qfec_io::Driver;
+#[path = "../tests/common/quinn_h3.rs"]
+mod quinn_h3;
+
 use qfec_proto::{
     ClientConfig, ClientCryptoConfig, Endpoint, EndpointConfig, ServerConfig, ServerCryptoConfig,
     TransportConfig,
@@ -155,22 +158,7 @@ fn quinn_run(bytes: u64) -> Duration {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let (chain, key) = cert();
-        let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .unwrap();
-        tls.alpn_protocols = vec![ALPN_H3.to_vec()];
-        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
-        let server = quinn::Endpoint::server(
-            quinn::ServerConfig::with_crypto(Arc::new(crypto)),
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .unwrap();
+        let server = quinn_h3::server();
         let addr = server.local_addr().unwrap();
         tokio::spawn(async move {
             while let Some(inc) = server.accept().await {
@@ -198,18 +186,7 @@ fn quinn_run(bytes: u64) -> Duration {
                 });
             }
         });
-        let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .unwrap()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(qfec_proto::crypto::SkipServerVerification))
-        .with_no_client_auth();
-        tls.alpn_protocols = vec![ALPN_H3.to_vec()];
-        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-        let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-        client.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+        let client = quinn_h3::client();
         let start = StdInstant::now();
         let conn = client.connect(addr, "localhost").unwrap().await.unwrap();
         let (mut driver, mut send) = h3::client::new(h3_quinn::Connection::new(conn))

@@ -18,6 +18,9 @@ use qfec_proto::{
 };
 use sha2::{Digest, Sha256};
 
+#[path = "common/quinn_h3.rs"]
+mod quinn_h3;
+
 /// What both servers serve: (path, size).
 const FILES: [(&str, usize); 3] = [
     ("/small", 1_000),
@@ -72,22 +75,7 @@ fn cert() -> (
 // ---------- quinn + h3 ----------
 
 fn quinn_server() -> quinn::Endpoint {
-    let (chain, key) = cert();
-    let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .unwrap();
-    tls.alpn_protocols = vec![ALPN_H3.to_vec()];
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
-    let ep = quinn::Endpoint::server(
-        quinn::ServerConfig::with_crypto(Arc::new(crypto)),
-        loopback(),
-    )
-    .unwrap();
+    let ep = quinn_h3::server();
     let server = ep.clone();
     tokio::spawn(async move {
         while let Some(incoming) = server.accept().await {
@@ -119,18 +107,7 @@ fn quinn_server() -> quinn::Endpoint {
 }
 
 async fn quinn_fetch(server: SocketAddr) -> Vec<(u16, [u8; 32])> {
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[&rustls::version::TLS13])
-    .unwrap()
-    .dangerous()
-    .with_custom_certificate_verifier(Arc::new(qfec_proto::crypto::SkipServerVerification))
-    .with_no_client_auth();
-    tls.alpn_protocols = vec![ALPN_H3.to_vec()];
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    let mut ep = quinn::Endpoint::client(loopback()).unwrap();
-    ep.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    let ep = quinn_h3::client();
     let conn = ep.connect(server, "localhost").unwrap().await.unwrap();
     let (mut driver, send) = h3::client::new(h3_quinn::Connection::new(conn))
         .await
