@@ -1,4 +1,4 @@
-//! `qfec server --tcp` and `qfec client --tcp`: the hq server's files over HTTP/2 on TLS 1.3
+//! `qfec server --tcp` and `qfec client --tcp`: the QUIC server's files over HTTP/2 on TLS 1.3
 //! (rustls with ring, ALPN h2) on kernel TCP, so that QUIC and TCP can be compared on the same
 //! files and paths. `serve` and `fetch` also run in-process, each on a current-thread tokio
 //! runtime (`crate::fetch::runtime`).
