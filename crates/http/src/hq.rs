@@ -2,7 +2,7 @@
 //! is `GET /path\r\n` on a bidirectional stream; the answer is the body's bytes, then FIN;
 //! a missing path resets the stream with [`CODE_NOT_FOUND`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -206,6 +206,94 @@ impl HqServer {
                 });
             }
         }
+    }
+}
+
+/// One request of an [`HqClient`].
+struct Request {
+    path: String,
+    stream: Option<StreamId>,
+    body: VecDeque<Bytes>,
+    done: Option<Result<Instant, String>>,
+}
+
+/// The hq-interop client on one connection: a `GET /path` per path on its own stream, all
+/// at once, as soon as the connection may carry them (in 0-RTT when the session resumes).
+pub struct HqClient {
+    requests: Vec<Request>,
+}
+
+impl HqClient {
+    pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
+        HqClient {
+            requests: paths
+                .into_iter()
+                .map(|path| Request {
+                    path,
+                    stream: None,
+                    body: VecDeque::new(),
+                    done: None,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl crate::RequestSession for HqClient {
+    fn poll(&mut self, now: Instant, conn: &mut Connection) {
+        // A resuming client may ask before the handshake completes (0-RTT).
+        if conn.is_established() || conn.can_send_early_data() {
+            for r in self.requests.iter_mut().filter(|r| r.stream.is_none()) {
+                let Some(id) = conn.open_stream(Dir::Bi) else {
+                    break;
+                };
+                let req = format!("GET {}\r\n", r.path);
+                let _ = conn.write(id, req.as_bytes());
+                let _ = conn.finish(id);
+                r.stream = Some(id);
+            }
+        }
+        for r in self.requests.iter_mut().filter(|r| r.done.is_none()) {
+            let Some(id) = r.stream else { continue };
+            loop {
+                match conn.read(now, id, usize::MAX) {
+                    Ok(Some(chunk)) => r.body.push_back(chunk),
+                    Ok(None) => {
+                        r.done = Some(Ok(now));
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(ReadError::Reset(code)) => {
+                        r.done = Some(Err(if code == CODE_NOT_FOUND {
+                            "not found".to_string()
+                        } else {
+                            format!("reset with code {code}")
+                        }));
+                        break;
+                    }
+                    Err(ReadError::ClosedStream) => {
+                        r.done = Some(Err("stream closed".into()));
+                        break;
+                    }
+                }
+            }
+        }
+        if conn.is_closed() {
+            let why = conn
+                .error()
+                .map_or("connection closed".to_string(), |e| e.to_string());
+            for r in self.requests.iter_mut().filter(|r| r.done.is_none()) {
+                r.done = Some(Err(why.clone()));
+            }
+        }
+    }
+
+    fn take_body(&mut self, i: usize) -> VecDeque<Bytes> {
+        std::mem::take(&mut self.requests[i].body)
+    }
+
+    fn result(&self, i: usize) -> Option<Result<Instant, String>> {
+        self.requests[i].done.clone()
     }
 }
 

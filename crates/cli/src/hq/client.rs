@@ -15,16 +15,17 @@ use qfec_fec::{FecExtension, FecStats};
 use qfec_io::{Application, Driver};
 use qfec_proto::connection::abandon_code;
 use qfec_proto::{
-    ClientConfig, ClientCryptoConfig, ConnectionHandle, Dir, Endpoint, Event, Instant, PathId,
-    PathInfo, PathState, ReadError, StreamEvent, StreamId,
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, Endpoint, Event, Instant, PathId, PathInfo,
+    PathState, StreamEvent,
 };
 
-use super::{ALPN_HQ, CODE_NOT_FOUND, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint};
+use super::{ALPN_HQ, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint};
 use crate::fetch::{
     Url, certificate_hint, failed_line, file_line, one_server, output_name, parse_url, runtime,
     spawn_sink, total_line,
 };
 use crate::tls;
+use qfec_http::RequestSession;
 use qfec_http::h3::{ALPN_H3, H3Client};
 
 #[derive(Args, Debug)]
@@ -326,7 +327,6 @@ impl Describe {
 
 struct Download {
     url: Url,
-    stream: Option<StreamId>,
     bytes: u64,
     /// Hashing (and saving) run on a thread of their own, so that they never slow the
     /// transfer being measured.
@@ -428,8 +428,8 @@ impl Paths {
 
 pub struct HqClient {
     conn: ConnectionHandle,
-    /// The HTTP/3 session, once the server chose h3.
-    h3: Option<Box<H3Client>>,
+    /// The requests' session (HTTP/3 or hq-interop), once the protocol is known.
+    session: Option<Box<dyn RequestSession>>,
     /// The one protocol offered, if only one was (then requests may go out in 0-RTT).
     alpn: Option<AppProtocol>,
     /// Multipath bookkeeping (idle without --multipath).
@@ -475,7 +475,6 @@ impl HqClient {
                 };
                 Download {
                     url,
-                    stream: None,
                     bytes: 0,
                     sink,
                     digest,
@@ -486,7 +485,7 @@ impl HqClient {
             .collect();
         HqClient {
             conn,
-            h3: None,
+            session: None,
             alpn: None,
             paths: Box::default(),
             downloads,
@@ -691,89 +690,38 @@ impl Application for HqClient {
             Some(a) => AppProtocol::of_alpn(a),
             None => self.alpn,
         };
-        if protocol == Some(AppProtocol::H3) {
-            if conn.is_established() && self.h3.is_none() {
-                let u = &self.downloads[0].url;
-                let authority = if u.host.contains(':') {
-                    format!("[{}]:{}", u.host, u.port)
-                } else {
-                    format!("{}:{}", u.host, u.port)
-                };
-                let paths = self.downloads.iter().map(|d| d.url.path.clone());
-                self.h3 = Some(Box::new(H3Client::new(&authority, paths)));
-            }
-            if let Some(h3) = &mut self.h3 {
-                h3.poll(now, conn);
-                for (i, d) in self.downloads.iter_mut().enumerate() {
-                    for chunk in h3.take_body(i) {
-                        d.bytes += chunk.len() as u64;
-                        if let Some(tx) = &d.sink {
-                            let _ = tx.send(chunk);
-                        }
-                    }
-                    if d.done.is_none()
-                        && let (status, _, Some(done)) = h3.state(i)
-                    {
-                        d.done = Some(match (status, done) {
-                            (Some(200), Ok(t)) => Ok(t),
-                            (Some(404), Ok(_)) => Err("not found (HTTP 404)".to_string()),
-                            (Some(code), Ok(_)) => Err(format!("HTTP status {code}")),
-                            (_, Err(e)) => Err(e),
-                            (None, Ok(_)) => Err("no response".to_string()),
-                        });
-                        d.sink = None;
+        // The protocol's session, once the protocol is known: HTTP/3 or hq-interop, both
+        // from qfec-http (hq-interop asks in 0-RTT when the session resumes).
+        if self.session.is_none() {
+            let paths = self.downloads.iter().map(|d| d.url.path.clone());
+            self.session = match protocol {
+                Some(AppProtocol::H3) => {
+                    let u = &self.downloads[0].url;
+                    let authority = if u.host.contains(':') {
+                        format!("[{}]:{}", u.host, u.port)
+                    } else {
+                        format!("{}:{}", u.host, u.port)
+                    };
+                    Some(Box::new(H3Client::new(&authority, paths)))
+                }
+                Some(AppProtocol::HqInterop) => Some(Box::new(qfec_http::hq::HqClient::new(paths))),
+                None => None,
+            };
+        }
+        if let Some(session) = &mut self.session {
+            session.poll(now, conn);
+            for (i, d) in self.downloads.iter_mut().enumerate() {
+                for chunk in session.take_body(i) {
+                    d.bytes += chunk.len() as u64;
+                    if let Some(tx) = &d.sink {
+                        let _ = tx.send(chunk);
                     }
                 }
-            }
-        }
-        // A resuming client may ask before the handshake completes (0-RTT).
-        if protocol == Some(AppProtocol::HqInterop)
-            && (conn.is_established() || conn.can_send_early_data())
-        {
-            for d in self.downloads.iter_mut().filter(|d| d.stream.is_none()) {
-                let Some(id) = conn.open_stream(Dir::Bi) else {
-                    break;
-                };
-                let req = format!("GET {}\r\n", d.url.path);
-                let _ = conn.write(id, req.as_bytes());
-                let _ = conn.finish(id);
-                d.stream = Some(id);
-            }
-        }
-        for d in self.downloads.iter_mut().filter(|d| d.done.is_none()) {
-            let Some(id) = d
-                .stream
-                .filter(|_| protocol == Some(AppProtocol::HqInterop))
-            else {
-                continue;
-            };
-            loop {
-                match conn.read(now, id, usize::MAX) {
-                    Ok(Some(chunk)) => {
-                        d.bytes += chunk.len() as u64;
-                        if let Some(tx) = &d.sink {
-                            let _ = tx.send(chunk);
-                        }
-                    }
-                    Ok(None) => {
-                        d.done = Some(Ok(now));
-                        d.sink = None;
-                        break;
-                    }
-                    Err(ReadError::Blocked) => break,
-                    Err(ReadError::Reset(code)) => {
-                        let msg = if code == CODE_NOT_FOUND {
-                            "not found".to_string()
-                        } else {
-                            format!("reset with code {code}")
-                        };
-                        d.done = Some(Err(msg));
-                        break;
-                    }
-                    Err(ReadError::ClosedStream) => {
-                        d.done = Some(Err("stream closed".into()));
-                        break;
-                    }
+                if d.done.is_none()
+                    && let Some(result) = session.result(i)
+                {
+                    d.done = Some(result);
+                    d.sink = None;
                 }
             }
         }

@@ -28,7 +28,7 @@ use qfec_proto::{
 };
 use qfec_qlog::{QlogFactory, QlogOptions};
 
-pub use qfec_http::hq::{ALPN_HQ, CODE_NOT_FOUND};
+pub use qfec_http::hq::ALPN_HQ;
 
 /// The `TransportArgs` that only QUIC has (all but `keylog`), for `--tcp` to refuse.
 pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 11] = [

@@ -186,6 +186,28 @@ impl H3Client {
     }
 }
 
+impl crate::RequestSession for H3Client {
+    fn poll(&mut self, now: Instant, conn: &mut Connection) {
+        H3Client::poll(self, now, conn);
+    }
+
+    fn take_body(&mut self, i: usize) -> VecDeque<Bytes> {
+        H3Client::take_body(self, i)
+    }
+
+    /// A 200 whose body completed, else why not (`not found (HTTP 404)`, `HTTP status N`).
+    fn result(&self, i: usize) -> Option<Result<Instant, String>> {
+        let (status, _, done) = self.state(i);
+        Some(match (status, done?) {
+            (Some(200), Ok(t)) => Ok(t),
+            (Some(404), Ok(_)) => Err("not found (HTTP 404)".to_string()),
+            (Some(code), Ok(_)) => Err(format!("HTTP status {code}")),
+            (_, Err(e)) => Err(e),
+            (None, Ok(_)) => Err("no response".to_string()),
+        })
+    }
+}
+
 fn fail_all(responses: &RefCell<Vec<Response>>, why: &str) {
     for r in responses.borrow_mut().iter_mut() {
         if r.done.is_none() {
