@@ -9,7 +9,7 @@ use std::time::Duration;
 use qfec_http::RequestLog;
 use qfec_http::content::Memory;
 use qfec_http::h3::{H3Client, H3Server};
-use qfec_proto::{Event, StreamEvent, TransportConfig};
+use qfec_proto::{ConnectionHandle, Event, StreamEvent, TransportConfig};
 use qfec_testkit::{LinkSpec, Pair, payload};
 use sha2::{Digest, Sha256};
 
@@ -20,6 +20,28 @@ struct Outcome {
     log: Vec<RequestLog>,
     /// Datagrams each way.
     sent: [u64; 2],
+}
+
+/// Runs each server session on its connection, telling it which responses the client
+/// acknowledged; collects the requests they logged.
+fn poll_servers(
+    p: &mut Pair,
+    servers: &mut HashMap<ConnectionHandle, H3Server>,
+    log: &mut Vec<RequestLog>,
+) {
+    for (h, s) in servers.iter_mut() {
+        if let Some(c) = p.server.connection_mut(*h) {
+            let mut acked = Vec::new();
+            while let Some(ev) = c.poll() {
+                if let Event::Stream(StreamEvent::Finished(id)) = ev {
+                    acked.push(id.0);
+                }
+            }
+            s.poll(p.now, c);
+            s.on_acked(p.now, &acked, c.is_closed());
+            log.extend(s.take_log());
+        }
+    }
 }
 
 fn run(seed: u64, loss: f64, files: &[(&str, usize)], ask: &[&str]) -> Outcome {
@@ -43,19 +65,7 @@ fn run(seed: u64, loss: f64, files: &[(&str, usize)], ask: &[&str]) -> Outcome {
         while let Some(h) = p.server.accept() {
             servers.insert(h, H3Server::new(content.clone()));
         }
-        for (h, s) in servers.iter_mut() {
-            if let Some(c) = p.server.connection_mut(*h) {
-                let mut acked = Vec::new();
-                while let Some(ev) = c.poll() {
-                    if let Event::Stream(StreamEvent::Finished(id)) = ev {
-                        acked.push(id.0);
-                    }
-                }
-                s.poll(now, c);
-                s.on_acked(now, &acked, c.is_closed());
-                log.extend(s.take_log());
-            }
-        }
+        poll_servers(p, &mut servers, &mut log);
         if let Some(c) = p.client.connection_mut(ch) {
             client.poll(now, c);
         }
@@ -70,20 +80,7 @@ fn run(seed: u64, loss: f64, files: &[(&str, usize)], ask: &[&str]) -> Outcome {
     // The server logs a response once the client acknowledged it: a little longer.
     let expect = ask.len();
     pair.run_until(Duration::from_secs(5), |p| {
-        let now = p.now;
-        for (h, s) in servers.iter_mut() {
-            if let Some(c) = p.server.connection_mut(*h) {
-                let mut acked = Vec::new();
-                while let Some(ev) = c.poll() {
-                    if let Event::Stream(StreamEvent::Finished(id)) = ev {
-                        acked.push(id.0);
-                    }
-                }
-                s.poll(now, c);
-                s.on_acked(now, &acked, c.is_closed());
-                log.extend(s.take_log());
-            }
-        }
+        poll_servers(p, &mut servers, &mut log);
         log.len() == expect
     });
     let rs = client.responses();
