@@ -1,7 +1,8 @@
 //! qfec against other QUIC stacks through `qfec emu --preset interop --loss 1%`, both ways:
 //! `qfec client` downloads from the peer's server and the peer's client from `qfec server`,
-//! two files at once, intact by SHA-256; with quic-go and aioquic also over HTTP/3 (their
-//! `--http3`), three files at once and, from the peer's server, a missing one (HTTP 404).
+//! two files at once, intact by SHA-256; with quinn (h3 over h3-quinn), quic-go and aioquic
+//! also over HTTP/3 (their `--http3`), three files at once and, from the peer's server, a
+//! missing one (HTTP 404).
 //! quinn (`quinn-peer`, crates/peers) always runs; quic-go and aioquic (peers/) when
 //! QFEC_PEERS_GO or QFEC_PEERS_AIOQUIC says where they were installed (.ci/run builds both).
 //! Without them the tests say they skipped, and in CI (CI=true) they fail.
@@ -349,6 +350,20 @@ fn aioquic_client_downloads_from_qfec_server_through_the_emulator() {
         && emulation_available()
     {
         peer_client_from_qfec(&peer);
+    }
+}
+
+#[test]
+fn qfec_client_downloads_over_http3_from_quinn_server_through_the_emulator() {
+    if emulation_available() {
+        qfec_client_over_http3_from(&Peer::quinn());
+    }
+}
+
+#[test]
+fn quinn_http3_client_downloads_from_qfec_server_through_the_emulator() {
+    if emulation_available() {
+        peer_http3_client_from_qfec(&Peer::quinn());
     }
 }
 

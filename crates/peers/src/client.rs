@@ -54,9 +54,26 @@ fn parse_url(s: &str) -> Result<Url> {
 }
 
 /// One file: its bytes, the time from the start to its last byte, and its SHA-256.
-type Fetched = (u64, Duration, String);
+pub type Fetched = (u64, Duration, String);
 
-pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<ExitCode> {
+/// A connection to the one server that every URL names, offering `alpn`.
+pub struct Session {
+    endpoint: quinn::Endpoint,
+    pub conn: quinn::Connection,
+    /// The URLs' paths, in order.
+    pub paths: Vec<String>,
+    /// The handshake's start: times in the report count from it.
+    pub start: Instant,
+    handshake: Duration,
+}
+
+/// Resolves the server the URLs name and connects to it.
+pub async fn connect(
+    urls: &[String],
+    insecure: bool,
+    ca: Option<&Path>,
+    alpn: &[u8],
+) -> Result<Session> {
     let urls: Vec<Url> = urls.iter().map(|u| parse_url(u)).collect::<Result<_>>()?;
     let first = &urls[0];
     if urls
@@ -78,7 +95,7 @@ pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<E
     #[allow(unused_mut)] // quinn's set_default_client_config takes &mut, noq's &
     let mut endpoint =
         quinn::Endpoint::client(bind).with_context(|| format!("cannot bind {bind}"))?;
-    endpoint.set_default_client_config(crate::tls::client_config(insecure, ca)?);
+    endpoint.set_default_client_config(crate::tls::client_config(insecure, ca, alpn)?);
 
     let start = Instant::now();
     let conn = endpoint
@@ -87,26 +104,51 @@ pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<E
         .map_err(|e| anyhow!("cannot connect to {remote}: {e}{}", hint(&e)))?;
     let handshake = start.elapsed();
     crate::on_connected(&conn, remote);
+    Ok(Session {
+        endpoint,
+        conn,
+        paths: urls.into_iter().map(|u| u.path).collect(),
+        start,
+        handshake,
+    })
+}
+
+/// Fetches every URL over hq-interop, all at once, and prints the report.
+pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<ExitCode> {
+    let session = connect(urls, insecure, ca, crate::ALPN_HQ).await?;
     let received = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = urls
+    let tasks: Vec<_> = session
+        .paths
         .iter()
-        .map(|u| tokio::spawn(fetch(conn.clone(), u.path.clone(), start, received.clone())))
+        .map(|p| {
+            let (conn, start) = (session.conn.clone(), session.start);
+            tokio::spawn(fetch(conn, p.clone(), start, received.clone()))
+        })
         .collect();
-    let (mut total, mut end, mut complete) = (0, handshake, 0);
-    for (url, task) in urls.iter().zip(tasks) {
-        match task.await.map_err(|e| e.to_string()).and_then(|r| r) {
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.map_err(|e| e.to_string()).and_then(|r| r));
+    }
+    Ok(finish(session, results).await)
+}
+
+/// Prints a line per URL and the total (the format of `qfec client`'s report), closes the
+/// connection, and returns success when every URL arrived.
+pub async fn finish(session: Session, results: Vec<Result<Fetched, String>>) -> ExitCode {
+    let (mut total, mut end, mut complete) = (0, session.handshake, 0);
+    for (path, result) in session.paths.iter().zip(&results) {
+        match result {
             Ok((bytes, t, sha256)) => {
                 println!(
-                    "{}  {bytes} bytes  {:.3} s  {:.1} Mb/s  sha256 {sha256}",
-                    url.path,
+                    "{path}  {bytes} bytes  {:.3} s  {:.1} Mb/s  sha256 {sha256}",
                     t.as_secs_f64(),
-                    mbps(bytes, t)
+                    mbps(*bytes, *t)
                 );
                 total += bytes;
-                end = end.max(t);
+                end = end.max(*t);
                 complete += 1;
             }
-            Err(e) => println!("{}  failed: {e}", url.path),
+            Err(e) => println!("{path}  failed: {e}"),
         }
     }
     println!(
@@ -114,20 +156,20 @@ pub async fn run(urls: &[String], insecure: bool, ca: Option<&Path>) -> Result<E
          {} files",
         end.as_secs_f64(),
         mbps(total, end),
-        handshake.as_secs_f64() * 1000.0,
-        urls.len()
+        session.handshake.as_secs_f64() * 1000.0,
+        results.len()
     );
-    for line in crate::path_report(&conn) {
+    for line in crate::path_report(&session.conn) {
         println!("{line}");
     }
-    conn.close(0u32.into(), b"done");
+    session.conn.close(0u32.into(), b"done");
     // Lets the CONNECTION_CLOSE go out.
-    endpoint.wait_idle().await;
-    Ok(if complete == urls.len() {
+    session.endpoint.wait_idle().await;
+    if complete == results.len() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    }
 }
 
 /// Requests `path` on a new stream and hashes the answer.
@@ -169,13 +211,16 @@ async fn fetch(
             }
         }
     }
-    let hex: String = hash
-        .finish()
+    Ok((bytes, start.elapsed(), hex(hash)))
+}
+
+/// A finished SHA-256 in hexadecimal.
+pub fn hex(hash: ring::digest::Context) -> String {
+    hash.finish()
         .as_ref()
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((bytes, start.elapsed(), hex))
+        .collect()
 }
 
 /// What to do about a failed handshake, when that is known.

@@ -1,8 +1,9 @@
-//! `quinn-peer`: quinn (the workspace's version) as an hq-interop server and client, for
-//! testing qfec against another QUIC stack. The same interface as the quic-go and aioquic
-//! peers under `peers/`.
+//! `quinn-peer`: quinn (the workspace's version) as an hq-interop server and client, or with
+//! `--http3` an HTTP/3 one (the `h3` crate over `h3-quinn`), for testing qfec against another
+//! QUIC stack. The same interface as the quic-go and aioquic peers under `peers/`.
 
 mod client;
+mod h3;
 mod server;
 mod tls;
 
@@ -33,7 +34,7 @@ const CODE_NOT_FOUND: u32 = 0x404;
 #[derive(Parser)]
 #[command(
     name = "quinn-peer",
-    about = "quinn as an hq-interop (HTTP/0.9 over QUIC) test peer"
+    about = "quinn as an hq-interop (HTTP/0.9 over QUIC) or HTTP/3 test peer"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,6 +45,9 @@ struct Cli {
 enum Command {
     /// Serve the files under --root until killed.
     Server {
+        /// Serve HTTP/3 (ALPN h3) instead of hq-interop.
+        #[arg(long)]
+        http3: bool,
         /// Address to listen on (UDP).
         #[arg(long)]
         listen: SocketAddr,
@@ -56,6 +60,9 @@ enum Command {
     },
     /// Fetch every URL over one connection, all at once, and print a line per file.
     Client {
+        /// GET over HTTP/3 (ALPN h3) instead of hq-interop.
+        #[arg(long)]
+        http3: bool,
         /// Do not verify the server's certificate (tests only).
         #[arg(long, conflicts_with = "ca")]
         insecure: bool,
@@ -72,11 +79,29 @@ enum Command {
 async fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Server {
+            http3: false,
             listen,
             root,
             cert_out,
         } => server::run(listen, &root, cert_out.as_deref()).await,
-        Command::Client { insecure, ca, urls } => client::run(&urls, insecure, ca.as_deref()).await,
+        Command::Server {
+            http3: true,
+            listen,
+            root,
+            cert_out,
+        } => h3::serve(listen, &root, cert_out.as_deref()).await,
+        Command::Client {
+            http3: false,
+            insecure,
+            ca,
+            urls,
+        } => client::run(&urls, insecure, ca.as_deref()).await,
+        Command::Client {
+            http3: true,
+            insecure,
+            ca,
+            urls,
+        } => h3::fetch_all(&urls, insecure, ca.as_deref()).await,
     };
     result.unwrap_or_else(|e| {
         eprintln!("{NAME}: {e:#}");

@@ -15,11 +15,33 @@ use crate::CODE_NOT_FOUND;
 /// Longest request accepted.
 const MAX_REQUEST: usize = 8192;
 /// File bytes read at a time.
-const CHUNK: usize = 256 * 1024;
+pub const CHUNK: usize = 256 * 1024;
 /// Stream reset code for a request that is not `GET /path`.
 const CODE_BAD_REQUEST: u32 = 0x400;
 
 pub async fn run(listen: SocketAddr, root: &Path, cert_out: Option<&Path>) -> Result<ExitCode> {
+    let (endpoint, root) = bind(listen, root, cert_out, crate::ALPN_HQ)?;
+    while let Some(incoming) = endpoint.accept().await {
+        let root = root.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            match incoming.await {
+                Ok(conn) => serve_connection(conn, root).await,
+                Err(e) => eprintln!("{}: handshake with {remote} failed: {e}", crate::NAME),
+            }
+        });
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Checks `root`, writes the certificate to `cert_out` when asked, and listens on `listen`
+/// offering `alpn`; returns the endpoint and the canonical root.
+pub fn bind(
+    listen: SocketAddr,
+    root: &Path,
+    cert_out: Option<&Path>,
+    alpn: &[u8],
+) -> Result<(quinn::Endpoint, Arc<PathBuf>)> {
     let root = root.canonicalize().with_context(|| {
         format!(
             "cannot open --root {}: give an existing directory",
@@ -29,7 +51,7 @@ pub async fn run(listen: SocketAddr, root: &Path, cert_out: Option<&Path>) -> Re
     if !root.is_dir() {
         bail!("--root {} is not a directory", root.display());
     }
-    let (config, pem) = crate::tls::server_config(listen.ip())?;
+    let (config, pem) = crate::tls::server_config(listen.ip(), alpn)?;
     if let Some(out) = cert_out {
         std::fs::write(out, pem)
             .with_context(|| format!("cannot write --cert-out {}", out.display()))?;
@@ -42,18 +64,7 @@ pub async fn run(listen: SocketAddr, root: &Path, cert_out: Option<&Path>) -> Re
         endpoint.local_addr()?,
         root.display()
     );
-    let root = Arc::new(root);
-    while let Some(incoming) = endpoint.accept().await {
-        let root = root.clone();
-        tokio::spawn(async move {
-            let remote = incoming.remote_address();
-            match incoming.await {
-                Ok(conn) => serve_connection(conn, root).await,
-                Err(e) => eprintln!("{}: handshake with {remote} failed: {e}", crate::NAME),
-            }
-        });
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok((endpoint, Arc::new(root)))
 }
 
 async fn serve_connection(conn: quinn::Connection, root: Arc<PathBuf>) {
@@ -116,7 +127,7 @@ fn parse_request(request: &[u8]) -> Option<String> {
 
 /// The file under `root` (canonical) that `path` names, or `None` when it does not exist or
 /// leads out of the root (`..`, or a symbolic link pointing elsewhere).
-fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
+pub fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
     let rel = Path::new(path.trim_start_matches('/'));
     if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return None;

@@ -15,8 +15,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use crate::ALPN_HQ;
-
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
@@ -36,8 +34,9 @@ pub fn transport() -> Arc<quinn::TransportConfig> {
 }
 
 /// A server configuration with a fresh self-signed certificate for localhost, 127.0.0.1,
-/// ::1 and `listen_ip` (unless unspecified); returns it and the certificate as PEM.
-pub fn server_config(listen_ip: IpAddr) -> Result<(quinn::ServerConfig, String)> {
+/// ::1 and `listen_ip` (unless unspecified), offering the application protocol `alpn`;
+/// returns it and the certificate as PEM.
+pub fn server_config(listen_ip: IpAddr, alpn: &[u8]) -> Result<(quinn::ServerConfig, String)> {
     let mut names = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
     if !listen_ip.is_unspecified() && !listen_ip.is_loopback() {
         names.push(listen_ip.to_string());
@@ -48,16 +47,20 @@ pub fn server_config(listen_ip: IpAddr) -> Result<(quinn::ServerConfig, String)>
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(vec![ck.cert.der().clone()], key)?;
-    tls.alpn_protocols = vec![ALPN_HQ.to_vec()];
+    tls.alpn_protocols = vec![alpn.to_vec()];
     let crypto = QuicServerConfig::try_from(tls)?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(transport());
     Ok((config, ck.cert.pem()))
 }
 
-/// A client configuration trusting the certificates in `ca`, or any certificate when
-/// `insecure`.
-pub fn client_config(insecure: bool, ca: Option<&Path>) -> Result<quinn::ClientConfig> {
+/// A client configuration offering `alpn` and trusting the certificates in `ca`, or any
+/// certificate when `insecure`.
+pub fn client_config(
+    insecure: bool,
+    ca: Option<&Path>,
+    alpn: &[u8],
+) -> Result<quinn::ClientConfig> {
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
     let mut tls = match (insecure, ca) {
@@ -87,7 +90,7 @@ pub fn client_config(insecure: bool, ca: Option<&Path>) -> Result<quinn::ClientC
              server's --cert-out) or --insecure"
         ),
     };
-    tls.alpn_protocols = vec![ALPN_HQ.to_vec()];
+    tls.alpn_protocols = vec![alpn.to_vec()];
     let crypto = QuicClientConfig::try_from(tls)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(transport());
