@@ -1,5 +1,5 @@
 //! `qfec emu reproduce kharat`: paper 004 (QUIC vs TCP over WiFi: throughput, speedup and
-//! Jain's fairness index) through the emulator, with real endpoints: qfec's QUIC (hq) and
+//! Jain's fairness index) through the emulator, with real endpoints: qfec's QUIC (HTTP/3) and
 //! the kernel's TCP (HTTP/2 over TLS 1.3), both CUBIC, fetching the same files.
 //!
 //! Per file size the link has the bandwidth and RTT the paper measured while fetching that
@@ -25,7 +25,7 @@ use qfec_lab::units::{parse_list, parse_ratio};
 use qfec_proto::{ClientConfig, ClientCryptoConfig};
 use qfec_sim::{LinkSpec, LossSpec};
 
-use crate::hq::{self, ALPN_HQ, FetchOptions, TransportArgs, Url};
+use crate::hq::{self, FetchOptions, TransportArgs, Url};
 use crate::tcp::{self, TcpCc, TcpFetchOptions, Trust};
 
 #[derive(Args, Debug)]
@@ -379,7 +379,8 @@ fn fetch(proto: Proto, path: &str) -> Result<(u64, f64), String> {
             };
             // The options' defaults, as `qfec client` uses them (CUBIC, pacing, decoding
             // the server's FEC when it sends some).
-            let mut client = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN_HQ]));
+            let mut client =
+                ClientConfig::new(ClientCryptoConfig::insecure(&[qfec_http::h3::ALPN_H3]));
             let transport = TransportArgs::default()
                 .transport()
                 .map_err(|e| format!("{e:#}"))?;
@@ -583,7 +584,7 @@ fn report(
         ))
     );
     md.push_str(
-        "Real endpoints through `qfec emu`: qfec's QUIC (HTTP/0.9, CUBIC, pacing) and the \
+        "Real endpoints through `qfec emu`: qfec's QUIC (HTTP/3, CUBIC, pacing) and the \
          kernel's TCP (HTTP/2 over TLS 1.3, CUBIC), both fetching the same file from `qfec \
          server` processes. Per file size the link has the bandwidth and RTT the paper measured \
          while fetching it (Table I: 10 Mb/s and 62 ms for 100 kB, 18 Mb/s and 54 ms for 1 MB, \
