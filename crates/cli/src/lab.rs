@@ -7,19 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use qfec_lab::ProtocolSettings;
 use qfec_lab::output::{flow_table, summary_table, write_csv, write_jsonl, write_summary_csv};
 use qfec_lab::reproduce::{Options as ReproduceOptions, Paper};
-use qfec_lab::scenario::DEFAULT_DURATION_LIMIT;
-use qfec_lab::units::{Dur, parse_duration, parse_list, parse_ratio, parse_seeds};
-use qfec_lab::{
-    FlowSpec, MAX_FLOWS, PRESETS, Preset, RunRecord, Scenario, Sweep, Variant, Workload, aggregate,
-    quic, run_all,
-};
-use qfec_proto::AckFrequencyPolicy;
-use qfec_proto::RecoveredLossMode;
-use qfec_proto::Scheduler;
-use qfec_proto::recovery::cc::CongestionControl;
+use qfec_lab::{PRESETS, RunRecord, SweepArgs, aggregate, quic, run_all};
 
 #[derive(Subcommand, Debug)]
 pub enum LabCommand {
@@ -116,82 +106,8 @@ pub struct ReproduceArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Scenario file (TOML). Without it, --preset describes the links.
-    scenario: Option<PathBuf>,
-    /// Link presets, comma-separated (wlan, 4g, 3g, satellite, da2gc, mss, interop, wlan-n).
-    #[arg(long)]
-    preset: Option<String>,
-    /// Loss rates to sweep, comma-separated: "2%" or "0,1%,2%" or 0.02.
-    #[arg(long)]
-    loss: Option<String>,
-    /// bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION][,buffer=DURATION][,stream];
-    /// repeat the option to sweep workloads (e.g. --workload bulk:1kB --workload bulk:10kB).
-    #[arg(long)]
-    workload: Vec<String>,
-    /// Number of seeds (1..=N) or a list/range such as 1-20 or 3,7,9.
-    #[arg(long)]
-    seeds: Option<String>,
-    /// Congestion controller: newreno, cubic, bbr, lia (NewReno coupled across multipath
-    /// paths, RFC 6356), olia (coupled, shifting window to the least lossy paths), or disabled (none at all, as paper 002's real-time runs); a list
-    /// (newreno,cubic) compares them as variants of one experiment.
-    #[arg(long)]
-    cc: Option<String>,
-    /// FEC both endpoints send: none, on (= adaptive), adaptive(prior=RATE) (the loss rate
-    /// assumed before a connection measured its own; default 2%), rquic, rquic(ss=off), xor,
-    /// xor(K,DEPTH), rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a list
-    /// (none,rlc,adaptive) compares them, and
-    /// adds each FEC variant's completion-time ratio to `none` (xi).
-    #[arg(long)]
-    fec: Option<String>,
-    /// How losses the peer recovered reach congestion control: signal (RFC 9265), mask
-    /// (rQUIC) or differentiate (mask without a standing queue, signal with one); a list
-    /// (signal,mask) compares them.
-    #[arg(long)]
-    fec_cc: Option<String>,
-    /// Put N flows on the same links: N identical ones, or, with a list of variants (e.g.
-    /// --fec none,rlc), one flow of each (N must match the list).
-    #[arg(long)]
-    flows: Option<usize>,
-    /// With --flows: flow i (from 0) connects i times this long after the run starts, e.g.
-    /// 10s.
-    #[arg(long)]
-    stagger: Option<String>,
-    /// Add a path between client and server, as PRESET or PRESET@LOSS (e.g. 4g@1%): the run
-    /// is then multipath QUIC, the client opening a path over each. Repeat for more paths;
-    /// --loss and --preset change the first path only.
-    #[arg(long, value_name = "PRESET[@LOSS]")]
-    path: Vec<String>,
-    /// Which paths carry data with --path: minrtt (lowest RTT first, every path), backup
-    /// (one path at a time), single (the first path only), rr (round-robin per packet),
-    /// highrb (per packet, drawn by window room, paper 002), fec-aware (FEC symbols placed
-    /// by each path's measured losses); a list (single,rr,highrb) compares them.
-    #[arg(long)]
-    scheduler: Option<String>,
-    /// Disable pacing.
-    #[arg(long)]
-    no_pacing: bool,
-    /// CUBIC leaves its first slow start on RTT growth (HyStart++, RFC 9406).
-    #[arg(long)]
-    hystart: bool,
-    /// Initial congestion window in packets (default 10, RFC 9002; quic-go, which papers
-    /// 000 and 003 used, starts at 32).
-    #[arg(long, value_name = "PACKETS")]
-    initial_window: Option<u32>,
-    /// What data senders ask of their peer's ACKs (draft-ietf-quic-ack-frequency): none,
-    /// bquic (paper 001's decimation: 1 ACK per 10 packets or min(25 ms, min_rtt/4)) or
-    /// adaptive (past slow start, an ACK per eighth of the window or quarter RTT); a list
-    /// compares them.
-    #[arg(long)]
-    ack_frequency: Option<String>,
-    /// Acknowledge every N ack-eliciting packets.
-    #[arg(long)]
-    ack_threshold: Option<u32>,
-    /// Maximum ACK delay, e.g. 25ms.
-    #[arg(long)]
-    max_ack_delay: Option<String>,
-    /// Simulated-time limit of each run, e.g. 600s.
-    #[arg(long)]
-    time_limit: Option<String>,
+    #[command(flatten)]
+    sweep: SweepArgs,
     /// Worker threads (default: all cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -222,17 +138,6 @@ pub struct RunArgs {
     /// links, seeds, workloads and table. Runs go one at a time in real time; needs root.
     #[arg(long, conflicts_with_all = ["pcap", "event_log", "qlog", "trace"])]
     emu: bool,
-    /// Bottleneck rate of the first path, both directions, e.g. 10Mbps (replaces the
-    /// preset's or scenario's; the queue follows as one bandwidth-delay product unless
-    /// --queue says otherwise).
-    #[arg(long)]
-    rate: Option<String>,
-    /// Round-trip propagation delay of the first path, e.g. 80ms (half each way).
-    #[arg(long)]
-    rtt: Option<String>,
-    /// Queue of the first path's links: bdp, unlimited, "25 packets" or a size like 64KB.
-    #[arg(long)]
-    queue: Option<String>,
     /// Print the runs the command resolves to (links, workload, settings) and stop.
     #[arg(long)]
     dry_run: bool,
@@ -254,20 +159,6 @@ pub struct MergeArgs {
     /// The merged runs file (.jsonl or .csv), in the campaign's order.
     #[arg(long)]
     out: PathBuf,
-}
-
-/// `--shard I/N`: (I - 1, N).
-fn parse_shard(s: &str) -> Result<(usize, usize)> {
-    let bad = || anyhow::anyhow!("--shard {s:?}: give I/N with 1 <= I <= N, e.g. 3/8");
-    let (i, n) = s.split_once('/').ok_or_else(bad)?;
-    let (i, n): (usize, usize) = (
-        i.trim().parse().map_err(|_| bad())?,
-        n.trim().parse().map_err(|_| bad())?,
-    );
-    if n == 0 || i == 0 || i > n {
-        return Err(bad());
-    }
-    Ok((i - 1, n))
 }
 
 /// `qfec lab merge`: the shards' runs, each once, in the campaign's order.
@@ -647,19 +538,22 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if let Some(path) = &args.summary_out {
         check_writable("--summary-out", path)?;
     }
-    let shard = args.shard.as_deref().map(parse_shard).transpose()?;
-    let sweep = build_sweep(&args)?;
+    let shard = args
+        .shard
+        .as_deref()
+        .map(qfec_lab::campaign::parse_shard)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let sweep = args.sweep.sweep().map_err(anyhow::Error::msg)?;
+    if args.emu && !sweep.base.flows.is_empty() && sweep.multipath() {
+        bail!("--emu: the emulator runs several paths for one flow: drop [[flows]] or the paths");
+    }
     let mut specs = sweep.runs().map_err(anyhow::Error::msg)?;
     if specs.is_empty() {
         bail!("nothing to run: no seeds");
     }
     if let Some((i, n)) = shard {
-        let of = qfec_lab::campaign::RunSpec::shards(&specs, n);
-        let mut k = 0;
-        specs.retain(|_| {
-            k += 1;
-            of[k - 1] == i
-        });
+        qfec_lab::campaign::keep_shard(&mut specs, i, n);
         if specs.is_empty() {
             bail!(
                 "--shard {}/{n}: this campaign has fewer points and seeds than shards; use fewer",
@@ -793,339 +687,6 @@ mod interrupt {
                 libc::signal(libc::SIGINT, libc::SIG_DFL);
             }
         }
-    }
-}
-
-fn build_sweep(args: &RunArgs) -> Result<Sweep> {
-    let presets: Vec<String> = match &args.preset {
-        Some(p) => p
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect(),
-        None => Vec::new(),
-    };
-    for p in &presets {
-        Preset::paths_from_name(p).map_err(|e| anyhow::anyhow!("--preset: {e}"))?;
-    }
-    let mut base = match &args.scenario {
-        Some(path) => Scenario::load(path).map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => {
-            let Some(first) = presets.first() else {
-                bail!("give a scenario file or --preset NAME (see `qfec lab presets`)");
-            };
-            let (p, _) = Preset::paths_from_name(first).map_err(anyhow::Error::msg)?;
-            Scenario {
-                name: "cli".into(),
-                preset: Some(first.to_ascii_lowercase()),
-                loss: Some(p.default_loss()),
-                links: p.links(None),
-                workload: Workload::Bulk {
-                    bytes: p.bulk_bytes,
-                },
-                protocol: Default::default(),
-                seeds: vec![1],
-                duration_limit: DEFAULT_DURATION_LIMIT,
-                flows: Vec::new(),
-                extra_paths: Vec::new(),
-                rebindings: Vec::new(),
-            }
-        }
-    };
-    let workloads = args
-        .workload
-        .iter()
-        .map(|w| Workload::parse(w).map_err(|e| anyhow::anyhow!("--workload: {e}")))
-        .collect::<Result<Vec<_>>>()?;
-    if let [w] = workloads.as_slice() {
-        base.workload = w.clone();
-    }
-    if !args.path.is_empty() {
-        if !base.extra_paths.is_empty() {
-            bail!("--path: the scenario file already describes its [[paths]]; drop --path");
-        }
-        base.extra_paths = args
-            .path
-            .iter()
-            .enumerate()
-            .map(|(i, p)| parse_path(p, i + 1))
-            .collect::<Result<_>>()?;
-        if base.extra_paths.len() >= qfec_lab::scenario::MAX_PATHS {
-            bail!(
-                "--path: at most {} paths beyond the first",
-                qfec_lab::scenario::MAX_PATHS - 1
-            );
-        }
-    }
-    // Presets joined with + (wlan+4g) bring their own paths.
-    let preset_paths = presets
-        .iter()
-        .any(|p| Preset::paths_from_name(p).is_ok_and(|(_, more)| !more.is_empty()));
-    let multipath = !base.extra_paths.is_empty() || preset_paths;
-    if args.emu && multipath && !base.flows.is_empty() {
-        bail!("--emu: the emulator runs several paths for one flow: drop [[flows]] or the paths");
-    }
-    if args.scheduler.is_some() && !multipath {
-        bail!("--scheduler chooses among paths: add one with --path PRESET (e.g. --path 4g)");
-    }
-    if args.no_pacing {
-        base.protocol.pacing = Some(false);
-    }
-    if args.hystart {
-        base.protocol.hystart = Some(true);
-    }
-    if let Some(n) = args.initial_window {
-        if !(1..=10_000).contains(&n) {
-            bail!("--initial-window {n}: give a window of 1 to 10000 packets, e.g. 32");
-        }
-        base.protocol.initial_window_packets = Some(n);
-    }
-    if let Some(n) = args.ack_threshold {
-        base.protocol.ack_eliciting_threshold = Some(n);
-    }
-    if let Some(d) = &args.max_ack_delay {
-        base.protocol.max_ack_delay = Some(Dur(
-            parse_duration(d).map_err(|e| anyhow::anyhow!("--max-ack-delay: {e}"))?
-        ));
-    }
-    if let Some(d) = &args.time_limit {
-        base.duration_limit =
-            parse_duration(d).map_err(|e| anyhow::anyhow!("--time-limit: {e}"))?;
-    }
-    let mut variants = variants(&base.protocol, args)?;
-    if let [v] = variants.as_slice() {
-        // No list given: the options just set the base settings.
-        base.protocol = v.protocol.clone();
-        variants.clear();
-    }
-    if args.stagger.is_some() && args.flows.is_none() {
-        bail!("--stagger needs --flows N");
-    }
-    if let Some(n) = args.flows {
-        base.flows = flows_of(&base, &variants, n, args, workloads.len())?;
-        base.protocol = base.flows[0].protocol.clone();
-        variants.clear();
-    }
-    let mut sweep = Sweep::new(base);
-    sweep.variants = variants;
-    if workloads.len() > 1 {
-        sweep.workloads = workloads;
-    }
-    // Without a scenario or --workload, each preset downloads its own bulk size.
-    sweep.preset_bulk = args.scenario.is_none() && args.workload.is_empty();
-    sweep.presets = presets;
-    // An optional flag's value, parsed; the error names the flag.
-    fn flag<T>(
-        name: &str,
-        v: &Option<String>,
-        parse: fn(&str) -> Result<T, String>,
-    ) -> Result<Option<T>> {
-        v.as_deref()
-            .map(parse)
-            .transpose()
-            .map_err(|e| anyhow::anyhow!("{name}: {e}"))
-    }
-    sweep.link = qfec_lab::campaign::LinkOverride {
-        rate_bps: flag("--rate", &args.rate, qfec_lab::units::parse_rate)?,
-        rtt: flag("--rtt", &args.rtt, parse_duration)?,
-        queue: flag("--queue", &args.queue, qfec_lab::config::parse_queue)?,
-    };
-    if sweep.link.rate_bps == Some(0) {
-        bail!(
-            "--rate: must be above 0 (for no limit, leave --rate out of a scenario whose link has none)"
-        );
-    }
-    if let Some(l) = &args.loss {
-        sweep.losses = parse_list(l, parse_ratio).map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
-    }
-    if let Some(s) = &args.seeds {
-        sweep.seeds = match s.parse::<u64>() {
-            Ok(n) if n > qfec_lab::units::MAX_SEEDS => bail!(
-                "--seeds: at most {} seeds, got {n}",
-                qfec_lab::units::MAX_SEEDS
-            ),
-            Ok(n) if n > 0 => (1..=n).collect(),
-            Ok(_) => bail!("--seeds: must be at least 1"),
-            Err(_) => parse_seeds(s).map_err(|e| anyhow::anyhow!("--seeds: {e}"))?,
-        };
-    }
-    Ok(sweep)
-}
-
-/// `--path PRESET[@LOSS]`: path `k`'s links.
-fn parse_path(s: &str, k: usize) -> Result<qfec_lab::LinkPair> {
-    let (name, loss) = match s.split_once('@') {
-        Some((n, l)) => (
-            n,
-            Some(parse_ratio(l).map_err(|e| anyhow::anyhow!("--path {s}: {e}"))?),
-        ),
-        None => (s, None),
-    };
-    let preset = Preset::from_name(name).map_err(|e| anyhow::anyhow!("--path {s}: {e}"))?;
-    qfec_lab::scenario::preset_path(preset, loss, k).map_err(|e| anyhow::anyhow!("--path {s}: {e}"))
-}
-
-/// `--flows N`: N identical flows, or one of each variant when the options gave a list.
-fn flows_of(
-    base: &Scenario,
-    variants: &[Variant],
-    n: usize,
-    args: &RunArgs,
-    workloads: usize,
-) -> Result<Vec<FlowSpec>> {
-    if !base.flows.is_empty() {
-        bail!("--flows: the scenario file already describes its [[flows]]; drop --flows");
-    }
-    if !(2..=MAX_FLOWS).contains(&n) {
-        bail!("--flows: give 2 to {MAX_FLOWS} flows, got {n}");
-    }
-    if workloads > 1 {
-        bail!("--flows: every flow runs the same workload; give one --workload");
-    }
-    if !variants.is_empty() && variants.len() != n {
-        bail!(
-            "--flows {n} with {} variants: one flow runs each variant, so give --flows {}",
-            variants.len(),
-            variants.len()
-        );
-    }
-    let stagger = match &args.stagger {
-        Some(d) => parse_duration(d).map_err(|e| anyhow::anyhow!("--stagger: {e}"))?,
-        None => Duration::ZERO,
-    };
-    Ok((0..n)
-        .map(|i| {
-            let (name, protocol) = match variants.get(i) {
-                Some(v) => (v.name.clone(), v.protocol.clone()),
-                None => (format!("flow{}", i + 1), base.protocol.clone()),
-            };
-            FlowSpec {
-                name,
-                workload: base.workload.clone(),
-                protocol,
-                start: stagger * i as u32,
-            }
-        })
-        .collect())
-}
-
-/// A comma-separated option's items, each parsed by `parse`; one-line error naming `flag`.
-fn list<T, E: std::fmt::Display>(
-    flag: &str,
-    value: &Option<String>,
-    parse: impl Fn(&str) -> Result<T, E>,
-) -> Result<Vec<(String, T)>> {
-    let Some(v) = value else {
-        return Ok(Vec::new());
-    };
-    split_list(v)
-        .into_iter()
-        .map(|item| {
-            parse(&item)
-                .map(|x| (item.to_ascii_lowercase(), x))
-                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
-        })
-        .collect()
-}
-
-/// Splits at commas outside parentheses, so "rs(20,10),rlc" is two items.
-fn split_list(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let (mut depth, mut cur) = (0i32, String::new());
-    for c in s.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(std::mem::take(&mut cur).trim().to_string());
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    out.push(cur.trim().to_string());
-    out.retain(|x| !x.is_empty());
-    out
-}
-
-/// The protocol variants of `--cc`, `--fec` and `--fec-cc`: their product (the loss mode
-/// only matters with FEC). One value of an option sets it for all; the name of a variant
-/// joins the values of the options given as lists.
-fn variants(base: &ProtocolSettings, args: &RunArgs) -> Result<Vec<Variant>> {
-    let ccs = list("--cc", &args.cc, str::parse::<CongestionControl>)?;
-    let fecs = list("--fec", &args.fec, qfec_fec::parse_fec)?;
-    let modes = list("--fec-cc", &args.fec_cc, str::parse::<RecoveredLossMode>)?;
-    let afs = list(
-        "--ack-frequency",
-        &args.ack_frequency,
-        str::parse::<AckFrequencyPolicy>,
-    )?;
-    let schedulers = list("--scheduler", &args.scheduler, str::parse::<Scheduler>)?;
-    let mut out = Vec::new();
-    let cc_opts: Vec<Option<&(String, CongestionControl)>> = opts(&ccs);
-    let fec_opts = opts(&fecs);
-    for sched in opts(&schedulers) {
-        for af in opts(&afs) {
-            for cc in &cc_opts {
-                for fec in &fec_opts {
-                    let has_fec = fec.is_some_and(|(_, f)| f.is_some())
-                        || (fec.is_none() && base.fec.is_some());
-                    let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
-                    for mode in &mode_opts {
-                        let mut p = base.clone();
-                        let mut name = Vec::new();
-                        // A value names the variant only when its option lists several.
-                        let mut tag = |n: &String, listed: usize| {
-                            if listed > 1 {
-                                name.push(n.clone());
-                            }
-                        };
-                        if let Some((n, k)) = sched {
-                            p.scheduler = Some(*k);
-                            tag(n, schedulers.len());
-                        }
-                        if let Some((n, a)) = af {
-                            p.ack_frequency = Some(*a);
-                            tag(n, afs.len());
-                        }
-                        if let Some((n, c)) = cc {
-                            p.congestion = Some(*c);
-                            tag(n, ccs.len());
-                        }
-                        if let Some((n, f)) = fec {
-                            p.fec = *f;
-                            tag(n, fecs.len());
-                        }
-                        if let Some((n, m)) = mode {
-                            p.fec_cc = Some(*m);
-                            tag(n, modes.len());
-                        }
-                        if !has_fec {
-                            p.fec_cc = None;
-                        }
-                        out.push(Variant {
-                            name: if name.is_empty() {
-                                "default".into()
-                            } else {
-                                name.join("/")
-                            },
-                            protocol: p,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Each value of a list option, or one `None` when the option is absent.
-fn opts<T>(items: &[T]) -> Vec<Option<&T>> {
-    if items.is_empty() {
-        vec![None]
-    } else {
-        items.iter().map(Some).collect()
     }
 }
 

@@ -127,6 +127,30 @@ impl RunSpec {
     }
 }
 
+/// `I/N` with 1 <= I <= N, as (I - 1, N): shard I of N.
+pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shard {s:?}: give I/N with 1 <= I <= N, e.g. 3/8");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || i == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i - 1, n))
+}
+
+/// Keeps the runs of shard `i` (from 0) of `n` ([`RunSpec::shards`]), in their order.
+pub fn keep_shard(specs: &mut Vec<RunSpec>, i: usize, n: usize) {
+    let of = RunSpec::shards(specs, n);
+    let mut k = 0;
+    specs.retain(|_| {
+        k += 1;
+        of[k - 1] == i
+    });
+}
+
 /// A named set of protocol settings compared in a campaign (e.g. "quic" vs "rquic").
 #[derive(Debug, Clone, PartialEq)]
 pub struct Variant {
@@ -217,6 +241,16 @@ impl LinkOverride {
 }
 
 impl Sweep {
+    /// Whether runs use several paths: the base has more than one, or a preset joins
+    /// several (`wlan+4g`).
+    pub fn multipath(&self) -> bool {
+        !self.base.extra_paths.is_empty()
+            || self
+                .presets
+                .iter()
+                .any(|p| Preset::paths_from_name(p).is_ok_and(|(_, more)| !more.is_empty()))
+    }
+
     pub fn new(base: Scenario) -> Self {
         Sweep {
             base,

@@ -41,6 +41,7 @@
 //! assert_eq!(table.lines().count(), 2 + 2);
 //! ```
 
+pub mod args;
 pub mod campaign;
 pub mod charts;
 pub mod config;
@@ -58,6 +59,7 @@ pub mod trace;
 pub mod units;
 pub mod workload;
 
+pub use args::SweepArgs;
 pub use campaign::{FlowSpec, MAX_FLOWS, RunSpec, Sweep, Variant, run_all};
 pub use config::ProtocolSettings;
 pub use metrics::{
