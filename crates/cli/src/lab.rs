@@ -138,6 +138,9 @@ pub struct RunArgs {
     /// links, seeds, workloads and table. Runs go one at a time in real time; needs root.
     #[arg(long, conflicts_with_all = ["pcap", "event_log", "qlog", "trace"])]
     emu: bool,
+    /// Print what each column of the runs file (--out, CSV) means, with its unit, and stop.
+    #[arg(long)]
+    columns: bool,
     /// Print the runs the command resolves to (links, workload, settings) and stop.
     #[arg(long)]
     dry_run: bool,
@@ -529,6 +532,17 @@ fn emu_runs(
 }
 
 fn run_experiment(args: RunArgs) -> Result<ExitCode> {
+    if args.columns {
+        let width = qfec_lab::output::RECORD_COLUMNS
+            .iter()
+            .map(|(n, _)| n.len())
+            .max()
+            .unwrap_or(0);
+        for (name, meaning) in qfec_lab::output::RECORD_COLUMNS {
+            println!("{name:<width$}  {meaning}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     // Where the results go is checked before any run: a bad name or an unwritable place
     // must not cost the campaign.
     if let Some(path) = &args.out {

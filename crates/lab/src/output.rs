@@ -5,36 +5,105 @@ use std::io::{self, Write};
 
 use crate::metrics::{RunRecord, Stats, Summary};
 
-const RECORD_COLUMNS: &[&str] = &[
-    "scenario",
-    "preset",
-    "variant",
-    "loss",
-    "seed",
-    "workload",
-    "completed",
-    "completion_time_s",
-    "goodput_bps",
-    "handshake_s",
-    "app_bytes",
-    "bytes_on_wire",
-    "packets_sent",
-    "ack_frames_sent",
-    "retransmissions",
-    "spurious_retransmissions",
-    "fec_bytes",
-    "repair_symbols",
-    "recovered_symbols",
-    "dct_ratio",
-    "app_data_fraction",
-    "rebuffering_s",
-    "msg_delay_p50_s",
-    "msg_delay_p95_s",
-    "msg_delay_p99_s",
-    "fairness",
-    "sim_events",
-    "wall_time_s",
-    "error",
+/// The columns of a runs file in CSV (and of the Python package's DataFrame), each with what
+/// it measures and its unit. JSON lines carry these fields and more (links, settings,
+/// version, per-flow and per-path records, time series).
+pub const RECORD_COLUMNS: &[(&str, &str)] = &[
+    (
+        "scenario",
+        "scenario name (\"cli\" for a run from presets and options)",
+    ),
+    (
+        "preset",
+        "link preset, or empty for links the scenario describes",
+    ),
+    (
+        "variant",
+        "protocol variant: the values of the options given as lists, joined by /; \"default\" when none",
+    ),
+    (
+        "loss",
+        "random loss rate of the point, fraction (0.02 = 2 %)",
+    ),
+    (
+        "seed",
+        "the run's seed: the same seed and options give the same run",
+    ),
+    (
+        "workload",
+        "what the client fetched or received, e.g. bulk:20MB, files:10kB, page:flickr, realtime:20s",
+    ),
+    (
+        "completed",
+        "the transfer finished within the time limit (true/false)",
+    ),
+    (
+        "completion_time_s",
+        "download completion time (page-load time for pages), s",
+    ),
+    (
+        "goodput_bps",
+        "application bytes delivered over completion time, bit/s",
+    ),
+    (
+        "handshake_s",
+        "from the client's connect to its handshake's completion, s",
+    ),
+    ("app_bytes", "application bytes delivered to the client"),
+    ("bytes_on_wire", "UDP payload bytes both endpoints sent"),
+    ("packets_sent", "packets both endpoints sent"),
+    ("ack_frames_sent", "ACK frames both endpoints sent"),
+    (
+        "retransmissions",
+        "packets that carried retransmitted data, both endpoints",
+    ),
+    (
+        "spurious_retransmissions",
+        "packets declared lost that arrived after all",
+    ),
+    (
+        "fec_bytes",
+        "bytes FEC added on the wire: repair packets and FEC frames (overhead = fec_bytes / bytes_on_wire)",
+    ),
+    ("repair_symbols", "FEC repair symbols sent, both endpoints"),
+    (
+        "recovered_symbols",
+        "source symbols FEC recovered, both endpoints",
+    ),
+    (
+        "dct_ratio",
+        "completion time over that of the variant without FEC at the same point and seed (paper 000's xi); empty without such a baseline",
+    ),
+    (
+        "app_data_fraction",
+        "real-time: fraction of the application data sent that arrived",
+    ),
+    (
+        "rebuffering_s",
+        "real-time: total re-buffering (a message period per message not complete when due), s",
+    ),
+    (
+        "msg_delay_p50_s",
+        "real-time: median send-to-complete delay of the messages that completed, s",
+    ),
+    (
+        "msg_delay_p95_s",
+        "real-time: 95th percentile of that delay, s",
+    ),
+    (
+        "msg_delay_p99_s",
+        "real-time: 99th percentile of that delay, s",
+    ),
+    (
+        "fairness",
+        "several flows: Jain's index over their goodputs while all were active (1 = equal shares)",
+    ),
+    ("sim_events", "simulator events the run processed"),
+    (
+        "wall_time_s",
+        "host time the run took, s (the one column that differs between equal runs)",
+    ),
+    ("error", "why the run failed, empty when it did not"),
 ];
 
 /// Quote a CSV field when needed (RFC 4180).
@@ -52,7 +121,8 @@ fn opt(v: Option<f64>) -> String {
 
 /// Write records as CSV with a header line (traces are left out; use JSON lines for them).
 pub fn write_csv<W: Write>(mut w: W, records: &[RunRecord]) -> io::Result<()> {
-    writeln!(w, "{}", RECORD_COLUMNS.join(","))?;
+    let names: Vec<&str> = RECORD_COLUMNS.iter().map(|(n, _)| *n).collect();
+    writeln!(w, "{}", names.join(","))?;
     for r in records {
         let row = [
             csv_field(&r.scenario),
