@@ -138,6 +138,10 @@ pub struct RunArgs {
     /// links, seeds, workloads and table. Runs go one at a time in real time; needs root.
     #[arg(long, conflicts_with_all = ["pcap", "event_log", "qlog", "trace"])]
     emu: bool,
+    /// Continue an interrupted campaign: keep the runs already in --out (a .jsonl file this
+    /// same command was writing) and run only the others.
+    #[arg(long, requires = "out")]
+    resume: bool,
     /// Print what each column of the runs file (--out, CSV) means, with its unit, and stop.
     #[arg(long)]
     columns: bool,
@@ -522,6 +526,10 @@ fn emu_runs(
 ) -> Result<Vec<RunRecord>> {
     let mut records = Vec::with_capacity(specs.len());
     for spec in specs {
+        // Ctrl-C: the run under way ends, no other starts.
+        if interrupt::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
         let t0 = Instant::now();
         let mut rec = qfec_emu::run_spec(spec)?.record;
         rec.wall_time_s = t0.elapsed().as_secs_f64();
@@ -595,14 +603,83 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if args.trace && args.out.is_none() {
         eprintln!("note: --trace records time series in the runs file: give --out FILE.jsonl");
     }
+    // With --out FILE.jsonl, each run's record is appended to FILE as it finishes (a crash
+    // keeps them; --resume continues from them); at the end FILE is rewritten in order.
+    let journal_path = args
+        .out
+        .as_ref()
+        .filter(|p| matches!(records_format(p), Ok(false)));
+    let mut earlier: Vec<RunRecord> = Vec::new();
+    if args.resume {
+        let Some(path) = journal_path else {
+            bail!("--resume continues a JSON lines runs file: give --out FILE.jsonl");
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        // A line cut short by a crash is dropped: its run runs again.
+        let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+        earlier = qfec_lab::output::read_jsonl(whole)
+            .map_err(|e| anyhow::anyhow!("--resume: {}: {e}", path.display()))?;
+        let done = qfec_lab::campaign::finished_runs(&specs, &earlier)
+            .map_err(|e| anyhow::anyhow!("--resume: {}: {e}", path.display()))?;
+        let mut keep = vec![true; specs.len()];
+        for p in done {
+            keep[p] = false;
+        }
+        let mut k = 0;
+        specs.retain(|_| {
+            k += 1;
+            keep[k - 1]
+        });
+        eprintln!(
+            "resuming: {} runs already in {}, {} to run",
+            earlier.len(),
+            path.display(),
+            specs.len()
+        );
+        std::fs::write(path, whole).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let mut journal = match journal_path {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .truncate(false)
+                .open(path)
+                .and_then(|f| {
+                    if !args.resume {
+                        f.set_len(0)?;
+                    }
+                    Ok(f)
+                })
+                .with_context(|| format!("cannot write {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let mut journal_error = None;
     let mut progress = Progress::new(!args.quiet && specs.len() > 1);
     let started = Instant::now();
-    let draw = |done, total, _: &_| progress.update(done, total);
+    let draw = |done, total, rec: &RunRecord| {
+        // The record is on disk before the progress line says the run is done.
+        if let Some(f) = journal.as_mut() {
+            // One write per record: a crash cuts at most the last line.
+            let mut line = Vec::new();
+            if let Err(e) =
+                write_jsonl(&mut line, std::slice::from_ref(rec)).and_then(|()| f.write_all(&line))
+            {
+                journal_error.get_or_insert(e);
+            }
+        }
+        progress.update(done, total);
+    };
+    // Ctrl-C: no run starts any more, and what finished is reported and written.
+    let interrupt = interrupt::Guard::install();
     let mut records = if args.emu {
         emu_runs(&specs, draw)?
     } else {
-        // Ctrl-C: no run starts any more, and what finished is reported and written.
-        let _interrupt = interrupt::Guard::install();
         qfec_lab::campaign::run_all_until(
             &specs,
             args.threads,
@@ -611,32 +688,54 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
             draw,
         )
     };
+    drop(interrupt);
     progress.finish();
+    if let Some(e) = journal_error {
+        eprintln!(
+            "warning: appending runs to the --out file failed ({e}); they are written at the end"
+        );
+    }
     let interrupted = records.len() < specs.len();
     if interrupted {
         eprintln!(
-            "interrupted: {} of {} runs finished; what follows covers them",
+            "interrupted: {} of {} runs finished; what follows covers them{} (run again with \
+             --out FILE.jsonl --resume to finish)",
             records.len(),
-            specs.len()
+            specs.len(),
+            if earlier.is_empty() {
+                ""
+            } else {
+                " and the earlier ones"
+            }
         );
     }
     let wall = started.elapsed();
+    let (ran, simulated) = (
+        records.len(),
+        records.iter().map(|r| r.sim_time_s).sum::<f64>(),
+    );
+    if !earlier.is_empty() {
+        records.append(&mut earlier);
+        records.sort_by_key(|r| r.index);
+    }
     qfec_lab::metrics::attach_dct_ratios(&mut records, &sweep.baselines());
     print!("{}", summary_table(&aggregate(&records)));
     let flows = flow_table(&records);
     if !flows.is_empty() {
         print!("\nper flow (medians over seeds; shared = while every flow was active):\n{flows}");
     }
-    let total = records.len();
+    let earlier_note = match records.len() - ran {
+        0 => String::new(),
+        n => format!(" (and {n} from before, in the table)"),
+    };
     if args.emu {
         println!(
-            "{total} runs through the emulator in {:.2} s",
+            "{ran} runs through the emulator in {:.2} s{earlier_note}",
             wall.as_secs_f64()
         );
     } else {
-        let simulated: f64 = records.iter().map(|r| r.sim_time_s).sum();
         println!(
-            "{total} runs in {:.2} s wall ({:.0} simulated seconds per wall second)",
+            "{ran} runs in {:.2} s wall ({:.0} simulated seconds per wall second){earlier_note}",
             wall.as_secs_f64(),
             simulated / wall.as_secs_f64().max(1e-9)
         );
@@ -822,15 +921,25 @@ fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// Writes `records` to `path` (CSV or JSON lines by its extension) through a temporary file
+/// beside it, renamed over it once complete: an interruption leaves the old file whole.
 fn write_records(path: &PathBuf, records: &[RunRecord]) -> Result<()> {
     let csv = records_format(path)?;
+    let mut tmp = path.clone().into_os_string();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
     let f =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let w = std::io::BufWriter::new(f);
+        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let mut w = std::io::BufWriter::new(f);
     if csv {
-        write_csv(w, records)?;
+        write_csv(&mut w, records)?;
     } else {
-        write_jsonl(w, records)?;
+        write_jsonl(&mut w, records)?;
     }
+    w.into_inner()
+        .map_err(|e| e.into_error())
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }

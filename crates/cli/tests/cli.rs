@@ -477,6 +477,168 @@ fn an_interrupted_campaign_keeps_the_runs_it_finished() {
     );
 }
 
+/// A campaign killed outright (no chance to write anything at the end) leaves on disk every
+/// run that had finished: records are appended to `--out FILE.jsonl` as runs end.
+#[test]
+fn a_killed_campaign_leaves_its_finished_runs_in_the_runs_file() {
+    let dir = temp_dir("lab-killed");
+    let out = dir.join("runs.jsonl");
+    let mut child = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "satellite",
+            "--workload",
+            "bulk:5MB",
+        ])
+        .args(["--seeds", "1-100000", "--threads", "1", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.starts_with("progress: 1/100000"), "{first}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let whole = &text[..text.rfind('\n').unwrap()];
+    let records: Vec<qfec_lab::RunRecord> = qfec_lab::output::read_jsonl(whole).unwrap();
+    assert!(!records.is_empty(), "nothing journaled: {text:?}");
+    assert!(records.iter().all(|r| r.completed && r.error.is_none()));
+}
+
+/// `--resume` runs only what the runs file lacks (a line cut short by a crash counts as
+/// lacking) and ends with the same records as an uninterrupted run; another campaign's file
+/// is refused before any run.
+#[test]
+fn a_resumed_campaign_equals_the_uninterrupted_one() {
+    let dir = temp_dir("lab-resume");
+    let campaign = [
+        "lab",
+        "run",
+        "--preset",
+        "wlan",
+        "--loss",
+        "1%,3%",
+        "--fec",
+        "none,rlc",
+        "--seeds",
+        "3",
+        "--workload",
+        "bulk:300kB",
+        "-q",
+        "--out",
+    ];
+    let full = dir.join("full.jsonl");
+    succeeded(
+        &Command::new(QFEC)
+            .args(campaign)
+            .arg(&full)
+            .output()
+            .unwrap(),
+    );
+    let text = std::fs::read_to_string(&full).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 12);
+    let cut = dir.join("cut.jsonl");
+    std::fs::write(
+        &cut,
+        format!("{}\n{}", lines[..5].join("\n"), &lines[5][..30]),
+    )
+    .unwrap();
+    let o = Command::new(QFEC)
+        .args(campaign)
+        .arg(&cut)
+        .arg("--resume")
+        .output()
+        .unwrap();
+    let stdout = succeeded(&o);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("resuming: 5 runs already in"), "{stderr}");
+    assert!(stdout.contains("7 runs in"), "{stdout}");
+    let read = |path: &std::path::Path| -> Vec<qfec_lab::RunRecord> {
+        qfec_lab::output::read_jsonl(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let (a, b) = (read(&cut), read(&full));
+    // The five kept runs were not run again: their host times are the first run's.
+    assert_eq!(
+        a[..5].iter().map(|r| r.wall_time_s).collect::<Vec<_>>(),
+        b[..5].iter().map(|r| r.wall_time_s).collect::<Vec<_>>()
+    );
+    let zero = |v: Vec<qfec_lab::RunRecord>| {
+        v.into_iter()
+            .map(|r| qfec_lab::RunRecord {
+                wall_time_s: 0.0,
+                ..r
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(zero(a), zero(b));
+    // The same file for other options: refused, naming the mismatch.
+    let mut other = campaign.to_vec();
+    other[7] = "none,rs";
+    let o = Command::new(QFEC)
+        .args(&other)
+        .arg(&cut)
+        .arg("--resume")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("another campaign") && err.lines().count() == 1,
+        "{err}"
+    );
+    one_line_error(
+        &[
+            "lab", "run", "--preset", "wlan", "--resume", "--out", "x.csv",
+        ],
+        "give --out FILE.jsonl",
+    );
+}
+
+/// `--columns` explains every column of the CSV runs file, in its order.
+#[test]
+fn lab_run_explains_its_columns() {
+    let dir = temp_dir("lab-columns");
+    let csv = dir.join("runs.csv");
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "interop",
+            "--workload",
+            "bulk:10kB",
+            "-q",
+            "--out",
+        ])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    succeeded(&o);
+    let header = std::fs::read_to_string(&csv).unwrap();
+    let names: Vec<&str> = header.lines().next().unwrap().split(',').collect();
+    let o = Command::new(QFEC)
+        .args(["lab", "run", "--columns"])
+        .output()
+        .unwrap();
+    let text = succeeded(&o);
+    let described: Vec<&str> = text
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(described, names);
+    assert!(
+        text.lines().all(|l| l.split_whitespace().count() > 2),
+        "{text}"
+    );
+}
+
 /// A small soak: every condition with and without FEC, the records written as runs end.
 #[test]
 fn lab_soak_checks_every_byte_and_writes_each_run() {

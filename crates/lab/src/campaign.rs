@@ -127,6 +127,55 @@ impl RunSpec {
     }
 }
 
+/// The positions in `specs` of the runs that `done` (records from an earlier, interrupted
+/// run of the same campaign) already hold, in the order of `done`. An error when a record is
+/// not the record of the spec with its index (another campaign's, or other options'), or
+/// when two records are of one run.
+pub fn finished_runs(specs: &[RunSpec], done: &[RunRecord]) -> Result<Vec<usize>, String> {
+    let position: BTreeMap<usize, usize> = specs
+        .iter()
+        .enumerate()
+        .map(|(p, s)| (s.index, p))
+        .collect();
+    let mut seen = vec![false; specs.len()];
+    done.iter()
+        .map(|r| {
+            let p = *position
+                .get(&r.index)
+                .ok_or_else(|| format!("run {} is not in this campaign", r.index))?;
+            let want = specs[p].record();
+            let same = (&r.scenario, &r.preset, &r.variant, &r.workload, r.seed)
+                == (
+                    &want.scenario,
+                    &want.preset,
+                    &want.variant,
+                    &want.workload,
+                    want.seed,
+                )
+                && r.loss.to_bits() == want.loss.to_bits();
+            if !same {
+                return Err(format!(
+                    "run {}: the record is of {} {} seed {} at {} % loss, the campaign's run is \
+                     {} {} seed {} at {} %: the results belong to another campaign",
+                    r.index,
+                    r.variant,
+                    r.workload,
+                    r.seed,
+                    r.loss * 100.0,
+                    want.variant,
+                    want.workload,
+                    want.seed,
+                    want.loss * 100.0
+                ));
+            }
+            if std::mem::replace(&mut seen[p], true) {
+                return Err(format!("run {} has two records", r.index));
+            }
+            Ok(p)
+        })
+        .collect()
+}
+
 /// `I/N` with 1 <= I <= N, as (I - 1, N): shard I of N.
 pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("--shard {s:?}: give I/N with 1 <= I <= N, e.g. 3/8");

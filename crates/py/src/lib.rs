@@ -14,7 +14,7 @@ use std::sync::atomic::AtomicBool;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use qfec_lab::campaign::{keep_shard, parse_shard, run_all_until};
+use qfec_lab::campaign::{finished_runs, keep_shard, parse_shard, run_all_until};
 use qfec_lab::output::{describe_link, describe_settings, read_jsonl, write_csv, write_jsonl};
 use qfec_lab::{PRESETS, RunRecord, RunSpec, Scenario, Sweep, SweepArgs};
 
@@ -190,7 +190,8 @@ impl Plan {
     /// their order; a ValueError names the first record that does not belong to the plan.
     fn finished(&self, jsonl: &str) -> PyResult<Vec<usize>> {
         let records: Vec<RunRecord> = read_jsonl(jsonl).map_err(value_error)?;
-        records.iter().map(|r| self.check(r)).collect()
+        let positions = finished_runs(&self.specs, &records).map_err(value_error)?;
+        Ok(positions.iter().map(|&p| self.specs[p].index).collect())
     }
 
     /// Every run's record, from `jsonl` (JSON lines in any order, e.g. gathered from
@@ -199,14 +200,10 @@ impl Plan {
     /// twice, or not of this plan.
     fn finish(&self, jsonl: &str) -> PyResult<(String, String)> {
         let records: Vec<RunRecord> = read_jsonl(jsonl).map_err(value_error)?;
+        let positions = finished_runs(&self.specs, &records).map_err(value_error)?;
         let mut slots: Vec<Option<RunRecord>> = vec![None; self.specs.len()];
-        for r in records {
-            let i = self.check(&r)?;
-            let slot = &mut slots[self.position[&i]];
-            if slot.is_some() {
-                return Err(value_error(format!("run {i} has two records")));
-            }
-            *slot = Some(r);
+        for (r, p) in records.into_iter().zip(positions) {
+            slots[p] = Some(r);
         }
         if let Some(p) = slots.iter().position(Option::is_none) {
             let missing = slots.iter().filter(|s| s.is_none()).count();
@@ -224,43 +221,6 @@ impl Plan {
             String::from_utf8(csv).map_err(value_error)?,
             String::from_utf8(jsonl).map_err(value_error)?,
         ))
-    }
-}
-
-impl Plan {
-    /// The campaign index of `r` when it is the record of one of the plan's runs.
-    fn check(&self, r: &RunRecord) -> PyResult<usize> {
-        let spec = self
-            .position
-            .get(&r.index)
-            .map(|&p| &self.specs[p])
-            .ok_or_else(|| value_error(format!("run {} is not in this campaign", r.index)))?;
-        let want = spec.record();
-        let same = (&r.scenario, &r.preset, &r.variant, &r.workload, r.seed)
-            == (
-                &want.scenario,
-                &want.preset,
-                &want.variant,
-                &want.workload,
-                want.seed,
-            )
-            && r.loss.to_bits() == want.loss.to_bits();
-        if !same {
-            return Err(value_error(format!(
-                "run {}: the record is of {} {} seed {} at {} % loss, the campaign's run is {} {} \
-                 seed {} at {} %: the results belong to another campaign",
-                r.index,
-                r.variant,
-                r.workload,
-                r.seed,
-                r.loss * 100.0,
-                want.variant,
-                want.workload,
-                want.seed,
-                want.loss * 100.0
-            )));
-        }
-        Ok(r.index)
     }
 }
 
