@@ -99,6 +99,9 @@ pub struct ReproduceArgs {
     /// Worker threads (default: all cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Replace the report in an --out directory that already holds one.
+    #[arg(long)]
+    force: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -490,13 +493,8 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
         threads: args.threads,
         seeds: args.seeds,
     };
-    // The report is a directory: refused now rather than after every run.
-    if opts.out.exists() && !opts.out.is_dir() {
-        bail!(
-            "--out {}: that is a file; the report is a directory (give a new name)",
-            opts.out.display()
-        );
-    }
+    // The report is a new directory: refused now rather than after every run.
+    qfec_lab::reproduce::check_report_dir(&opts.out, args.force).map_err(anyhow::Error::msg)?;
     let mut progress = Progress::new(!args.quiet);
     let outcome =
         qfec_lab::reproduce::reproduce(paper, &opts, |done, total| progress.update(done, total))?;

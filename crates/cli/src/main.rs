@@ -46,7 +46,28 @@ enum Command {
     Emu(Box<emu::EmuArgs>),
 }
 
+/// A reader that stops early (`qfec lab presets | head`) makes `println!` panic with a broken
+/// pipe (Rust ignores SIGPIPE, and sockets need it ignored). Such a panic ends the program
+/// quietly with the status a shell gives SIGPIPE (141), as other Unix tools do; every
+/// other panic reports as usual.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("QFEC_LOG")

@@ -601,6 +601,95 @@ fn a_resumed_campaign_equals_the_uninterrupted_one() {
     );
 }
 
+/// Mistakes that would cost results are refused before anything runs: a preset over a
+/// scenario's own links, and a report directory that already holds a report.
+#[test]
+fn the_lab_refuses_to_replace_what_the_user_did_not_ask_to() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../lab/scenarios/realtime-cubic.toml"
+    );
+    one_line_error(
+        &["lab", "run", scenario, "--preset", "wlan", "--dry-run"],
+        "add --replace-links",
+    );
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            scenario,
+            "--preset",
+            "wlan",
+            "--replace-links",
+            "--dry-run",
+        ])
+        .output()
+        .unwrap();
+    assert!(succeeded(&o).contains(" wlan "));
+    let dir = temp_dir("lab-report-dir");
+    let out = dir.join("report");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("report.md"), "an earlier report").unwrap();
+    let out_s = out.to_str().unwrap();
+    one_line_error(
+        &["lab", "reproduce", "bquic", "--quick", "--out", out_s],
+        "--force to replace",
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("report.md")).unwrap(),
+        "an earlier report"
+    );
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "reproduce",
+            "bquic",
+            "--quick",
+            "-q",
+            "--force",
+            "--out",
+            out_s,
+        ])
+        .output()
+        .unwrap();
+    succeeded(&o);
+    assert_ne!(
+        std::fs::read_to_string(out.join("report.md")).unwrap(),
+        "an earlier report"
+    );
+    one_line_error(
+        &["emu", "reproduce", "kharat", "--quick", "--out", out_s],
+        "--force to replace",
+    );
+}
+
+/// A reader that closes the pipe early (`qfec lab presets | head -1`) ends qfec quietly,
+/// with the status a shell gives SIGPIPE, not with a panic and a backtrace.
+#[test]
+fn a_closed_stdout_ends_the_program_quietly() {
+    // About 300 kB of lines: more than a pipe holds, so the program meets the closed pipe
+    // whenever the reader closes it.
+    let mut child = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "wlan",
+            "--seeds",
+            "1-5000",
+            "--dry-run",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(o.status.code(), Some(141), "{stderr}");
+}
+
 /// `--columns` explains every column of the CSV runs file, in its order.
 #[test]
 fn lab_run_explains_its_columns() {

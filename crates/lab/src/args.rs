@@ -28,6 +28,10 @@ pub struct SweepArgs {
     /// Link presets, comma-separated (wlan, 4g, 3g, satellite, da2gc, mss, interop, wlan-n).
     #[arg(long)]
     pub preset: Option<String>,
+    /// With a scenario file: let --preset replace the scenario's own links (without this,
+    /// --preset with a scenario is refused, so that its links never change unnoticed).
+    #[arg(long, requires = "preset")]
+    pub replace_links: bool,
     /// Loss rates to sweep, comma-separated: "2%" or "0,1%,2%" or 0.02.
     #[arg(long)]
     pub loss: Option<String>,
@@ -140,6 +144,13 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
     };
     for p in &presets {
         Preset::paths_from_name(p).map_err(|e| format!("--preset: {e}"))?;
+    }
+    if scenario.is_some() && !presets.is_empty() && !args.replace_links {
+        return Err(
+            "--preset with a scenario file would replace the scenario's links: drop --preset, \
+             or add --replace-links if that is what you want"
+                .into(),
+        );
     }
     let from_file = scenario.is_some();
     let mut base = match scenario {

@@ -35,8 +35,11 @@ pub struct KharatArgs {
     #[arg(long)]
     quick: bool,
     /// Report directory (created): runs.csv, report.md, SVG figures.
-    #[arg(long, default_value = "results/kharat")]
+    #[arg(long, default_value = "reproduce-kharat")]
     out: PathBuf,
+    /// Replace the report in an --out directory that already holds one.
+    #[arg(long, conflicts_with = "report_only")]
+    force: bool,
     /// Repetitions (the paper's epochs) instead of 5.
     #[arg(long, value_name = "N")]
     reps: Option<u32>,
@@ -156,6 +159,7 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
     if reps == 0 {
         bail!("--reps: give at least 1");
     }
+    qfec_lab::reproduce::check_report_dir(&args.out, args.force).map_err(anyhow::Error::msg)?;
     let losses = parse_list(&args.loss, parse_ratio).map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
     let scale = if args.quick { 10 } else { 1 };
     std::fs::create_dir_all(&args.out)

@@ -127,6 +127,33 @@ struct Report {
 
 /// Runs `paper`'s evaluation and writes its report directory. `progress(done, total)` is
 /// called as runs finish.
+/// Checks a report directory before anything runs: it must be new, or an empty directory,
+/// unless `force` allows replacing what is there (a file is never replaced). The error is
+/// one line that says what to do.
+pub fn check_report_dir(out: &std::path::Path, force: bool) -> Result<(), String> {
+    if !out.exists() {
+        return Ok(());
+    }
+    if !out.is_dir() {
+        return Err(format!(
+            "--out {}: that is a file; the report is a directory (give a new name)",
+            out.display()
+        ));
+    }
+    let empty = std::fs::read_dir(out)
+        .map_err(|e| format!("--out {}: {e}", out.display()))?
+        .next()
+        .is_none();
+    if !empty && !force {
+        return Err(format!(
+            "--out {}: the directory holds files (an earlier report?); give a new name, or \
+             --force to replace its report",
+            out.display()
+        ));
+    }
+    Ok(())
+}
+
 pub fn reproduce(
     paper: Paper,
     opts: &Options,
