@@ -23,7 +23,7 @@ pub enum LabCommand {
     /// Draw an SVG figure from a runs file written by `lab run --out FILE.jsonl`: the ECDF of
     /// a metric across runs, its median against --x, or a run's time series (cwnd, rtt;
     /// inflight, goodput-ts, redundancy from runs made with --trace).
-    Plot(PlotArgs),
+    Plot(Box<PlotArgs>),
     /// Soak the transport: downloads through the simulator under loss, bursts, reordering,
     /// duplication, corruption, path failures and NAT rebindings, with and without FEC,
     /// every byte checked. Exits 1 if any byte was bad, missing or duplicated.
@@ -75,6 +75,23 @@ pub struct PlotArgs {
     /// Only the runs of this variant.
     #[arg(long)]
     variant: Option<String>,
+    /// Only the runs of this preset.
+    #[arg(long)]
+    preset: Option<String>,
+    /// Only the runs at this loss, e.g. 2%.
+    #[arg(long)]
+    loss: Option<String>,
+    /// Only the runs of this workload, as the records name it (e.g. bulk-20MB).
+    #[arg(long)]
+    workload: Option<String>,
+    /// One panel per preset, workload, loss, variant or seed.
+    #[arg(long)]
+    facet: Option<String>,
+    /// Pool runs that differ in preset, workload, loss or variant into one curve (refused
+    /// otherwise: say which with --preset/--loss/..., --facet or --by).
+    #[arg(long)]
+    pool: bool,
+    /// The figure's title (default: what it shows, and what its runs share).
     #[arg(long)]
     title: Option<String>,
     /// The SVG file to write.
@@ -332,7 +349,7 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
         }
         LabCommand::Run(args) => run_experiment(*args),
         LabCommand::Reproduce(args) => reproduce(args),
-        LabCommand::Plot(args) => plot(args),
+        LabCommand::Plot(args) => plot(*args),
         LabCommand::Soak(args) => soak(args),
         LabCommand::Merge(args) => merge(args),
     }
@@ -448,7 +465,20 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
         by: args.by.parse().context("--by")?,
         boxes: args.boxes,
         title: args.title,
+        facet: args
+            .facet
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .context("--facet")?,
+        pool: args.pool,
     };
+    let loss = args
+        .loss
+        .as_deref()
+        .map(qfec_lab::units::parse_ratio)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
     let text = std::fs::read_to_string(&args.runs)
         .with_context(|| format!("cannot read {}", args.runs.display()))?;
     let mut records: Vec<RunRecord> = qfec_lab::output::read_jsonl(&text).map_err(|e| {
@@ -460,9 +490,15 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
     records.retain(|r| {
         args.seed.is_none_or(|s| r.seed == s)
             && args.variant.as_ref().is_none_or(|v| &r.variant == v)
+            && args.preset.as_ref().is_none_or(|p| &r.preset == p)
+            && args.workload.as_ref().is_none_or(|w| &r.workload == w)
+            && loss.is_none_or(|l| (r.loss - l).abs() < 1e-12)
     });
     if records.is_empty() {
-        bail!("no run in {} matches --seed/--variant", args.runs.display());
+        bail!(
+            "no run in {} matches --seed/--variant/--preset/--loss/--workload",
+            args.runs.display()
+        );
     }
     let fig = chart(&records, &spec)?;
     qfec_lab::plot::draw(&fig, &args.out).map_err(anyhow::Error::msg)?;

@@ -1018,10 +1018,29 @@ fn lab_plot_draws_the_runs_of_a_campaign() {
         assert!(svg.trim_end().ends_with("</svg>") && svg.contains("<text"));
         (stdout, svg)
     };
-    // xi exists for the two FEC variants only.
-    let (stdout, svg) = plot(&["--y", "xi"], "xi.svg");
+    // xi exists for the two FEC variants only; a panel per loss (the runs are not pooled).
+    let (stdout, svg) = plot(&["--y", "xi", "--facet", "loss"], "xi.svg");
     assert!(stdout.starts_with("2 curves from 12 runs"), "{stdout}");
     assert!(svg.contains("adaptive") && svg.contains("rlc"));
+    assert!(svg.contains("loss 0%") && svg.contains("loss 3%"));
+    // One loss selected: the title says which, and how many seeds.
+    let (_, svg) = plot(&["--y", "xi", "--loss", "3%"], "xi3.svg");
+    assert!(
+        svg.contains("preset wlan, workload bulk-300kB, loss 3%, 2 seeds"),
+        "{svg}"
+    );
+    one_line_error(
+        &[
+            "lab",
+            "plot",
+            runs.to_str().unwrap(),
+            "--y",
+            "xi",
+            "--out",
+            "x.svg",
+        ],
+        "give --facet loss or --by loss",
+    );
     let (stdout, _) = plot(&["--y", "dct", "--x", "loss"], "dct.svg");
     assert!(stdout.starts_with("3 curves"), "{stdout}");
     let (stdout, svg) = plot(
@@ -1030,8 +1049,11 @@ fn lab_plot_draws_the_runs_of_a_campaign() {
     );
     assert!(stdout.starts_with("2 curves from 2 runs"), "{stdout}");
     assert!(svg.contains("congestion window (kB)"));
-    let (stdout, svg) = plot(&["--y", "dct", "--by", "loss", "--box"], "box.svg");
-    assert!(stdout.starts_with("2 boxes from 12 runs"), "{stdout}");
+    let (stdout, svg) = plot(
+        &["--y", "dct", "--by", "loss", "--box", "--variant", "none"],
+        "box.svg",
+    );
+    assert!(stdout.starts_with("2 boxes from 4 runs"), "{stdout}");
     assert!(svg.contains("<rect"));
     one_line_error(
         &[

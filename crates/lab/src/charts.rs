@@ -186,6 +186,22 @@ impl Field {
         }
     }
 
+    /// The field's name in prose and in errors ("preset", "loss").
+    fn label_word(self) -> &'static str {
+        match self {
+            Field::Loss => "loss",
+            Field::Seed => "seed",
+            Field::Variant => "variant",
+            Field::Preset => "preset",
+            Field::Workload => "workload",
+        }
+    }
+
+    /// `qfec lab plot`'s option that selects one value of the field.
+    fn flag(self) -> &'static str {
+        self.label_word()
+    }
+
     fn label(self) -> &'static str {
         match self {
             Field::Loss => "loss (%)",
@@ -227,6 +243,11 @@ pub struct ChartSpec {
     /// A box plot of `y` per group instead of ECDFs.
     pub boxes: bool,
     pub title: Option<String>,
+    /// One panel per value of this field.
+    pub facet: Option<Field>,
+    /// Pool runs that differ in a field the figure does not show (preset, workload, loss,
+    /// variant) into one curve; refused otherwise.
+    pub pool: bool,
 }
 
 /// Why a chart cannot be drawn from these runs.
@@ -246,6 +267,15 @@ pub enum ChartError {
     SeriesWithX(&'static str),
     #[error("{0} runs selected: a time-series figure draws at most 8; select fewer with --seed")]
     TooMany(usize),
+    #[error(
+        "the runs differ in {field} ({values}), which one curve would pool: choose one \
+         with --{flag} VALUE, or give --facet {flag} or --by {flag} (--pool to pool them anyway)"
+    )]
+    Pooled {
+        field: &'static str,
+        flag: &'static str,
+        values: String,
+    },
 }
 
 impl fmt::Display for Field {
@@ -254,10 +284,111 @@ impl fmt::Display for Field {
     }
 }
 
-/// The figure `spec` asks for, from `records`.
+/// The figure `spec` asks for, from `records`: one panel, or one per value of `spec.facet`;
+/// its title ends with what the runs have in common (preset, workload, loss, seeds, qfec
+/// version), so that a figure says what it shows.
 pub fn chart(records: &[RunRecord], spec: &ChartSpec) -> Result<Figure, ChartError> {
+    if let Some(x) = spec.x
+        && x.value(&RunRecord::default()).is_none()
+    {
+        return Err(ChartError::NotNumeric(x.label()));
+    }
+    if !spec.pool {
+        for f in [Field::Preset, Field::Workload, Field::Loss, Field::Variant] {
+            let shown = f == spec.by || Some(f) == spec.x || Some(f) == spec.facet;
+            // A time series labels each run's curve with its loss and seed.
+            let labelled = spec.y.is_series() && f == Field::Loss;
+            let values: std::collections::BTreeSet<String> =
+                records.iter().map(|r| f.key(r)).collect();
+            if !shown && !labelled && values.len() > 1 {
+                let mut list: Vec<String> = values.into_iter().take(4).collect();
+                if list.len() == 4 {
+                    list[3] = "...".into();
+                }
+                return Err(ChartError::Pooled {
+                    field: f.label_word(),
+                    flag: f.flag(),
+                    values: list.join(", "),
+                });
+            }
+        }
+    }
+    let mut fig = match spec.facet {
+        None => panel_chart(records, spec)?,
+        Some(f) => {
+            let mut parts: BTreeMap<String, Vec<RunRecord>> = BTreeMap::new();
+            for r in records {
+                parts.entry(f.key(r)).or_default().push(r.clone());
+            }
+            let one = ChartSpec {
+                facet: None,
+                ..spec.clone()
+            };
+            let mut fig: Option<Figure> = None;
+            for (value, runs) in &parts {
+                let mut part = panel_chart(runs, &one)?;
+                let mut panel = part.panels.remove(0);
+                panel.title = format!("{} {value}", f.label_word());
+                match &mut fig {
+                    None => {
+                        part.panels = vec![panel];
+                        fig = Some(part);
+                    }
+                    Some(fig) => fig.panels.push(panel),
+                }
+            }
+            let mut fig = fig.expect("at least one run");
+            fig.columns = fig.panels.len().min(3);
+            fig
+        }
+    };
+    let context = context(records, spec);
+    if !context.is_empty() {
+        fig.title = format!("{} ({context})", fig.title);
+    }
+    Ok(fig)
+}
+
+/// What every run of the figure shares, and how many seeds: "preset wlan, loss 2%, 10 seeds,
+/// qfec 0.1.0".
+fn context(records: &[RunRecord], spec: &ChartSpec) -> String {
+    let mut parts = Vec::new();
+    for f in [Field::Preset, Field::Workload, Field::Loss] {
+        let values: std::collections::BTreeSet<String> = records.iter().map(|r| f.key(r)).collect();
+        let shown = f == spec.by || Some(f) == spec.x || Some(f) == spec.facet;
+        if let (false, [v]) = (shown, values.iter().collect::<Vec<_>>().as_slice())
+            && !v.is_empty()
+        {
+            parts.push(format!("{} {v}", f.label_word()));
+        }
+    }
+    let seeds: std::collections::BTreeSet<u64> = records.iter().map(|r| r.seed).collect();
+    parts.push(match seeds.len() {
+        1 => format!("seed {}", seeds.first().unwrap()),
+        n => format!("{n} seeds"),
+    });
+    let versions: std::collections::BTreeSet<&str> = records
+        .iter()
+        .map(|r| r.version.as_str())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if !versions.is_empty() {
+        parts.push(format!(
+            "qfec {}",
+            versions.into_iter().collect::<Vec<_>>().join("/")
+        ));
+    }
+    parts.join(", ")
+}
+
+/// One panel of `spec.y` over `records`.
+fn panel_chart<R: std::borrow::Borrow<RunRecord>>(
+    records: &[R],
+    spec: &ChartSpec,
+) -> Result<Figure, ChartError> {
+    let records: Vec<&RunRecord> = records.iter().map(|r| r.borrow()).collect();
     let mut groups: BTreeMap<String, Vec<&RunRecord>> = BTreeMap::new();
-    for r in records {
+    for r in records.iter().copied() {
         groups.entry(spec.by.key(r)).or_default().push(r);
     }
     if spec.boxes && !spec.y.is_series() {
@@ -447,7 +578,19 @@ mod tests {
             by: Field::Variant,
             boxes: false,
             title: None,
+            facet: None,
+            pool: false,
         };
+        // Two losses in one curve per variant: refused, unless asked for.
+        assert_eq!(
+            chart(&runs(), &spec),
+            Err(ChartError::Pooled {
+                field: "loss",
+                flag: "loss",
+                values: "0%, 2%".into()
+            })
+        );
+        let spec = ChartSpec { pool: true, ..spec };
         let fig = chart(&runs(), &spec).unwrap();
         let s = &fig.panels[0].series;
         assert_eq!(s.len(), 2);
@@ -464,6 +607,8 @@ mod tests {
             by: Field::Variant,
             boxes: false,
             title: None,
+            facet: None,
+            pool: false,
         };
         let fig = chart(&runs(), &spec).unwrap();
         let s = &fig.panels[0].series;
@@ -484,6 +629,8 @@ mod tests {
             by: Field::Loss,
             boxes: true,
             title: None,
+            facet: None,
+            pool: true,
         };
         let fig = chart(&runs(), &spec).unwrap();
         let b = &fig.panels[0].boxes;
@@ -502,6 +649,51 @@ mod tests {
     }
 
     #[test]
+    fn a_panel_per_facet_and_a_title_that_says_what_is_drawn() {
+        let spec = ChartSpec {
+            y: Metric::CompletionTime,
+            x: None,
+            by: Field::Variant,
+            boxes: false,
+            title: None,
+            facet: Some(Field::Loss),
+            pool: false,
+        };
+        let fig = chart(&runs(), &spec).unwrap();
+        assert_eq!(fig.panels.len(), 2);
+        assert_eq!(
+            (fig.panels[0].title.as_str(), fig.panels[1].title.as_str()),
+            ("loss 0%", "loss 2%")
+        );
+        // Loss 2 %: none at 4, 5, 6 s.
+        assert_eq!(fig.panels[1].series[0].points.last(), Some(&(6.0, 1.0)));
+        assert!(fig.title.ends_with("(3 seeds)"), "{}", fig.title);
+        let one: Vec<RunRecord> = runs()
+            .into_iter()
+            .filter(|r| r.loss > 0.0)
+            .map(|r| RunRecord {
+                preset: "wlan".into(),
+                version: "0.1.0".into(),
+                ..r
+            })
+            .collect();
+        let fig = chart(
+            &one,
+            &ChartSpec {
+                facet: None,
+                ..spec
+            },
+        )
+        .unwrap();
+        assert!(
+            fig.title
+                .ends_with("(preset wlan, loss 2%, 3 seeds, qfec 0.1.0)"),
+            "{}",
+            fig.title
+        );
+    }
+
+    #[test]
     fn time_series_of_few_runs() {
         let spec = ChartSpec {
             y: Metric::Cwnd,
@@ -509,6 +701,8 @@ mod tests {
             by: Field::Variant,
             boxes: false,
             title: None,
+            facet: None,
+            pool: false,
         };
         assert_eq!(chart(&runs(), &spec), Err(ChartError::TooMany(12)));
         let few: Vec<RunRecord> = runs().into_iter().filter(|r| r.seed == 1).collect();
