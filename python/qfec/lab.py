@@ -201,14 +201,14 @@ def run(
       ``seeds``: a count, a range (``"1-20"``, ``range(1, 21)``) or a list.
     - ``cc``, ``fec``, ``fec_cc``, ``ack_frequency``, ``scheduler``: a value, or a list
       whose values run as variants of one experiment (``fec=["none", "rlc"]`` adds each FEC
-      variant's ratio to ``none``, ``dct_ratio``).
+      variant's ratio to ``none``, ``xi``).
     - ``rate``, ``rtt``, ``queue``: override the first path (``"10Mbps"``, ``"80ms"``,
       ``"bdp"``); ``path``: more paths (multipath); ``flows``, ``stagger``: several flows.
     - ``shard``: ``"I/N"``, only that slice (every variant of a point and seed together).
     - ``threads``: worker threads (0: every core); ``progress``: a line on stderr every
       few seconds.
 
-    The columns are :func:`columns`'s; ``dct_ratio`` is filled when the experiment ran
+    The columns are :func:`columns`'s; ``xi`` is filled when the experiment ran
     a variant without FEC beside FEC variants. Ctrl-C stops the runs (KeyboardInterrupt).
     """
     options = {k: v for k, v in locals().items() if k not in ("scenario", "shard", "threads", "progress")}

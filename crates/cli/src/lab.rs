@@ -752,7 +752,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
         records.append(&mut earlier);
         records.sort_by_key(|r| r.index);
     }
-    qfec_lab::metrics::attach_dct_ratios(&mut records, &sweep.baselines());
+    qfec_lab::metrics::attach_xi(&mut records, &sweep.baselines());
     print!("{}", summary_table(&aggregate(&records)));
     let flows = flow_table(&records);
     if !flows.is_empty() {

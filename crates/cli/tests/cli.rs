@@ -1135,7 +1135,7 @@ fn lab_shards_merge_into_the_full_run() {
         let rs = read(s);
         assert!(!rs.is_empty() && rs.len() < 24);
         let fec: Vec<_> = rs.iter().filter(|r| r.variant == "rs").collect();
-        assert!(!fec.is_empty() && fec.iter().all(|r| r.dct_ratio.is_some()));
+        assert!(!fec.is_empty() && fec.iter().all(|r| r.xi.is_some()));
     }
     let merged = dir.join("merged.jsonl");
     let o = Command::new(QFEC)

@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     eprintln!();
     // xi: each FEC run's completion time over plain QUIC's at the same point and seed.
-    qfec_lab::metrics::attach_dct_ratios(&mut records, &sweep.baselines());
+    qfec_lab::metrics::attach_xi(&mut records, &sweep.baselines());
     println!("{}", summary_table(&aggregate(&records)));
     Ok(())
 }

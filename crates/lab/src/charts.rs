@@ -18,7 +18,7 @@ const MAX_SERIES_RUNS: usize = 8;
 pub enum Metric {
     CompletionTime,
     Goodput,
-    DctRatio,
+    Xi,
     Overhead,
     Retransmissions,
     /// Time series: congestion window.
@@ -42,7 +42,7 @@ impl Metric {
         match self {
             Metric::CompletionTime => "completion time (s)",
             Metric::Goodput => "goodput (Mb/s)",
-            Metric::DctRatio => "completion time / plain QUIC's (xi)",
+            Metric::Xi => "completion time / plain QUIC's (xi)",
             Metric::Overhead => "FEC overhead (% of bytes)",
             Metric::Retransmissions => "retransmitted packets",
             Metric::Cwnd => "congestion window (kB)",
@@ -72,7 +72,7 @@ impl Metric {
                 .goodput_bps
                 .filter(|_| r.finished_time().is_some())
                 .map(|b| b / 1e6),
-            Metric::DctRatio => r.dct_ratio,
+            Metric::Xi => r.xi,
             Metric::Overhead => Some(r.overhead() * 100.0),
             Metric::Retransmissions => Some(r.retransmissions as f64),
             Metric::Cwnd
@@ -135,7 +135,7 @@ impl FromStr for Metric {
         Ok(match s.trim().to_ascii_lowercase().as_str() {
             "dct" | "completion_time" => Metric::CompletionTime,
             "goodput" => Metric::Goodput,
-            "xi" | "dct_ratio" => Metric::DctRatio,
+            "xi" => Metric::Xi,
             "overhead" => Metric::Overhead,
             "retx" | "retransmissions" => Metric::Retransmissions,
             "cwnd" => Metric::Cwnd,
@@ -468,7 +468,7 @@ fn panel_chart<R: std::borrow::Borrow<RunRecord>>(
         return Err(ChartError::NoValues(spec.y.label()));
     }
     let ecdf_chart = !spec.y.is_series() && spec.x.is_none();
-    let references = if ecdf_chart && spec.y == Metric::DctRatio {
+    let references = if ecdf_chart && spec.y == Metric::Xi {
         vec![Reference {
             label: "xi = 1".into(),
             y: None,

@@ -59,9 +59,10 @@ pub struct RunRecord {
     /// Source symbols recovered by FEC (both endpoints).
     pub recovered_symbols: u64,
     /// Completion time over that of the variant without FEC at the same point and seed
-    /// (paper 000's xi), when the campaign ran one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dct_ratio: Option<f64>,
+    /// (paper 000's xi), when the campaign ran one. Runs files written before the name was
+    /// `xi` call it `dct_ratio`.
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "dct_ratio")]
+    pub xi: Option<f64>,
     /// Paper 002's real-time metrics: fraction of the application data sent that arrived,
     /// and total re-buffering (one message period per message not complete when due).
     pub app_data_fraction: Option<f64>,
@@ -402,7 +403,7 @@ pub struct Summary {
     pub retransmissions: Option<Stats>,
     pub overhead: Option<Stats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dct_ratio: Option<Stats>,
+    pub xi: Option<Stats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair_symbols: Option<Stats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -455,7 +456,7 @@ pub fn aggregate(records: &[RunRecord]) -> Vec<Summary> {
                 goodput_bps: col(&|r| r.goodput_bps),
                 retransmissions: col(&|r| Some(r.retransmissions as f64)),
                 overhead: col(&|r| Some(r.overhead())),
-                dct_ratio: col(&|r| r.dct_ratio),
+                xi: col(&|r| r.xi),
                 repair_symbols: col(&|r| Some(r.repair_symbols as f64)),
                 recovered_symbols: col(&|r| Some(r.recovered_symbols as f64)),
                 app_data_fraction: col(&|r| r.app_data_fraction),
@@ -473,9 +474,9 @@ pub fn completion_ratio(time_s: f64, baseline_times_s: &[f64]) -> Option<f64> {
     (s.mean > 0.0).then(|| time_s / s.mean)
 }
 
-/// Sets each record's `dct_ratio`: its completion time over that of its baseline variant
+/// Sets each record's `xi`: its completion time over that of its baseline variant
 /// (`baselines` maps a variant to it) at the same scenario, preset, workload, loss and seed.
-pub fn attach_dct_ratios(records: &mut [RunRecord], baselines: &BTreeMap<String, String>) {
+pub fn attach_xi(records: &mut [RunRecord], baselines: &BTreeMap<String, String>) {
     type Key<'a> = (&'a str, &'a str, &'a str, &'a str, u64, u64);
     // A record's point and seed, as run by `variant`.
     fn key<'a>(r: &'a RunRecord, variant: &'a str) -> Key<'a> {
@@ -496,7 +497,7 @@ pub fn attach_dct_ratios(records: &mut [RunRecord], baselines: &BTreeMap<String,
         })
         .collect();
     for (r, x) in records.iter_mut().zip(ratios) {
-        r.dct_ratio = x;
+        r.xi = x;
     }
 }
 
@@ -543,8 +544,23 @@ mod tests {
         assert_eq!(completion_ratio(3.0, &[2.0, 4.0]), Some(1.0));
     }
 
+    /// Runs files from before the rename keep their ratios.
     #[test]
-    fn dct_ratios_pair_each_run_with_its_baseline_run() {
+    fn xi_reads_the_old_name_too() {
+        let r = RunRecord {
+            xi: Some(0.5),
+            ..RunRecord::default()
+        };
+        let old = serde_json::to_string(&r)
+            .unwrap()
+            .replace("\"xi\"", "\"dct_ratio\"");
+        assert!(old.contains("dct_ratio"));
+        let back: RunRecord = serde_json::from_str(&old).unwrap();
+        assert_eq!(back.xi, Some(0.5));
+    }
+
+    #[test]
+    fn xi_pairs_each_run_with_its_baseline_run() {
         let rec = |variant: &str, seed: u64, t: Option<f64>| RunRecord {
             variant: variant.into(),
             seed,
@@ -563,8 +579,8 @@ mod tests {
         let baselines: BTreeMap<String, String> = [("rlc", "none"), ("rs", "none")]
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .into();
-        attach_dct_ratios(&mut rs, &baselines);
-        let got: Vec<Option<f64>> = rs.iter().map(|r| r.dct_ratio).collect();
+        attach_xi(&mut rs, &baselines);
+        let got: Vec<Option<f64>> = rs.iter().map(|r| r.xi).collect();
         assert_eq!(got, [None, None, Some(0.5), Some(1.5), None, None]);
     }
 }

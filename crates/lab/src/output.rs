@@ -71,7 +71,7 @@ pub const RECORD_COLUMNS: &[(&str, &str)] = &[
         "source symbols FEC recovered, both endpoints",
     ),
     (
-        "dct_ratio",
+        "xi",
         "completion time over that of the variant without FEC at the same point and seed (paper 000's xi); empty without such a baseline",
     ),
     (
@@ -144,7 +144,7 @@ pub fn write_csv<W: Write>(mut w: W, records: &[RunRecord]) -> io::Result<()> {
             r.fec_bytes.to_string(),
             r.repair_symbols.to_string(),
             r.recovered_symbols.to_string(),
-            opt(r.dct_ratio),
+            opt(r.xi),
             opt(r.app_data_fraction),
             opt(r.rebuffering_s),
             opt(r.msg_delay_p50_s),
@@ -185,7 +185,7 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
         "goodput_bps",
         "retransmissions",
         "overhead",
-        "dct_ratio",
+        "xi",
         "repair_symbols",
         "recovered_symbols",
     ];
@@ -222,7 +222,7 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
             &s.goodput_bps,
             &s.retransmissions,
             &s.overhead,
-            &s.dct_ratio,
+            &s.xi,
             &s.repair_symbols,
             &s.recovered_symbols,
         ] {
@@ -264,7 +264,7 @@ pub fn summary_table(sums: &[Summary]) -> String {
     // point and seed), the overhead and the symbols repaired.
     let fec = sums
         .iter()
-        .any(|s| s.dct_ratio.is_some() || s.repair_symbols.is_some_and(|x| x.max > 0.0));
+        .any(|s| s.xi.is_some() || s.repair_symbols.is_some_and(|x| x.max > 0.0));
     if fec {
         header.extend(["xi_med", "xi_p95", "ovh%", "repairs", "recovered"]);
     }
@@ -297,8 +297,8 @@ pub fn summary_table(sums: &[Summary]) -> String {
                 cell(&s.retransmissions, |x| x.mean, 1.0, 1),
             ]
             .into_iter()
-            .chain(fec.then(|| cell(&s.dct_ratio, |x| x.median, 1.0, 3)))
-            .chain(fec.then(|| cell(&s.dct_ratio, |x| x.p95, 1.0, 3)))
+            .chain(fec.then(|| cell(&s.xi, |x| x.median, 1.0, 3)))
+            .chain(fec.then(|| cell(&s.xi, |x| x.p95, 1.0, 3)))
             .chain(fec.then(|| cell(&s.overhead, |x| x.mean, 100.0, 1)))
             .chain(fec.then(|| cell(&s.repair_symbols, |x| x.mean, 1.0, 1)))
             .chain(fec.then(|| cell(&s.recovered_symbols, |x| x.mean, 1.0, 1)))

@@ -196,7 +196,7 @@ impl Plan {
 
     /// Every run's record, from `jsonl` (JSON lines in any order, e.g. gathered from
     /// workers), in the plan's order, with each FEC variant's completion-time ratio to its
-    /// baseline (`dct_ratio`): returns (CSV, JSON lines). A ValueError when a run is missing,
+    /// baseline (`xi`): returns (CSV, JSON lines). A ValueError when a run is missing,
     /// twice, or not of this plan.
     fn finish(&self, jsonl: &str) -> PyResult<(String, String)> {
         let records: Vec<RunRecord> = read_jsonl(jsonl).map_err(value_error)?;
@@ -213,7 +213,7 @@ impl Plan {
             )));
         }
         let mut records: Vec<RunRecord> = slots.into_iter().flatten().collect();
-        qfec_lab::metrics::attach_dct_ratios(&mut records, &self.sweep.baselines());
+        qfec_lab::metrics::attach_xi(&mut records, &self.sweep.baselines());
         let (mut csv, mut jsonl) = (Vec::new(), Vec::new());
         write_csv(&mut csv, &records).map_err(value_error)?;
         write_jsonl(&mut jsonl, &records).map_err(value_error)?;
