@@ -310,26 +310,30 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
     match cmd {
         LabCommand::Presets => {
             println!(
-                "{:<10} {:>12} {:>10} {:>8} {:>6}  source",
+                "{:<10} {:>14} {:>14} {:>12} {:>6}  source",
                 "preset", "rate Mb/s", "RTT ms", "loss %", "bulk"
             );
-            let range = |lo: f64, hi: f64| {
-                if lo == hi {
-                    format!("{lo:.3}")
+            // The value a run uses (the middle of the range the paper gives), and the range.
+            let used = |lo: f64, hi: f64| {
+                let short = |x: f64| {
+                    format!("{x:.3}")
                         .trim_end_matches('0')
                         .trim_end_matches('.')
                         .to_string()
+                };
+                if lo == hi {
+                    short(lo)
                 } else {
-                    format!("{lo}-{hi}")
+                    format!("{} ({}-{})", short((lo + hi) / 2.0), short(lo), short(hi))
                 }
             };
             for p in PRESETS.iter() {
                 println!(
-                    "{:<10} {:>12} {:>10} {:>8} {:>6}  {}",
+                    "{:<10} {:>14} {:>14} {:>12} {:>6}  {}",
                     p.name,
-                    range(p.rate_mbps.lo, p.rate_mbps.hi),
-                    range(p.rtt_ms.lo, p.rtt_ms.hi),
-                    range(p.loss.lo * 100.0, p.loss.hi * 100.0),
+                    used(p.rate_mbps.lo, p.rate_mbps.hi),
+                    used(p.rtt_ms.lo, p.rtt_ms.hi),
+                    used(p.loss.lo * 100.0, p.loss.hi * 100.0),
                     qfec_lab::workload::short_size(p.bulk_bytes),
                     p.source
                 );
@@ -342,8 +346,10 @@ pub fn run(cmd: LabCommand) -> Result<ExitCode> {
                 }
             }
             println!(
-                "\nJoin presets with + for a multipath run, one path each: wlan+4g is paper 000's \
-                 WLAN and 4G rows (Table I, NetType1) as two paths. Only the first may be a WLAN."
+                "\nA run uses the first number; a paper's range follows it in parentheses (--rate, \
+                 --rtt and --loss choose others).\nJoin presets with + for a multipath run, one \
+                 path each: wlan+4g is paper 000's WLAN and 4G rows (Table I, NetType1) as two \
+                 paths. Only the first may be a WLAN."
             );
             Ok(ExitCode::SUCCESS)
         }

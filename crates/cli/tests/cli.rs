@@ -891,6 +891,12 @@ fn lab_presets_lists_every_preset() {
         );
     }
     assert!(stdout.contains("wlan-n") && stdout.contains("802.11n 2.4ghz MCS 7 20 MHz long GI"));
+    // The values a run uses, beside the papers' ranges.
+    let wlan = stdout.lines().find(|l| l.starts_with("wlan ")).unwrap();
+    assert!(
+        wlan.contains("25 (20-30)") && wlan.contains("2.5 (0-5)"),
+        "{wlan}"
+    );
 }
 
 #[test]

@@ -214,7 +214,8 @@ pub struct Variant {
 ///   scenario's per-direction overrides do not apply to preset points.
 /// - `losses` empty: the base loss. Otherwise the air loss of both directions becomes
 ///   Bernoulli(loss) at each point ([`LinkPair::with_loss`]: the MPDU error rate of a WLAN).
-/// - `variants` empty: one variant "default" with the base protocol settings.
+/// - `variants` empty: one variant with the base protocol settings, named by its FEC scheme
+///   when it has one, else "default".
 /// - `seeds` empty: the base scenario's seeds.
 /// - `workloads` empty: the base workload (or each preset's bulk size, see `preset_bulk`).
 #[derive(Debug, Clone)]
@@ -363,8 +364,14 @@ impl Sweep {
             self.losses.iter().copied().map(Some).collect()
         };
         let variants = if self.variants.is_empty() {
+            // One variant: named by its FEC when the scenario or options set one (a record
+            // then says which code ran), "default" otherwise.
+            let name = match &self.base.protocol.fec {
+                Some(fec) => fec.to_string(),
+                None => "default".into(),
+            };
             vec![Variant {
-                name: "default".into(),
+                name,
                 protocol: self.base.protocol.clone(),
             }]
         } else {
