@@ -614,6 +614,29 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if specs.is_empty() {
         bail!("nothing to run: no seeds");
     }
+    // What the options left to defaults, said before the runs rather than found in the
+    // table afterwards.
+    if !args.quiet && !args.dry_run {
+        if args.sweep.loss.is_none() && !sweep.presets.is_empty() {
+            let losses: Vec<String> = sweep
+                .presets
+                .iter()
+                .filter_map(|n| qfec_lab::Preset::paths_from_name(n).ok())
+                .map(|(p, _)| {
+                    let pct = format!("{:.3}", p.default_loss() * 100.0);
+                    let pct = pct.trim_end_matches('0').trim_end_matches('.');
+                    format!("{} {pct}%", p.name)
+                })
+                .collect();
+            eprintln!(
+                "note: no --loss, so each preset runs at its default loss ({}); --loss 0,2% sweeps",
+                losses.join(", ")
+            );
+        }
+        if args.sweep.seeds.is_none() && args.sweep.scenario.is_none() {
+            eprintln!("note: no --seeds, so seed 1 only; --seeds 10 runs seeds 1 to 10");
+        }
+    }
     if let Some((i, n)) = shard {
         qfec_lab::campaign::keep_shard(&mut specs, i, n);
         if specs.is_empty() {

@@ -452,8 +452,12 @@ fn an_interrupted_campaign_keeps_the_runs_it_finished() {
         .unwrap();
     // Interrupt once the first run finished (its progress line), so the handler is in place.
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    // The first progress line (after the notes on defaults).
     let mut first = String::new();
-    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    while first.is_empty() || first.starts_with("note: ") {
+        first.clear();
+        std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    }
     assert!(first.starts_with("progress: 1/100000"), "{first}");
     // SAFETY: signalling our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
@@ -499,8 +503,12 @@ fn a_killed_campaign_leaves_its_finished_runs_in_the_runs_file() {
         .spawn()
         .unwrap();
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    // The first progress line (after the notes on defaults).
     let mut first = String::new();
-    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    while first.is_empty() || first.starts_with("note: ") {
+        first.clear();
+        std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    }
     assert!(first.starts_with("progress: 1/100000"), "{first}");
     child.kill().unwrap();
     child.wait().unwrap();
@@ -688,6 +696,29 @@ fn a_closed_stdout_ends_the_program_quietly() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(o.status.code(), Some(141), "{stderr}");
+}
+
+/// Defaults the user did not choose are named before the runs: the presets' losses, one seed.
+#[test]
+fn lab_run_says_which_defaults_it_used() {
+    let o = Command::new(QFEC)
+        .args([
+            "lab",
+            "run",
+            "--preset",
+            "wlan,satellite",
+            "--workload",
+            "bulk:10kB",
+        ])
+        .output()
+        .unwrap();
+    succeeded(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("default loss (wlan 2.5%, satellite 7.5%)"),
+        "{err}"
+    );
+    assert!(err.contains("seed 1 only"), "{err}");
 }
 
 /// `--columns` explains every column of the CSV runs file, in its order.
