@@ -259,7 +259,8 @@ def campaign(
     - ``chunk``: runs per task (default: about four tasks per worker, at most 50 runs).
     - ``threads``: threads per task (1 suits a Dask worker per core).
 
-    The workers need this package installed (the same version). The rows equal a local
+    The workers need this package installed (the same version), and the files a scenario
+    names by relative path (traces) at the same place. The rows equal a local
     :func:`run`'s, all columns but ``wall_time_s``: every run is a function of its seed.
     """
     if isinstance(spec, (str, os.PathLike)):
@@ -273,7 +274,9 @@ def campaign(
     text, kind, base, file = _scenario(scenario)
     opts = _options(spec)
     if file is not None:
-        opts["scenario"] = str(Path(file).resolve())
+        # The workers get the file's text: they need not see the file, only what it names
+        # by relative path (traces), from the same directory.
+        text, base = Path(file).read_text(), str(Path(file).resolve().parent)
     payload = json.dumps(
         {"options": json.dumps(opts), "text": text, "kind": kind, "base": base, "shard": shard}
     )

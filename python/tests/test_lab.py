@@ -167,6 +167,8 @@ def test_a_scenario_as_a_dict_as_text_and_as_a_file(tmp_path: Path) -> None:
     assert len(as_file) == 2 and as_file["completed"].all()
     assert same_rows(as_text.assign(scenario="x"), as_file.assign(scenario="x"))
     assert same_rows(as_dict.assign(scenario="x"), as_file.assign(scenario="x"))
+    # A campaign sends the file's text to its tasks: the same rows as the file run here.
+    assert same_rows(lab.campaign(f, chunk=1), as_file)
 
 
 def test_the_simulator_runs_with_the_gil_released() -> None:
