@@ -429,12 +429,16 @@ fn lab_run_reports_progress_without_a_terminal() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("progress"));
 }
 
-/// Ctrl-C during a campaign: no run starts any more, the runs that finished are reported and
-/// written, and the exit code says it was interrupted (130).
-#[test]
-fn an_interrupted_campaign_keeps_the_runs_it_finished() {
-    let dir = temp_dir("lab-interrupt");
-    let out = dir.join("runs.jsonl");
+/// Starts a campaign of 100,000 satellite downloads writing `out` and returns once its first
+/// run finished (its first progress line, after the notes on defaults), with the rest of its
+/// standard error to read.
+fn long_campaign_after_its_first_run(
+    out: &std::path::Path,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+) {
     let mut child = Command::new(QFEC)
         .args([
             "lab",
@@ -444,21 +448,32 @@ fn an_interrupted_campaign_keeps_the_runs_it_finished() {
             "--workload",
             "bulk:5MB",
         ])
-        .args(["--seeds", "1-100000", "--out"])
-        .arg(&out)
+        .args(["--seeds", "1-100000"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Interrupt once the first run finished (its progress line), so the handler is in place.
     let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    // The first progress line (after the notes on defaults).
     let mut first = String::new();
     while first.is_empty() || first.starts_with("note: ") {
         first.clear();
         std::io::BufRead::read_line(&mut err, &mut first).unwrap();
     }
     assert!(first.starts_with("progress: 1/100000"), "{first}");
+    (child, err)
+}
+
+/// Ctrl-C during a campaign: no run starts any more, the runs that finished are reported and
+/// written, and the exit code says it was interrupted (130).
+#[test]
+fn an_interrupted_campaign_keeps_the_runs_it_finished() {
+    let dir = temp_dir("lab-interrupt");
+    let out = dir.join("runs.jsonl");
+    // Interrupt once the first run finished (its progress line), so the handler is in place.
+    let (mut child, mut err) = long_campaign_after_its_first_run(&out, &[]);
     // SAFETY: signalling our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let mut stderr = String::new();
@@ -487,29 +502,7 @@ fn an_interrupted_campaign_keeps_the_runs_it_finished() {
 fn a_killed_campaign_leaves_its_finished_runs_in_the_runs_file() {
     let dir = temp_dir("lab-killed");
     let out = dir.join("runs.jsonl");
-    let mut child = Command::new(QFEC)
-        .args([
-            "lab",
-            "run",
-            "--preset",
-            "satellite",
-            "--workload",
-            "bulk:5MB",
-        ])
-        .args(["--seeds", "1-100000", "--threads", "1", "--out"])
-        .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    // The first progress line (after the notes on defaults).
-    let mut first = String::new();
-    while first.is_empty() || first.starts_with("note: ") {
-        first.clear();
-        std::io::BufRead::read_line(&mut err, &mut first).unwrap();
-    }
-    assert!(first.starts_with("progress: 1/100000"), "{first}");
+    let (mut child, _err) = long_campaign_after_its_first_run(&out, &["--threads", "1"]);
     child.kill().unwrap();
     child.wait().unwrap();
     let text = std::fs::read_to_string(&out).unwrap();

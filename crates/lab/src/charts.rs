@@ -558,6 +558,19 @@ mod tests {
         }
     }
 
+    /// A chart of `y` (against `x`) by `by`: ECDFs or lines, one panel, runs never pooled.
+    fn spec(y: Metric, x: Option<Field>, by: Field) -> ChartSpec {
+        ChartSpec {
+            y,
+            x,
+            by,
+            boxes: false,
+            title: None,
+            facet: None,
+            pool: false,
+        }
+    }
+
     fn runs() -> Vec<RunRecord> {
         let mut v = Vec::new();
         for (variant, base) in [("none", 1.0), ("rlc", 2.0)] {
@@ -572,15 +585,7 @@ mod tests {
 
     #[test]
     fn one_ecdf_per_group() {
-        let spec = ChartSpec {
-            y: Metric::CompletionTime,
-            x: None,
-            by: Field::Variant,
-            boxes: false,
-            title: None,
-            facet: None,
-            pool: false,
-        };
+        let spec = spec(Metric::CompletionTime, None, Field::Variant);
         // Two losses in one curve per variant: refused, unless asked for.
         assert_eq!(
             chart(&runs(), &spec),
@@ -601,15 +606,7 @@ mod tests {
 
     #[test]
     fn medians_against_a_swept_parameter() {
-        let spec = ChartSpec {
-            y: Metric::CompletionTime,
-            x: Some(Field::Loss),
-            by: Field::Variant,
-            boxes: false,
-            title: None,
-            facet: None,
-            pool: false,
-        };
+        let spec = spec(Metric::CompletionTime, Some(Field::Loss), Field::Variant);
         let fig = chart(&runs(), &spec).unwrap();
         let s = &fig.panels[0].series;
         assert_eq!(s[0].points, vec![(0.0, 3.0), (2.0, 5.0)]);
@@ -624,13 +621,9 @@ mod tests {
     #[test]
     fn one_box_per_group() {
         let spec = ChartSpec {
-            y: Metric::CompletionTime,
-            x: None,
-            by: Field::Loss,
             boxes: true,
-            title: None,
-            facet: None,
             pool: true,
+            ..spec(Metric::CompletionTime, None, Field::Loss)
         };
         let fig = chart(&runs(), &spec).unwrap();
         let b = &fig.panels[0].boxes;
@@ -651,13 +644,8 @@ mod tests {
     #[test]
     fn a_panel_per_facet_and_a_title_that_says_what_is_drawn() {
         let spec = ChartSpec {
-            y: Metric::CompletionTime,
-            x: None,
-            by: Field::Variant,
-            boxes: false,
-            title: None,
             facet: Some(Field::Loss),
-            pool: false,
+            ..spec(Metric::CompletionTime, None, Field::Variant)
         };
         let fig = chart(&runs(), &spec).unwrap();
         assert_eq!(fig.panels.len(), 2);
@@ -695,15 +683,7 @@ mod tests {
 
     #[test]
     fn time_series_of_few_runs() {
-        let spec = ChartSpec {
-            y: Metric::Cwnd,
-            x: None,
-            by: Field::Variant,
-            boxes: false,
-            title: None,
-            facet: None,
-            pool: false,
-        };
+        let spec = spec(Metric::Cwnd, None, Field::Variant);
         assert_eq!(chart(&runs(), &spec), Err(ChartError::TooMany(12)));
         let few: Vec<RunRecord> = runs().into_iter().filter(|r| r.seed == 1).collect();
         let fig = chart(&few, &spec).unwrap();
