@@ -473,7 +473,7 @@ fn an_interrupted_campaign_keeps_the_runs_it_finished() {
     let dir = temp_dir("lab-interrupt");
     let out = dir.join("runs.jsonl");
     // Interrupt once the first run finished (its progress line), so the handler is in place.
-    let (mut child, mut err) = long_campaign_after_its_first_run(&out, &[]);
+    let (child, mut err) = long_campaign_after_its_first_run(&out, &[]);
     // SAFETY: signalling our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let mut stderr = String::new();
