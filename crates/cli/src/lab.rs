@@ -538,9 +538,22 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     // The report is a new directory: refused now rather than after every run.
     qfec_lab::reproduce::check_report_dir(&opts.out, args.force).map_err(anyhow::Error::msg)?;
     let mut progress = Progress::new(!args.quiet);
-    let outcome =
-        qfec_lab::reproduce::reproduce(paper, &opts, |done, total| progress.update(done, total))?;
+    // Ctrl-C: no run starts any more; the finished runs are written, no report is drawn.
+    let interrupt = interrupt::Guard::install();
+    let outcome = qfec_lab::reproduce::reproduce(paper, &opts, &interrupt::STOP, |done, total| {
+        progress.update(done, total)
+    })?;
+    drop(interrupt);
     progress.finish();
+    if outcome.interrupted {
+        eprintln!(
+            "interrupted: {} runs finished, written to {} and runs.jsonl beside it; no report \
+             from part of the runs (run the command again, with --force, for the whole)",
+            outcome.runs,
+            outcome.report.display()
+        );
+        return Ok(ExitCode::from(130));
+    }
     println!(
         "{} runs ({} failed) in {:.1} s; report: {}",
         outcome.runs,

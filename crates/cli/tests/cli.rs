@@ -496,6 +496,42 @@ fn an_interrupted_campaign_keeps_the_runs_it_finished() {
     );
 }
 
+/// Ctrl-C during a reproduction: the runs that finished are written, no report is drawn
+/// from part of them, and the exit code says it was interrupted.
+#[test]
+fn an_interrupted_reproduction_keeps_its_finished_runs() {
+    let dir = temp_dir("reproduce-interrupt");
+    let out = dir.join("report");
+    let mut child = Command::new(QFEC)
+        .args(["lab", "reproduce", "rquic", "--threads", "1", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.starts_with("progress: 1/"), "{first}");
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut err, &mut stderr).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted: "), "{stderr}");
+    let runs: Vec<qfec_lab::RunRecord> =
+        qfec_lab::output::read_jsonl(&std::fs::read_to_string(out.join("runs.jsonl")).unwrap())
+            .unwrap();
+    assert!(
+        !runs.is_empty() && runs.len() < 26_400,
+        "{} runs",
+        runs.len()
+    );
+    assert!(runs.iter().all(|r| r.error.is_none()));
+    assert!(!out.join("report.md").exists());
+}
+
 /// A campaign killed outright (no chance to write anything at the end) leaves on disk every
 /// run that had finished: records are appended to `--out FILE.jsonl` as runs end.
 #[test]

@@ -24,7 +24,9 @@ fn check(paper: Paper, figures: &[&str], sections: &[&str]) -> Vec<RunRecord> {
         seeds: None,
     };
     let mut calls = 0;
-    let out = reproduce(paper, &opts, |_, _| calls += 1).unwrap();
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let out = reproduce(paper, &opts, &never, |_, _| calls += 1).unwrap();
+    assert!(!out.interrupted);
     assert_eq!(out.failed, 0, "failed runs in {}", dir.display());
     assert_eq!(calls, out.runs);
     let runs: Vec<RunRecord> =

@@ -17,13 +17,14 @@ mod rquic;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use qfec_fec::Redundancy;
 use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
 
-use crate::campaign::{RunSpec, run_all};
+use crate::campaign::{RunSpec, run_all_until};
 use crate::config::ProtocolSettings;
 use crate::metrics::{RunRecord, Stats};
 use crate::output::{write_csv, write_jsonl};
@@ -115,8 +116,11 @@ pub struct Outcome {
     pub runs: usize,
     pub failed: usize,
     pub wall: Duration,
+    /// report.md; when interrupted, runs.csv (no report is drawn from part of the runs).
     pub report: PathBuf,
     pub figures: Vec<PathBuf>,
+    /// `stop` was set before every run finished.
+    pub interrupted: bool,
 }
 
 /// What a paper module produces from the records.
@@ -125,8 +129,6 @@ struct Report {
     figures: Vec<(String, Figure)>,
 }
 
-/// Runs `paper`'s evaluation and writes its report directory. `progress(done, total)` is
-/// called as runs finish.
 /// Checks a report directory before anything runs: it must be new, or an empty directory,
 /// unless `force` allows replacing what is there (a file is never replaced). The error is
 /// one line that says what to do.
@@ -154,9 +156,14 @@ pub fn check_report_dir(out: &std::path::Path, force: bool) -> Result<(), String
     Ok(())
 }
 
+/// Runs `paper`'s evaluation and writes its report directory. `progress(done, total)` is
+/// called as runs finish. Once `stop` is set no run starts: the runs that finished are
+/// written (`runs.csv`, `runs.jsonl`) and no report is drawn from an incomplete set
+/// (`Outcome::interrupted`).
 pub fn reproduce(
     paper: Paper,
     opts: &Options,
+    stop: &AtomicBool,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Outcome, ReproduceError> {
     let specs = match paper {
@@ -180,17 +187,11 @@ pub fn reproduce(
             ..crate::quic::run_with(spec, &options)
         }
     };
-    let records = run_all(&specs, opts.threads, run, |done, total, _| {
+    let records = run_all_until(&specs, opts.threads, stop, run, |done, total, _| {
         progress(done, total)
     });
     let wall = started.elapsed();
-    let report = match paper {
-        Paper::Rquic => rquic::report(&records, opts),
-        Paper::QuicFec => quic_fec::report(&records, opts),
-        Paper::QuicFecRt => quic_fec_rt::report(&records, opts),
-        Paper::Bquic => bquic::report(&records, opts),
-        Paper::QuicFecMp => quic_fec_mp::report(&records, opts),
-    };
+    let interrupted = records.len() < specs.len();
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ReproduceError::Io { path, source }
@@ -202,6 +203,23 @@ pub fn reproduce(
     let jsonl = opts.out.join("runs.jsonl");
     let f = std::fs::File::create(&jsonl).map_err(io(&jsonl))?;
     write_jsonl(std::io::BufWriter::new(f), &records).map_err(io(&jsonl))?;
+    if interrupted {
+        return Ok(Outcome {
+            runs: records.len(),
+            failed: records.iter().filter(|r| r.error.is_some()).count(),
+            wall,
+            report: csv,
+            figures: Vec::new(),
+            interrupted: true,
+        });
+    }
+    let report = match paper {
+        Paper::Rquic => rquic::report(&records, opts),
+        Paper::QuicFec => quic_fec::report(&records, opts),
+        Paper::QuicFecRt => quic_fec_rt::report(&records, opts),
+        Paper::Bquic => bquic::report(&records, opts),
+        Paper::QuicFecMp => quic_fec_mp::report(&records, opts),
+    };
     let mut figures = Vec::new();
     for (name, fig) in &report.figures {
         let path = opts.out.join(name);
@@ -245,6 +263,7 @@ pub fn reproduce(
         wall,
         report: report_path,
         figures,
+        interrupted: false,
     })
 }
 
