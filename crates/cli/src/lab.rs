@@ -94,7 +94,7 @@ pub struct PlotArgs {
     /// The figure's title (default: what it shows, and what its runs share).
     #[arg(long)]
     title: Option<String>,
-    /// The SVG file to write.
+    /// The figure to write: .svg, .png or .pdf.
     #[arg(long)]
     out: PathBuf,
 }
@@ -459,7 +459,9 @@ fn soak(args: SoakArgs) -> Result<ExitCode> {
 }
 
 fn plot(args: PlotArgs) -> Result<ExitCode> {
+    use crate::figure::Format;
     use qfec_lab::charts::{ChartSpec, chart};
+    let format = Format::of("--out", &args.out)?;
     let spec = ChartSpec {
         y: args.y.parse().context("--y")?,
         x: args
@@ -507,7 +509,20 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
         );
     }
     let fig = chart(&records, &spec)?;
-    qfec_lab::plot::draw(&fig, &args.out).map_err(anyhow::Error::msg)?;
+    match format {
+        Format::Svg => qfec_lab::plot::draw(&fig, &args.out).map_err(anyhow::Error::msg)?,
+        _ => {
+            // Drawn as SVG beside the output, rendered, and the SVG removed.
+            let mut tmp = args.out.clone().into_os_string();
+            tmp.push(".tmp.svg");
+            let tmp = PathBuf::from(tmp);
+            qfec_lab::plot::draw(&fig, &tmp).map_err(anyhow::Error::msg)?;
+            let svg = std::fs::read_to_string(&tmp);
+            let _ = std::fs::remove_file(&tmp);
+            let svg = svg.with_context(|| format!("cannot read {}", tmp.display()))?;
+            crate::figure::render(&svg, format, &args.out)?;
+        }
+    }
     let panel = &fig.panels[0];
     let (n, what) = if panel.boxes.is_empty() {
         (panel.series.len(), "curves")

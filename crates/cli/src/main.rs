@@ -2,6 +2,7 @@
 
 mod emu;
 mod fetch;
+mod figure;
 mod hq;
 mod lab;
 mod tcp;

@@ -1115,6 +1115,37 @@ fn lab_plot_draws_the_runs_of_a_campaign() {
     );
     assert!(stdout.starts_with("2 curves from 2 runs"), "{stdout}");
     assert!(svg.contains("congestion window (kB)"));
+    // PNG and PDF, with the figure's text in them (a font was found and embedded).
+    for (name, magic) in [("dct.png", &b"\x89PNG"[..]), ("dct.pdf", &b"%PDF"[..])] {
+        let o = Command::new(QFEC)
+            .args(["lab", "plot"])
+            .arg(&runs)
+            .args(["--y", "dct", "--x", "loss", "--out"])
+            .arg(dir.join(name))
+            .output()
+            .unwrap();
+        succeeded(&o);
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        assert!(bytes.starts_with(magic) && bytes.len() > 10_000, "{name}");
+        if name.ends_with(".pdf") {
+            assert!(
+                bytes.windows(5).any(|w| w == b"/Font"),
+                "no font in the PDF"
+            );
+        }
+    }
+    one_line_error(
+        &[
+            "lab",
+            "plot",
+            runs.to_str().unwrap(),
+            "--y",
+            "dct",
+            "--out",
+            "x.jpg",
+        ],
+        "name an .svg, .png or .pdf file",
+    );
     let (stdout, svg) = plot(
         &["--y", "dct", "--by", "loss", "--box", "--variant", "none"],
         "box.svg",
