@@ -204,6 +204,8 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .configure_mesh()
             .x_desc(&fig.x_label)
             .y_desc(&fig.y_label)
+            .x_label_formatter(&tick)
+            .y_label_formatter(&tick)
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(e)?;
@@ -288,6 +290,7 @@ fn draw_boxes(
         .x_desc(&fig.x_label)
         .y_desc(&fig.y_label)
         .x_labels(n)
+        .y_label_formatter(&tick)
         .x_label_formatter(&|x| {
             let i = x.round();
             if (x - i).abs() < 1e-6 && i >= 0.0 {
@@ -337,8 +340,24 @@ fn dashes(a: (f64, f64), b: (f64, f64)) -> Vec<(f64, f64)> {
     out
 }
 
+/// A tick label without needless decimals: 1 not 1.0, 0.25, 2.5.
+fn tick(v: &f64) -> String {
+    let s = format!("{v:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ticks_carry_no_needless_decimals() {
+        let t: Vec<String> = [1.0, 0.25, 2.5, 1000.0, -0.0, 0.0001]
+            .iter()
+            .map(tick)
+            .collect();
+        assert_eq!(t, ["1", "0.25", "2.5", "1000", "0", "0.0001"]);
+    }
+
     use super::*;
 
     #[test]
