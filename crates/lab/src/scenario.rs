@@ -162,6 +162,16 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     };
     let down = direction(base.down, raw.link.down.as_ref(), "link.down", dir)?;
     let up = direction(base.up, raw.link.up.as_ref(), "link.up", dir)?;
+    // Loss models of the file's own replace the preset's: the point's loss is then the
+    // downlink's mean loss (when its models have one in closed form), not the preset's.
+    let own_loss = |c: Option<&crate::config::DirectionCfg>| {
+        c.is_some_and(|c| c.loss.is_some() || c.ingress_loss.is_some())
+    };
+    if own_loss(raw.link.down.as_ref()) || own_loss(raw.link.up.as_ref()) {
+        if let Some(mean) = crate::metrics::LinkRecord::of(&down).mean_loss {
+            point_loss = Some(mean);
+        }
+    }
     let flows = flows(&raw, preset)?;
     let extra_paths = extra_paths(&raw, dir)?;
     let seeds = match (raw.seeds, raw.repetitions) {

@@ -39,6 +39,24 @@ fn preset_with_loss_and_defaults() {
     assert!(matches!(d.air_loss[..], [LossSpec::Bernoulli { p }] if p == 0.02));
 }
 
+/// A file's own loss models replace the preset's, and the point's loss says so: the
+/// downlink's mean loss (Gilbert-Elliott: the stationary mix of its states), not the
+/// preset's default.
+#[test]
+fn own_loss_models_set_the_points_loss() {
+    let s = parse(
+        "preset = \"mss\"\n[workload]\nkind = \"bulk\"\nsize = \"1MB\"\n[link.down]\nloss = { model \
+         = \"gilbert_elliott\", p = 0.04, r = 0.3, h = 0.05, k = 0.99 }\n",
+    )
+    .unwrap();
+    let bad = 0.04 / 0.34;
+    let mean = (1.0 - bad) * 0.01 + bad * 0.95;
+    assert!((s.loss.unwrap() - mean).abs() < 1e-12, "{:?}", s.loss);
+    // Without its own models, the preset's default stays.
+    let plain = "preset = \"mss\"\n[workload]\nkind = \"bulk\"\nsize = \"1MB\"\n";
+    assert_eq!(parse(plain).unwrap().loss, Some(0.06));
+}
+
 #[test]
 fn full_custom_file() {
     let s = parse(
