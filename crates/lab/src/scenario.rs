@@ -167,10 +167,10 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     let own_loss = |c: Option<&crate::config::DirectionCfg>| {
         c.is_some_and(|c| c.loss.is_some() || c.ingress_loss.is_some())
     };
-    if own_loss(raw.link.down.as_ref()) || own_loss(raw.link.up.as_ref()) {
-        if let Some(mean) = crate::metrics::LinkRecord::of(&down).mean_loss {
-            point_loss = Some(mean);
-        }
+    if (own_loss(raw.link.down.as_ref()) || own_loss(raw.link.up.as_ref()))
+        && let Some(mean) = crate::metrics::LinkRecord::of(&down).mean_loss
+    {
+        point_loss = Some(mean);
     }
     let flows = flows(&raw, preset)?;
     let extra_paths = extra_paths(&raw, dir)?;
