@@ -164,10 +164,12 @@ fn resolve(raw: ScenarioFile, dir: &Path) -> Res<Scenario> {
     let up = direction(base.up, raw.link.up.as_ref(), "link.up", dir)?;
     // Loss models of the file's own replace the preset's: the point's loss is then the
     // downlink's mean loss (when its models have one in closed form), not the preset's.
+    // Over a WLAN the point's loss stays the MPDU error rate, which such models add to.
     let own_loss = |c: Option<&crate::config::DirectionCfg>| {
         c.is_some_and(|c| c.loss.is_some() || c.ingress_loss.is_some())
     };
-    if (own_loss(raw.link.down.as_ref()) || own_loss(raw.link.up.as_ref()))
+    if raw.link.wifi.is_none()
+        && (own_loss(raw.link.down.as_ref()) || own_loss(raw.link.up.as_ref()))
         && let Some(mean) = crate::metrics::LinkRecord::of(&down).mean_loss
     {
         point_loss = Some(mean);
