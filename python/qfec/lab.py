@@ -243,7 +243,7 @@ def campaign(
     *,
     out: str | os.PathLike | None = None,
     chunk: int | None = None,
-    threads: int = 1,
+    threads: int | None = None,
     progress: bool = False,
 ) -> pd.DataFrame:
     """Runs an experiment as tasks, on a Dask cluster when ``client`` is a
@@ -257,7 +257,8 @@ def campaign(
       same campaign with the same ``out`` and only the missing runs run. Records of another
       campaign in it are refused. At the end the file holds every run in order.
     - ``chunk``: runs per task (default: about four tasks per worker, at most 50 runs).
-    - ``threads``: threads per task (1 suits a Dask worker per core).
+    - ``threads``: threads per task; by default 1 on Dask (a worker per core) and every core
+      here.
 
     The workers need this package installed (the same version), and the files a scenario
     names by relative path (traces) at the same place. The rows equal a local
@@ -297,6 +298,8 @@ def campaign(
         raise ValueError(f"out={str(journal)!r}: {e}") from None
     if journal is not None and done_text != journal.read_text():
         journal.write_text(done_text)
+    if threads is None:
+        threads = 1 if client is not None else 0
     todo = [i for i in p.indices() if i not in done]
     parts: list[str] = [done_text]
     bar = _Progress(progress, len(p))
