@@ -212,6 +212,8 @@ def run(
     a variant without FEC beside FEC variants. Ctrl-C stops the runs (KeyboardInterrupt).
     """
     options = {k: v for k, v in locals().items() if k not in ("scenario", "shard", "threads", "progress")}
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"threads={threads!r}: give 0 (every core) or a number of threads")
     p = plan(scenario, shard=shard, **options)
     bar = _Progress(progress, len(p))
     jsonl = p.run(None, threads, bar if progress else None)
@@ -264,6 +266,10 @@ def campaign(
     names by relative path (traces) at the same place. The rows equal a local
     :func:`run`'s, all columns but ``wall_time_s``: every run is a function of its seed.
     """
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+        raise ValueError(f"chunk={chunk!r}: give a whole number of runs per task, 1 or more")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
+        raise ValueError(f"threads={threads!r}: give 0 (every core) or a number of threads")
     if isinstance(spec, (str, os.PathLike)):
         spec = {"scenario": spec}
     spec = dict(spec)

@@ -153,6 +153,10 @@ def test_bad_input_fails_before_any_run(tmp_path: Path) -> None:
         lab.campaign(SPEC, out=tmp_path / "runs.csv")
     with pytest.raises(ValueError, match="no such file"):
         lab.run("missing-scenario.toml")
+    with pytest.raises(ValueError, match="chunk=0"):
+        lab.campaign(SPEC, chunk=0)
+    with pytest.raises(ValueError, match="threads=-1"):
+        lab.run(preset="wlan", threads=-1)
 
 
 def test_a_scenario_as_a_dict_as_text_and_as_a_file(tmp_path: Path) -> None:
