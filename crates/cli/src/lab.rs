@@ -56,8 +56,9 @@ pub struct SoakArgs {
 pub struct PlotArgs {
     /// Runs file (JSON lines, from `qfec lab run --out runs.jsonl` or a reproduction).
     runs: PathBuf,
-    /// dct, goodput, xi, overhead, retx; or the time series cwnd, rtt, and (runs made with
-    /// --trace) inflight, goodput-ts, redundancy.
+    /// A runs-file column: completion_time_s (or dct), goodput_bps (or goodput), xi,
+    /// overhead (fec_bytes / bytes_on_wire), retransmissions (or retx); or the time series
+    /// cwnd, rtt, and (runs made with --trace) inflight, goodput-ts, redundancy.
     #[arg(long)]
     y: String,
     /// Draw the median of --y against loss or seed instead of its ECDF.
@@ -242,16 +243,16 @@ fn print_dry_run(specs: &[qfec_lab::campaign::RunSpec]) {
     use qfec_lab::output::describe_link;
     println!(
         "{:>5}  {:<14} {:<10} {:<16} {:>7} {:>5}  workload",
-        "run", "scenario", "preset", "variant", "loss%", "seed"
+        "run", "scenario", "preset", "variant", "loss", "seed"
     );
     for s in specs {
         println!(
-            "{:>5}  {:<14} {:<10} {:<16} {:>7.2} {:>5}  {}",
+            "{:>5}  {:<14} {:<10} {:<16} {:>7} {:>5}  {}",
             s.index,
             s.scenario,
             s.preset.as_deref().unwrap_or("-"),
             s.variant,
-            s.loss * 100.0,
+            s.loss,
             s.seed,
             s.workload.label()
         );
@@ -609,12 +610,21 @@ fn emu_runs(
 
 fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     if args.columns {
-        let width = qfec_lab::output::RECORD_COLUMNS
+        use qfec_lab::output::{RECORD_COLUMNS, SUMMARY_QUANTITIES};
+        let width = RECORD_COLUMNS
             .iter()
+            .chain(SUMMARY_QUANTITIES)
             .map(|(n, _)| n.len())
             .max()
             .unwrap_or(0);
-        for (name, meaning) in qfec_lab::output::RECORD_COLUMNS {
+        for (name, meaning) in RECORD_COLUMNS {
+            println!("{name:<width$}  {meaning}");
+        }
+        println!(
+            "\nThe summary (the table, and --summary-out as QUANTITY_STATISTIC) uses these \
+             names and units, and adds:"
+        );
+        for (name, meaning) in SUMMARY_QUANTITIES {
             println!("{name:<width$}  {meaning}");
         }
         return Ok(ExitCode::SUCCESS);

@@ -34,8 +34,8 @@ pub enum Metric {
 }
 
 impl Metric {
-    const NAMES: &'static str =
-        "dct, goodput, xi, overhead, retx, cwnd, rtt, inflight, goodput-ts, redundancy";
+    const NAMES: &'static str = "completion_time_s (or dct), goodput_bps (or goodput), xi, \
+         overhead, retransmissions (or retx), cwnd, rtt, inflight, goodput-ts, redundancy";
 
     /// Axis label with units.
     pub fn label(self) -> &'static str {
@@ -133,8 +133,8 @@ impl FromStr for Metric {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "dct" | "completion_time" => Metric::CompletionTime,
-            "goodput" => Metric::Goodput,
+            "completion_time_s" | "dct" | "completion_time" => Metric::CompletionTime,
+            "goodput_bps" | "goodput" => Metric::Goodput,
             "xi" => Metric::Xi,
             "overhead" => Metric::Overhead,
             "retx" | "retransmissions" => Metric::Retransmissions,

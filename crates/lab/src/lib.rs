@@ -38,7 +38,7 @@
 //! let specs = sweep.runs().unwrap();
 //! let records = run_all(&specs, 2, runner, |done, total, _| eprintln!("{done}/{total}"));
 //! let table = qfec_lab::output::summary_table(&aggregate(&records));
-//! assert_eq!(table.lines().count(), 2 + 2);
+//! assert_eq!(table.lines().count(), 3 + 2); // two header lines, a rule, a row per loss
 //! ```
 
 pub mod args;

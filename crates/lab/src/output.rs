@@ -106,6 +106,37 @@ pub const RECORD_COLUMNS: &[(&str, &str)] = &[
     ("error", "why the run failed, empty when it did not"),
 ];
 
+/// The quantities of the per-point summary (the table `qfec lab run` prints and
+/// `--summary-out`'s CSV) that are not runs-file columns, with their units. The others carry
+/// their runs-file names; the summary CSV names each statistic `QUANTITY_STATISTIC`
+/// (median, mean, p10, p90, p95, min, max), and the table puts the statistic under the quantity.
+pub const SUMMARY_QUANTITIES: &[(&str, &str)] = &[
+    (
+        "runs",
+        "runs of the point (scenario, preset, variant, workload, loss) over its seeds",
+    ),
+    (
+        "completed",
+        "of those, the runs that finished their transfer",
+    ),
+    (
+        "overhead",
+        "fec_bytes / bytes_on_wire of a run, fraction (0.05 = 5 %)",
+    ),
+    (
+        "start_s",
+        "per-flow table: when the flow connected, s after the run's start",
+    ),
+    (
+        "shared_goodput_bps",
+        "per-flow table: the flow's goodput while every flow was active, bit/s",
+    ),
+    (
+        "share",
+        "per-flow table: that goodput over the sum of all flows', fraction",
+    ),
+];
+
 /// Quote a CSV field when needed (RFC 4180).
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
@@ -178,7 +209,7 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(text: &str) -> Result<Vec<T>, 
         .collect()
 }
 
-/// Write summaries as CSV (median, mean, p10, p90, min, max per metric).
+/// Write summaries as CSV (median, mean, p10, p90, p95, min, max per quantity).
 pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()> {
     let metrics = [
         "completion_time_s",
@@ -188,6 +219,10 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
         "xi",
         "repair_symbols",
         "recovered_symbols",
+        "app_data_fraction",
+        "rebuffering_s",
+        "msg_delay_p95_s",
+        "fairness",
     ];
     let mut head = vec![
         "scenario",
@@ -202,7 +237,7 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
     .map(String::from)
     .collect::<Vec<_>>();
     for m in metrics {
-        for s in ["median", "mean", "p10", "p90", "min", "max"] {
+        for s in ["median", "mean", "p10", "p90", "p95", "min", "max"] {
             head.push(format!("{m}_{s}"));
         }
     }
@@ -225,11 +260,16 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
             &s.xi,
             &s.repair_symbols,
             &s.recovered_symbols,
+            &s.app_data_fraction,
+            &s.rebuffering_s,
+            &s.msg_delay_p95_s,
+            &s.fairness,
         ] {
             match st {
-                Some(x) => row
-                    .extend([x.median, x.mean, x.p10, x.p90, x.min, x.max].map(|v| v.to_string())),
-                None => row.extend(std::iter::repeat_n(String::new(), 6)),
+                Some(x) => row.extend(
+                    [x.median, x.mean, x.p10, x.p90, x.p95, x.min, x.max].map(|v| v.to_string()),
+                ),
+                None => row.extend(std::iter::repeat_n(String::new(), 7)),
             }
         }
         writeln!(w, "{}", row.join(","))?;
@@ -237,28 +277,35 @@ pub fn write_summary_csv<W: Write>(mut w: W, sums: &[Summary]) -> io::Result<()>
     Ok(())
 }
 
-fn cell(st: &Option<Stats>, f: impl Fn(&Stats) -> f64, scale: f64, prec: usize) -> String {
+fn cell(st: &Option<Stats>, f: impl Fn(&Stats) -> f64, prec: usize) -> String {
     st.as_ref()
-        .map(|s| format!("{:.*}", prec, f(s) * scale))
+        .map(|s| format!("{:.*}", prec, f(s)))
         .unwrap_or_else(|| "-".into())
 }
 
-/// A readable fixed-width table, one row per parameter point.
+/// A table column: the quantity (a runs-file column, or none for the key columns) and
+/// the statistic of it, or the key's name. The summary CSV names the same value
+/// `QUANTITY_STATISTIC`.
+type Col = (Option<&'static str>, &'static str);
+
+/// A readable fixed-width table, one row per parameter point. Its quantities carry the
+/// runs file's names and units (`qfec lab run --columns`), each with the statistics over
+/// the point's runs under it (the summary CSV's `QUANTITY_STATISTIC`).
 pub fn summary_table(sums: &[Summary]) -> String {
-    let mut header = vec![
-        "scenario",
-        "preset",
-        "variant",
-        "workload",
-        "loss%",
-        "runs",
-        "done",
-        "dct_med_s",
-        "dct_p10_s",
-        "dct_p90_s",
-        "dct_mean_s",
-        "goodput_Mbps",
-        "retx_mean",
+    let mut header: Vec<Col> = vec![
+        (None, "scenario"),
+        (None, "preset"),
+        (None, "variant"),
+        (None, "workload"),
+        (None, "loss"),
+        (None, "runs"),
+        (None, "completed"),
+        (Some("completion_time_s"), "median"),
+        (Some("completion_time_s"), "p10"),
+        (Some("completion_time_s"), "p90"),
+        (Some("completion_time_s"), "mean"),
+        (Some("goodput_bps"), "median"),
+        (Some("retransmissions"), "mean"),
     ];
     // FEC campaigns add paper 000's xi (completion time over the no-FEC variant's, same
     // point and seed), the overhead and the symbols repaired.
@@ -266,17 +313,27 @@ pub fn summary_table(sums: &[Summary]) -> String {
         .iter()
         .any(|s| s.xi.is_some() || s.repair_symbols.is_some_and(|x| x.max > 0.0));
     if fec {
-        header.extend(["xi_med", "xi_p95", "ovh%", "repairs", "recovered"]);
+        header.extend([
+            (Some("xi"), "median"),
+            (Some("xi"), "p95"),
+            (Some("overhead"), "mean"),
+            (Some("repair_symbols"), "mean"),
+            (Some("recovered_symbols"), "mean"),
+        ]);
     }
     // Real-time workloads add their playout metrics (paper 002).
     let realtime = sums.iter().any(|s| s.app_data_fraction.is_some());
     if realtime {
-        header.extend(["data%_med", "rebuf_s_med", "delay95_ms"]);
+        header.extend([
+            (Some("app_data_fraction"), "median"),
+            (Some("rebuffering_s"), "median"),
+            (Some("msg_delay_p95_s"), "median"),
+        ]);
     }
     // Several flows on one link add Jain's fairness index over their goodputs.
     let flows = sums.iter().any(|s| s.fairness.is_some());
     if flows {
-        header.push("jain_med");
+        header.push((Some("fairness"), "median"));
     }
     let rows: Vec<Vec<String>> = sums
         .iter()
@@ -286,26 +343,26 @@ pub fn summary_table(sums: &[Summary]) -> String {
                 s.preset.clone(),
                 s.variant.clone(),
                 s.workload.clone(),
-                format!("{:.2}", s.loss * 100.0),
+                s.loss.to_string(),
                 s.runs.to_string(),
                 s.completed.to_string(),
-                cell(&s.completion_time_s, |x| x.median, 1.0, 3),
-                cell(&s.completion_time_s, |x| x.p10, 1.0, 3),
-                cell(&s.completion_time_s, |x| x.p90, 1.0, 3),
-                cell(&s.completion_time_s, |x| x.mean, 1.0, 3),
-                cell(&s.goodput_bps, |x| x.median, 1e-6, 2),
-                cell(&s.retransmissions, |x| x.mean, 1.0, 1),
+                cell(&s.completion_time_s, |x| x.median, 3),
+                cell(&s.completion_time_s, |x| x.p10, 3),
+                cell(&s.completion_time_s, |x| x.p90, 3),
+                cell(&s.completion_time_s, |x| x.mean, 3),
+                cell(&s.goodput_bps, |x| x.median, 0),
+                cell(&s.retransmissions, |x| x.mean, 1),
             ]
             .into_iter()
-            .chain(fec.then(|| cell(&s.xi, |x| x.median, 1.0, 3)))
-            .chain(fec.then(|| cell(&s.xi, |x| x.p95, 1.0, 3)))
-            .chain(fec.then(|| cell(&s.overhead, |x| x.mean, 100.0, 1)))
-            .chain(fec.then(|| cell(&s.repair_symbols, |x| x.mean, 1.0, 1)))
-            .chain(fec.then(|| cell(&s.recovered_symbols, |x| x.mean, 1.0, 1)))
-            .chain(realtime.then(|| cell(&s.app_data_fraction, |x| x.median, 100.0, 1)))
-            .chain(realtime.then(|| cell(&s.rebuffering_s, |x| x.median, 1.0, 3)))
-            .chain(realtime.then(|| cell(&s.msg_delay_p95_s, |x| x.median, 1e3, 1)))
-            .chain(flows.then(|| cell(&s.fairness, |x| x.median, 1.0, 3)))
+            .chain(fec.then(|| cell(&s.xi, |x| x.median, 3)))
+            .chain(fec.then(|| cell(&s.xi, |x| x.p95, 3)))
+            .chain(fec.then(|| cell(&s.overhead, |x| x.mean, 4)))
+            .chain(fec.then(|| cell(&s.repair_symbols, |x| x.mean, 1)))
+            .chain(fec.then(|| cell(&s.recovered_symbols, |x| x.mean, 1)))
+            .chain(realtime.then(|| cell(&s.app_data_fraction, |x| x.median, 4)))
+            .chain(realtime.then(|| cell(&s.rebuffering_s, |x| x.median, 3)))
+            .chain(realtime.then(|| cell(&s.msg_delay_p95_s, |x| x.median, 4)))
+            .chain(flows.then(|| cell(&s.fairness, |x| x.median, 3)))
             .collect()
         })
         .collect();
@@ -313,11 +370,29 @@ pub fn summary_table(sums: &[Summary]) -> String {
 }
 
 /// A text table: the first `text` columns left-aligned, the others (numbers) right-aligned.
-fn render(header: &[&str], rows: &[Vec<String>], text: usize) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+/// Columns of one quantity share a first header line that names it; the second names the
+/// key or the statistic.
+fn render(header: &[Col], rows: &[Vec<String>], text: usize) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|(_, h)| h.len()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.len());
+        }
+    }
+    // Runs of columns under one quantity: widen the first until the name fits.
+    let mut groups: Vec<(Option<&str>, std::ops::Range<usize>)> = Vec::new();
+    for (i, (q, _)) in header.iter().enumerate() {
+        match groups.last_mut() {
+            Some((g, r)) if q.is_some() && g == q => r.end = i + 1,
+            _ => groups.push((*q, i..i + 1)),
+        }
+    }
+    for (q, r) in &groups {
+        let span = |w: &[usize]| w[r.clone()].iter().sum::<usize>() + 2 * (r.len() - 1);
+        if let Some(q) = q
+            && span(&widths) < q.len()
+        {
+            widths[r.start] += q.len() - span(&widths);
         }
     }
     let mut out = String::new();
@@ -337,8 +412,20 @@ fn render(header: &[&str], rows: &[Vec<String>], text: usize) -> String {
         out.push_str(parts.join("  ").trim_end());
         out.push('\n');
     };
+    let top: Vec<String> = groups
+        .iter()
+        .map(|(q, r)| {
+            let w = widths[r.clone()].iter().sum::<usize>() + 2 * (r.len() - 1);
+            format!("{:>w$}", q.unwrap_or(""))
+        })
+        .collect();
+    out.push_str(top.join("  ").trim_end());
+    out.push('\n');
     line(
-        &header.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+        &header
+            .iter()
+            .map(|(_, h)| h.to_string())
+            .collect::<Vec<_>>(),
         &mut out,
     );
     line(
@@ -401,8 +488,8 @@ pub fn flow_table(records: &[RunRecord]) -> String {
     if groups.is_empty() {
         return String::new();
     }
-    let med = |xs: &[f64], scale: f64, prec: usize| {
-        Stats::of(xs).map_or("-".into(), |s| format!("{:.prec$}", s.median * scale))
+    let med = |xs: &[f64], prec: usize| {
+        Stats::of(xs).map_or("-".into(), |s| format!("{:.prec$}", s.median))
     };
     let realtime = groups.values().any(|g| !g.data.is_empty());
     let rows: Vec<Vec<String>> = groups
@@ -413,34 +500,37 @@ pub fn flow_table(records: &[RunRecord]) -> String {
                 variant.clone(),
                 flow.clone(),
                 workload.clone(),
-                format!("{:.2}", f64::from_bits(*loss) * 100.0),
+                f64::from_bits(*loss).to_string(),
                 format!("{:.1}", g.start),
                 g.done.to_string(),
-                med(&g.dct, 1.0, 3),
-                med(&g.bps, 1e-6, 2),
-                med(&g.share, 100.0, 1),
+                med(&g.dct, 3),
+                med(&g.bps, 0),
+                med(&g.share, 3),
             ];
             if realtime {
-                row.push(med(&g.data, 100.0, 1));
-                row.push(med(&g.rebuf, 1.0, 3));
+                row.push(med(&g.data, 4));
+                row.push(med(&g.rebuf, 3));
             }
             row
         })
         .collect();
-    let mut header = vec![
-        "preset",
-        "variant",
-        "flow",
-        "workload",
-        "loss%",
-        "start_s",
-        "done",
-        "dct_med_s",
-        "shared_Mbps",
-        "share%",
+    let mut header: Vec<Col> = vec![
+        (None, "preset"),
+        (None, "variant"),
+        (None, "flow"),
+        (None, "workload"),
+        (None, "loss"),
+        (None, "start_s"),
+        (None, "completed"),
+        (Some("completion_time_s"), "median"),
+        (Some("shared_goodput_bps"), "median"),
+        (Some("share"), "median"),
     ];
     if realtime {
-        header.extend(["data%_med", "rebuf_s_med"]);
+        header.extend([
+            (Some("app_data_fraction"), "median"),
+            (Some("rebuffering_s"), "median"),
+        ]);
     }
     render(&header, &rows, 4)
 }
@@ -534,7 +624,7 @@ mod tests {
         let text = String::from_utf8(buf).unwrap();
         assert_eq!(text.lines().count(), 2);
         let cols = text.lines().next().unwrap().split(',').count();
-        assert_eq!(cols, 7 + 6 * 7);
+        assert_eq!(cols, 7 + 7 * 11);
     }
 
     #[test]
@@ -544,8 +634,25 @@ mod tests {
         let back: Vec<RunRecord> = read_jsonl(std::str::from_utf8(&buf).unwrap()).unwrap();
         assert_eq!(back, recs());
         let t = summary_table(&aggregate(&recs()));
-        assert!(t.lines().next().unwrap().starts_with("scenario"));
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].starts_with("scenario"), "{t}");
         assert!(t.contains("2.000"), "{t}");
-        assert_eq!(t.lines().count(), 3);
+        assert_eq!(lines.len(), 4);
+        // Each quantity's name (the runs file's, in its unit) ends above its last statistic.
+        let end = |line: &str, word: &str| line.find(word).map(|i| i + word.len());
+        assert_eq!(
+            end(lines[0], "completion_time_s"),
+            end(lines[1], "mean"),
+            "{t}"
+        );
+        let second_median = lines[1]
+            .match_indices("median")
+            .nth(1)
+            .map(|(i, m)| i + m.len());
+        assert_eq!(end(lines[0], "goodput_bps"), second_median, "{t}");
+        assert!(
+            lines[3].contains(" 0.02 ") && lines[3].contains(" 20000000 "),
+            "{t}"
+        );
     }
 }

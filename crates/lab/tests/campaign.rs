@@ -107,7 +107,8 @@ fn sweep_expands_and_runs_in_order_on_threads() {
     assert_eq!(sums.len(), 8);
     assert!(sums.iter().all(|s| s.runs == 3 && s.completed == 3));
     let table = summary_table(&sums);
-    assert_eq!(table.lines().count(), 10);
+    // Two header lines (quantities, then statistics), a rule and a row per point.
+    assert_eq!(table.lines().count(), 11);
     let mut csv = Vec::new();
     write_csv(&mut csv, &recs).unwrap();
     assert_eq!(String::from_utf8(csv).unwrap().lines().count(), 25);
