@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use qfec_lab::campaign::Journal;
 use qfec_lab::output::{flow_table, summary_table, write_csv, write_jsonl, write_summary_csv};
 use qfec_lab::reproduce::{Options as ReproduceOptions, Paper};
 use qfec_lab::{PRESETS, RunRecord, SweepArgs, aggregate, quic, run_all};
@@ -120,6 +121,10 @@ pub struct ReproduceArgs {
     /// Replace the report in an --out directory that already holds one.
     #[arg(long)]
     force: bool,
+    /// Continue an interrupted reproduction: keep the runs already in --out (its
+    /// runs.jsonl, written as runs end) and run only the others, then draw the report.
+    #[arg(long)]
+    resume: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -550,9 +555,11 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
             .unwrap_or_else(|| PathBuf::from(format!("reproduce-{}", paper.name()))),
         threads: args.threads,
         seeds: args.seeds,
+        resume: args.resume,
     };
     // The report is a new directory: refused now rather than after every run.
-    qfec_lab::reproduce::check_report_dir(&opts.out, args.force).map_err(anyhow::Error::msg)?;
+    qfec_lab::reproduce::check_report_dir(&opts.out, args.force, args.resume)
+        .map_err(anyhow::Error::msg)?;
     let mut progress = Progress::new(!args.quiet);
     // Ctrl-C: no run starts any more; the finished runs are written, no report is drawn.
     let interrupt = interrupt::Guard::install();
@@ -564,7 +571,7 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     if outcome.interrupted {
         eprintln!(
             "interrupted: {} runs finished, written to {} and runs.jsonl beside it; no report \
-             from part of the runs (run the command again, with --force, for the whole)",
+             from part of the runs (the same command with --resume runs the others)",
             outcome.runs,
             outcome.report.display()
         );
@@ -710,69 +717,33 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
         .out
         .as_ref()
         .filter(|p| matches!(records_format(p), Ok(false)));
-    let mut earlier: Vec<RunRecord> = Vec::new();
-    if args.resume {
-        let Some(path) = journal_path else {
-            bail!("--resume continues a JSON lines runs file: give --out FILE.jsonl");
-        };
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-        };
-        // A line cut short by a crash is dropped: its run runs again.
-        let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
-        earlier = qfec_lab::output::read_jsonl(whole)
-            .map_err(|e| anyhow::anyhow!("--resume: {}: {e}", path.display()))?;
-        let done = qfec_lab::campaign::finished_runs(&specs, &earlier)
-            .map_err(|e| anyhow::anyhow!("--resume: {}: {e}", path.display()))?;
-        let mut keep = vec![true; specs.len()];
-        for p in done {
-            keep[p] = false;
-        }
-        let mut k = 0;
-        specs.retain(|_| {
-            k += 1;
-            keep[k - 1]
-        });
-        eprintln!(
-            "resuming: {} runs already in {}, {} to run",
-            earlier.len(),
-            path.display(),
-            specs.len()
-        );
-        std::fs::write(path, whole).with_context(|| format!("cannot write {}", path.display()))?;
+    if args.resume && journal_path.is_none() {
+        bail!("--resume continues a JSON lines runs file: give --out FILE.jsonl");
     }
+    let mut earlier: Vec<RunRecord> = Vec::new();
     let mut journal = match journal_path {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .truncate(false)
-                .open(path)
-                .and_then(|f| {
-                    if !args.resume {
-                        f.set_len(0)?;
-                    }
-                    Ok(f)
-                })
-                .with_context(|| format!("cannot write {}", path.display()))?,
-        ),
+        Some(path) => {
+            let (journal, done) = Journal::open(path, &mut specs, args.resume)
+                .map_err(|e| anyhow::anyhow!("--out: {e}"))?;
+            if args.resume {
+                eprintln!(
+                    "resuming: {} runs already in {}, {} to run",
+                    done.len(),
+                    path.display(),
+                    specs.len()
+                );
+            }
+            earlier = done;
+            Some(journal)
+        }
         None => None,
     };
-    let mut journal_error = None;
     let mut progress = Progress::new(!args.quiet && specs.len() > 1);
     let started = Instant::now();
     let draw = |done, total, rec: &RunRecord| {
         // The record is on disk before the progress line says the run is done.
-        if let Some(f) = journal.as_mut() {
-            // One write per record: a crash cuts at most the last line.
-            let mut line = Vec::new();
-            if let Err(e) =
-                write_jsonl(&mut line, std::slice::from_ref(rec)).and_then(|()| f.write_all(&line))
-            {
-                journal_error.get_or_insert(e);
-            }
+        if let Some(j) = journal.as_mut() {
+            j.append(rec);
         }
         progress.update(done, total);
     };
@@ -791,7 +762,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     };
     drop(interrupt);
     progress.finish();
-    if let Some(e) = journal_error {
+    if let Some(e) = journal.as_ref().and_then(Journal::error) {
         eprintln!(
             "warning: appending runs to the --out file failed ({e}); they are written at the end"
         );

@@ -54,5 +54,49 @@ fn kharat_quick_writes_a_report() {
     assert!(again.contains("report rebuilt from runs.csv"), "{again}");
     let body = |s: &str| s.lines().skip(3).collect::<Vec<_>>().join("\n");
     assert_eq!(body(&md), body(&again));
+
+    // A crash in the middle of the last point's write: --resume keeps the first two points
+    // and runs only the third (10 MB), and runs.csv ends whole.
+    let cut = runs.len() - runs.lines().last().unwrap().len() / 2 - 1;
+    std::fs::write(out.join("runs.csv"), &runs[..cut]).unwrap();
+    let (ok, stdout, stderr) = run_emu(&[
+        "emu",
+        "reproduce",
+        "kharat",
+        "--quick",
+        "--resume",
+        "--out",
+        dir,
+    ])
+    .unwrap();
+    assert!(ok, "{stdout}{stderr}");
+    assert_eq!(
+        stderr.matches("in runs.csv already").count(),
+        2,
+        "two points kept: {stderr}"
+    );
+    let resumed = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    assert_eq!(resumed.lines().count(), runs.lines().count(), "{resumed}");
+    let key = |t: &str| -> Vec<String> {
+        t.lines()
+            .map(|l| l.split(',').take(6).collect::<Vec<_>>().join(","))
+            .collect()
+    };
+    assert_eq!(key(&resumed), key(&runs), "the same flows, in order");
+    let kept = runs.find("\n10 MB").unwrap();
+    assert_eq!(&resumed[..kept], &runs[..kept], "kept rows are untouched");
+    // Other repetitions than the runs were made with are refused before anything runs.
+    let (ok, _, stderr) = run_emu(&[
+        "emu",
+        "reproduce",
+        "kharat",
+        "--reps",
+        "2",
+        "--resume",
+        "--out",
+        dir,
+    ])
+    .unwrap();
+    assert!(!ok && stderr.contains("--resume"), "{stderr}");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -176,6 +176,101 @@ pub fn finished_runs(specs: &[RunSpec], done: &[RunRecord]) -> Result<Vec<usize>
         .collect()
 }
 
+/// A runs file that cannot be journalled or resumed from.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Foreign {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+}
+
+/// A runs file in JSON lines written as runs finish, one write per record: Ctrl-C, a crash
+/// or a lost machine keeps every finished run (a crash cuts at most the last line), and
+/// the same campaign resumed reads them back and runs only the others.
+pub struct Journal {
+    file: std::fs::File,
+    error: Option<std::io::Error>,
+}
+
+impl Journal {
+    /// Opens `path` for the campaign `specs`. Without `resume` the file starts empty.
+    /// Resuming, the records already there are returned (a last line cut short is dropped,
+    /// so its run runs again) and `specs` keeps only the runs still to do; a record of
+    /// another campaign is refused ([`finished_runs`]). A missing file resumes nothing.
+    pub fn open(
+        path: &std::path::Path,
+        specs: &mut Vec<RunSpec>,
+        resume: bool,
+    ) -> Result<(Journal, Vec<RunRecord>), JournalError> {
+        use std::io::ErrorKind;
+        let io = |source| JournalError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let foreign = |reason| JournalError::Foreign {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mut earlier = Vec::new();
+        let mut whole = "";
+        let text;
+        if resume {
+            text = match std::fs::read_to_string(path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == ErrorKind::NotFound => String::new(),
+                Err(e) => return Err(io(e)),
+            };
+            whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+            earlier = crate::output::read_jsonl(whole).map_err(foreign)?;
+            let done = finished_runs(specs, &earlier).map_err(foreign)?;
+            let mut keep = vec![true; specs.len()];
+            for p in done {
+                keep[p] = false;
+            }
+            let mut k = 0;
+            specs.retain(|_| {
+                k += 1;
+                keep[k - 1]
+            });
+        }
+        // Never rewritten: resuming only cuts a partial last line, so a crash now loses
+        // nothing that was on disk.
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|f| f.set_len(whole.len() as u64).map(|()| f))
+            .map_err(io)?;
+        Ok((Journal { file, error: None }, earlier))
+    }
+
+    /// Appends a finished run's record. The first failure is kept ([`Journal::error`]) and
+    /// nothing more is written.
+    pub fn append(&mut self, rec: &RunRecord) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut line = Vec::new();
+        let written = crate::output::write_jsonl(&mut line, std::slice::from_ref(rec))
+            .and_then(|()| std::io::Write::write_all(&mut self.file, &line));
+        if let Err(e) = written {
+            self.error = Some(e);
+        }
+    }
+
+    /// Why appending failed, if it did.
+    pub fn error(&self) -> Option<&std::io::Error> {
+        self.error.as_ref()
+    }
+}
+
 /// `I/N` with 1 <= I <= N, as (I - 1, N): shard I of N.
 pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("--shard {s:?}: give I/N with 1 <= I <= N, e.g. 3/8");

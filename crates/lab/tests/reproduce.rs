@@ -22,6 +22,7 @@ fn check(paper: Paper, figures: &[&str], sections: &[&str]) -> Vec<RunRecord> {
         out: dir.clone(),
         threads: 0,
         seeds: None,
+        resume: false,
     };
     let mut calls = 0;
     let never = std::sync::atomic::AtomicBool::new(false);
@@ -459,4 +460,94 @@ fn quic_fec_mp_quick_writes_a_report() {
         data("rr"),
         data("single")
     );
+}
+
+/// Stopped after a few runs, a reproduction keeps them in runs.jsonl and draws no report;
+/// resumed, it runs only the others and ends with the same runs and report as one that
+/// ran in one go.
+#[test]
+fn an_interrupted_reproduction_resumes_to_the_same_report() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = |name: &str| {
+        let d = std::env::temp_dir().join(format!("qfec-resume-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    };
+    let opts = |out: std::path::PathBuf, resume: bool| Options {
+        quick: true,
+        out,
+        threads: 1,
+        seeds: None,
+        resume,
+    };
+    let (whole, parts) = (dir("whole"), dir("parts"));
+    let never = AtomicBool::new(false);
+    let all = reproduce(
+        Paper::QuicFec,
+        &opts(whole.clone(), false),
+        &never,
+        |_, _| {},
+    )
+    .unwrap();
+
+    let stop = AtomicBool::new(false);
+    let first = reproduce(
+        Paper::QuicFec,
+        &opts(parts.clone(), false),
+        &stop,
+        |done, _| {
+            if done == 5 {
+                stop.store(true, Ordering::Relaxed);
+            }
+        },
+    )
+    .unwrap();
+    assert!(first.interrupted && first.runs >= 5 && first.runs < all.runs);
+    assert!(!parts.join("report.md").exists());
+    let kept = std::fs::read_to_string(parts.join("runs.jsonl")).unwrap();
+    assert_eq!(kept.lines().count(), first.runs);
+    // Without --resume or --force the directory is refused; with both too.
+    assert!(qfec_lab::reproduce::check_report_dir(&parts, false, false).is_err());
+    assert!(qfec_lab::reproduce::check_report_dir(&parts, true, true).is_err());
+    assert!(qfec_lab::reproduce::check_report_dir(&parts, false, true).is_ok());
+
+    let mut seen = Vec::new();
+    let second = reproduce(
+        Paper::QuicFec,
+        &opts(parts.clone(), true),
+        &never,
+        |done, total| seen.push((done, total)),
+    )
+    .unwrap();
+    assert!(!second.interrupted);
+    assert_eq!(second.runs, all.runs);
+    assert_eq!(
+        seen.first(),
+        Some(&(first.runs, all.runs)),
+        "progress starts at the kept runs"
+    );
+    assert_eq!(seen.len(), all.runs - first.runs + 1, "only the others ran");
+    let runs = |d: &Path| -> Vec<RunRecord> {
+        read_jsonl::<RunRecord>(&std::fs::read_to_string(d.join("runs.jsonl")).unwrap())
+            .unwrap()
+            .into_iter()
+            .map(|r| RunRecord {
+                wall_time_s: 0.0,
+                ..r
+            })
+            .collect()
+    };
+    assert_eq!(runs(&parts), runs(&whole));
+    let report = |d: &Path| {
+        let md = std::fs::read_to_string(d.join("report.md")).unwrap();
+        md[..md.find("## Runs").unwrap()].to_string()
+    };
+    assert_eq!(report(&parts), report(&whole));
+    assert!(
+        std::fs::read_to_string(parts.join("report.md"))
+            .unwrap()
+            .contains("resumed")
+    );
+    let _ = std::fs::remove_dir_all(&whole);
+    let _ = std::fs::remove_dir_all(&parts);
 }

@@ -9,6 +9,7 @@
 //! in the client namespace, and competing clients start together.
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,10 @@ pub struct KharatArgs {
     /// Replace the report in an --out directory that already holds one.
     #[arg(long, conflicts_with = "report_only")]
     force: bool,
+    /// Continue an interrupted reproduction: keep the points already in --out's runs.csv
+    /// (each point's flows are written as the point ends) and run only the others.
+    #[arg(long, conflicts_with = "report_only")]
+    resume: bool,
     /// Repetitions (the paper's epochs) instead of 5.
     #[arg(long, value_name = "N")]
     reps: Option<u32>,
@@ -159,20 +164,50 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
     if reps == 0 {
         bail!("--reps: give at least 1");
     }
-    qfec_lab::reproduce::check_report_dir(&args.out, args.force).map_err(anyhow::Error::msg)?;
+    qfec_lab::reproduce::check_report_dir(&args.out, args.force, args.resume)
+        .map_err(anyhow::Error::msg)?;
     let losses = parse_list(&args.loss, parse_ratio).map_err(|e| anyhow::anyhow!("--loss: {e}"))?;
     let scale = if args.quick { 10 } else { 1 };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
+    // Each point's flows are appended to runs.csv as the point ends: an interrupted
+    // reproduction keeps them, and --resume runs only the points missing.
+    let csv = args.out.join("runs.csv");
+    let (mut runs, keep) = if args.resume {
+        resumed_runs(&csv, reps, scale)?
+    } else {
+        let _ = std::fs::remove_file(args.out.join("report.md"));
+        (Vec::new(), 0)
+    };
+    // Never rewritten while running: resuming only cuts what a crash left unfinished.
+    let mut journal = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&csv)
+        .and_then(|mut f| {
+            f.set_len(keep)?;
+            if keep == 0 {
+                f.write_all(RUNS_HEADER.as_bytes())?;
+            }
+            Ok(f)
+        })
+        .with_context(|| format!("cannot write {}", csv.display()))?;
     let root = args.out.join("files");
     std::fs::create_dir_all(&root).with_context(|| format!("cannot create {}", root.display()))?;
     for p in &POINTS {
         write_file(&root.join(file_name(p, scale)), p.bytes / scale)?;
     }
     let started = std::time::Instant::now();
-    let mut runs = Vec::new();
     for &loss in &losses {
         for p in &POINTS {
+            if runs.iter().any(|r| r.size == p.label && r.loss == loss) {
+                eprintln!(
+                    "kharat: {} at {:.1} % loss: in runs.csv already",
+                    p.label,
+                    loss * 100.0
+                );
+                continue;
+            }
             eprintln!(
                 "kharat: {} at {} Mb/s, {} ms RTT, {:.1} % loss",
                 p.label,
@@ -180,12 +215,30 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
                 p.rtt.as_millis(),
                 loss * 100.0
             );
-            runs.extend(run_point(p, loss, scale, reps, &root)?);
+            let point = run_point(p, loss, scale, reps, &root)?;
+            // One write per point: a crash cuts at most this point, which --resume redoes.
+            let rows: String = point.iter().map(run_row).collect();
+            journal
+                .write_all(rows.as_bytes())
+                .with_context(|| format!("cannot write {}", csv.display()))?;
+            runs.extend(point);
         }
     }
     // The files are inputs, not results.
     let _ = std::fs::remove_dir_all(&root);
-    write_runs(&args.out.join("runs.csv"), &runs)?;
+    // In the order of the points, whatever order they ran in (a resumed run with another
+    // --loss list).
+    let at = |r: &FlowRun| {
+        (
+            losses.iter().position(|l| *l == r.loss),
+            POINTS.iter().position(|p| p.label == r.size),
+        )
+    };
+    if !runs.is_sorted_by_key(at) {
+        runs.sort_by_key(at);
+        write_runs(&csv, &runs)?;
+    }
+    drop(journal);
     let md = report(
         &runs,
         &losses,
@@ -422,29 +475,112 @@ fn fetch(proto: Proto, path: &str) -> Result<(u64, f64), String> {
     }
 }
 
+/// The header of runs.csv.
+const RUNS_HEADER: &str = "size,loss,setup,rep,flow,protocol,bytes,seconds,mbps,error\n";
+
+/// One flow as a line of runs.csv.
+fn run_row(r: &FlowRun) -> String {
+    let (bytes, secs, err) = match &r.result {
+        Ok((b, t)) => (b.to_string(), format!("{t:.6}"), String::new()),
+        Err(e) => (String::new(), String::new(), e.replace([',', '\n'], ";")),
+    };
+    // From the seconds as written, so that a row read back (--resume) writes the same.
+    let mbps = match (&r.result, secs.parse::<f64>()) {
+        (Ok((b, _)), Ok(t)) => format!("{:.4}", *b as f64 * 8.0 / t.max(1e-9) / 1e6),
+        _ => String::new(),
+    };
+    format!(
+        "{},{},{},{},{},{},{},{},{},{}\n",
+        r.size,
+        r.loss,
+        r.setup,
+        r.rep,
+        r.flow,
+        r.proto.label(),
+        bytes,
+        secs,
+        mbps,
+        err
+    )
+}
+
+/// Writes runs.csv whole, through a temporary file so that a crash leaves the old one.
 fn write_runs(path: &Path, runs: &[FlowRun]) -> Result<()> {
-    let mut s = String::from("size,loss,setup,rep,flow,protocol,bytes,seconds,mbps,error\n");
+    let mut s = String::from(RUNS_HEADER);
     for r in runs {
-        let (bytes, secs, err) = match &r.result {
-            Ok((b, t)) => (b.to_string(), format!("{t:.6}"), String::new()),
-            Err(e) => (String::new(), String::new(), e.replace([',', '\n'], ";")),
-        };
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{},{},{}",
-            r.size,
-            r.loss,
-            r.setup,
-            r.rep,
-            r.flow,
-            r.proto.label(),
-            bytes,
-            secs,
-            r.mbps().map_or(String::new(), |m| format!("{m:.4}")),
-            err
+        s.push_str(&run_row(r));
+    }
+    let tmp = path.with_extension("csv.tmp");
+    std::fs::write(&tmp, s)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The files of a quick run are a tenth of the paper's: the scale the runs were made at.
+fn runs_scale(runs: &[FlowRun]) -> u64 {
+    runs.iter()
+        .find_map(|r| {
+            let bytes = r.result.as_ref().ok()?.0;
+            let p = POINTS.iter().find(|p| p.label == r.size)?;
+            Some(p.bytes / bytes.max(1))
+        })
+        .unwrap_or(1)
+}
+
+/// The points an interrupted reproduction finished, from its runs.csv, and the length of
+/// the file that holds them: a point whose write a crash cut (the file does not end its
+/// last line) is dropped and runs again. Refused when the runs were made with other
+/// repetitions or file sizes than this command's.
+fn resumed_runs(csv: &Path, reps: u32, scale: u64) -> Result<(Vec<FlowRun>, u64)> {
+    let text = match std::fs::read_to_string(csv) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) => {
+            return Err(e).with_context(|| format!("--resume: cannot read {}", csv.display()));
+        }
+    };
+    let mut whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    let mut runs = read_runs(csv, whole)?;
+    if whole.len() < text.len()
+        && let Some(last) = runs.last().map(|r| (r.size, r.loss))
+    {
+        // The cut point's rows are the file's last ones: keep the lines before them.
+        let cut = runs
+            .iter()
+            .rev()
+            .take_while(|r| (r.size, r.loss) == last)
+            .count();
+        runs.truncate(runs.len() - cut);
+        for _ in 0..cut {
+            whole = &whole[..whole[..whole.len() - 1].rfind('\n').map_or(0, |i| i + 1)];
+        }
+    }
+    if runs.is_empty() {
+        whole = "";
+    }
+    let made_reps = runs.iter().map(|r| r.rep).max();
+    if made_reps.is_some_and(|m| m != reps) || (!runs.is_empty() && runs_scale(&runs) != scale) {
+        bail!(
+            "--resume: {} holds runs of {} repetitions{}; give the options it was made with",
+            csv.display(),
+            made_reps.unwrap_or(0),
+            if runs_scale(&runs) == 10 {
+                " made with --quick"
+            } else {
+                ""
+            }
         );
     }
-    std::fs::write(path, s).with_context(|| format!("cannot write {}", path.display()))
+    eprintln!(
+        "resuming: {} flows of {} points already in {}",
+        runs.len(),
+        runs.iter()
+            .map(|r| (r.size, r.loss.to_bits()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        csv.display()
+    );
+    Ok((runs, whole.len() as u64))
 }
 
 /// Reads back what `write_runs` wrote and writes the report again.
@@ -456,6 +592,23 @@ fn report_from_csv(out: &Path) -> Result<ExitCode> {
             path.display()
         )
     })?;
+    let runs = read_runs(&path, &text)?;
+    let mut losses: Vec<f64> = Vec::new();
+    for r in &runs {
+        if !losses.contains(&r.loss) {
+            losses.push(r.loss);
+        }
+    }
+    let reps = runs.iter().map(|r| r.rep).max().unwrap_or(0);
+    let md = report(&runs, &losses, reps, runs_scale(&runs), None, out)?;
+    std::fs::write(out.join("report.md"), &md)
+        .with_context(|| format!("cannot write {}", out.join("report.md").display()))?;
+    print!("{md}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The flows of a runs.csv (`text`, read from `path`).
+fn read_runs(path: &Path, text: &str) -> Result<Vec<FlowRun>> {
     let bad = |n: usize| anyhow::anyhow!("{}: line {n} is not a row of runs.csv", path.display());
     let mut runs = Vec::new();
     for (i, line) in text.lines().enumerate().skip(1) {
@@ -494,27 +647,7 @@ fn report_from_csv(out: &Path) -> Result<ExitCode> {
             result,
         });
     }
-    let mut losses: Vec<f64> = Vec::new();
-    for r in &runs {
-        if !losses.contains(&r.loss) {
-            losses.push(r.loss);
-        }
-    }
-    let reps = runs.iter().map(|r| r.rep).max().unwrap_or(0);
-    // A quick run's files are a tenth of the paper's.
-    let scale = runs
-        .iter()
-        .find_map(|r| {
-            let bytes = r.result.as_ref().ok()?.0;
-            let p = POINTS.iter().find(|p| p.label == r.size)?;
-            Some(p.bytes / bytes.max(1))
-        })
-        .unwrap_or(1);
-    let md = report(&runs, &losses, reps, scale, None, out)?;
-    std::fs::write(out.join("report.md"), &md)
-        .with_context(|| format!("cannot write {}", out.join("report.md").display()))?;
-    print!("{md}");
-    Ok(ExitCode::SUCCESS)
+    Ok(runs)
 }
 
 fn mean(xs: &[f64]) -> Option<f64> {

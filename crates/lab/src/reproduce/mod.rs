@@ -24,7 +24,7 @@ use qfec_fec::Redundancy;
 use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
 
-use crate::campaign::{RunSpec, run_all_until};
+use crate::campaign::{Journal, RunSpec, run_all_until};
 use crate::config::ProtocolSettings;
 use crate::metrics::{RunRecord, Stats};
 use crate::output::{write_csv, write_jsonl};
@@ -96,6 +96,9 @@ pub struct Options {
     pub threads: usize,
     /// Repetitions per point instead of the paper's.
     pub seeds: Option<u64>,
+    /// Continue an interrupted reproduction: keep the runs already in `out/runs.jsonl` and
+    /// run only the others.
+    pub resume: bool,
 }
 
 /// A reproduction that could not be written.
@@ -108,6 +111,8 @@ pub enum ReproduceError {
     },
     #[error("cannot draw {path}: {reason}")]
     Plot { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Journal(#[from] crate::campaign::JournalError),
 }
 
 /// What a finished reproduction wrote.
@@ -130,9 +135,14 @@ struct Report {
 }
 
 /// Checks a report directory before anything runs: it must be new, or an empty directory,
-/// unless `force` allows replacing what is there (a file is never replaced). The error is
-/// one line that says what to do.
-pub fn check_report_dir(out: &std::path::Path, force: bool) -> Result<(), String> {
+/// unless `force` allows replacing what is there or `resume` continues the runs there (a
+/// file is never replaced). The error is one line that says what to do.
+pub fn check_report_dir(out: &std::path::Path, force: bool, resume: bool) -> Result<(), String> {
+    if force && resume {
+        return Err(
+            "--force and --resume: give one (--force starts over, --resume continues)".into(),
+        );
+    }
     if !out.exists() {
         return Ok(());
     }
@@ -146,27 +156,28 @@ pub fn check_report_dir(out: &std::path::Path, force: bool) -> Result<(), String
         .map_err(|e| format!("--out {}: {e}", out.display()))?
         .next()
         .is_none();
-    if !empty && !force {
+    if !empty && !force && !resume {
         return Err(format!(
-            "--out {}: the directory holds files (an earlier report?); give a new name, or \
-             --force to replace its report",
+            "--out {}: the directory holds files (an earlier report?); give a new name, \
+             --resume to continue its runs, or --force to replace its report",
             out.display()
         ));
     }
     Ok(())
 }
 
-/// Runs `paper`'s evaluation and writes its report directory. `progress(done, total)` is
-/// called as runs finish. Once `stop` is set no run starts: the runs that finished are
-/// written (`runs.csv`, `runs.jsonl`) and no report is drawn from an incomplete set
-/// (`Outcome::interrupted`).
+/// Runs `paper`'s evaluation and writes its report directory. Each run's record goes to
+/// `runs.jsonl` as the run ends (a crash keeps it; `Options::resume` continues from it), and
+/// `progress(done, total)` is called. Once `stop` is set no run starts: the runs that
+/// finished are written (`runs.csv`, `runs.jsonl`) and no report is drawn from an incomplete
+/// set (`Outcome::interrupted`).
 pub fn reproduce(
     paper: Paper,
     opts: &Options,
     stop: &AtomicBool,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Outcome, ReproduceError> {
-    let specs = match paper {
+    let mut specs = match paper {
         Paper::Rquic => rquic::plan(opts),
         Paper::QuicFec => quic_fec::plan(opts),
         Paper::QuicFecRt => quic_fec_rt::plan(opts),
@@ -187,20 +198,41 @@ pub fn reproduce(
             ..crate::quic::run_with(spec, &options)
         }
     };
-    let records = run_all_until(&specs, opts.threads, stop, run, |done, total, _| {
-        progress(done, total)
-    });
-    let wall = started.elapsed();
-    let interrupted = records.len() < specs.len();
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ReproduceError::Io { path, source }
     };
     std::fs::create_dir_all(&opts.out).map_err(io(&opts.out))?;
+    let jsonl = opts.out.join("runs.jsonl");
+    if !opts.resume {
+        // Starting over (--force): an earlier report must not sit beside other runs.
+        match std::fs::remove_file(opts.out.join("report.md")) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io(&opts.out.join("report.md"))(e));
+            }
+            _ => {}
+        }
+    }
+    let total = specs.len();
+    let (mut journal, earlier) = Journal::open(&jsonl, &mut specs, opts.resume)?;
+    let before = earlier.len();
+    if before > 0 {
+        progress(before, total);
+    }
+    let mut records = run_all_until(&specs, opts.threads, stop, run, |done, _, rec| {
+        journal.append(rec);
+        progress(before + done, total)
+    });
+    let wall = started.elapsed();
+    let interrupted = records.len() < specs.len();
+    if before > 0 {
+        records.extend(earlier);
+        records.sort_by_key(|r| r.index);
+    }
     let csv = opts.out.join("runs.csv");
     let f = std::fs::File::create(&csv).map_err(io(&csv))?;
     write_csv(std::io::BufWriter::new(f), &records).map_err(io(&csv))?;
-    let jsonl = opts.out.join("runs.jsonl");
+    drop(journal);
     let f = std::fs::File::create(&jsonl).map_err(io(&jsonl))?;
     write_jsonl(std::io::BufWriter::new(f), &records).map_err(io(&jsonl))?;
     if interrupted {
@@ -242,12 +274,20 @@ pub fn reproduce(
     };
     let _ = writeln!(
         md,
-        "\n## Runs\n\n{} runs ({} failed unexpectedly) in {:.1} s wall on {} threads{}. Every run is in \
-         `runs.csv` and `runs.jsonl`.\n\nCommand: `qfec lab reproduce {}{}{}`",
+        "\n## Runs\n\n{} runs ({} failed unexpectedly) in {:.1} s wall on {} threads{}{}. Every run \
+         is in `runs.csv` and `runs.jsonl`.\n\nCommand: `qfec lab reproduce {}{}{}`",
         records.len(),
         failed,
         wall.as_secs_f64(),
         threads,
+        if before > 0 {
+            format!(
+                " (the last {} of them; {before} ran before, resumed)",
+                total - before
+            )
+        } else {
+            String::new()
+        },
         if opts.quick { ", quick mode" } else { "" },
         paper.name(),
         if opts.quick { " --quick" } else { "" },
