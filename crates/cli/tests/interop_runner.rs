@@ -1,5 +1,6 @@
 //! `qfec interop` against quinn over loopback, case by case, in both roles: what the QUIC
-//! interop runner checks, reproduced with a relay that drops and observes datagrams.
+//! interop runner checks, reproduced with a relay that drops, corrupts, delays, rebinds and
+//! observes datagrams.
 
 mod common;
 
@@ -30,6 +31,27 @@ struct Seen<'a> {
     since_start: Duration,
 }
 
+/// How the relay moves a client's traffic to new addresses, as a NAT that rebinds does.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Rebind {
+    /// A new source port towards the server.
+    Port,
+    /// A new source address (127.0.0.2, .3, ...) and port.
+    Addr,
+}
+
+/// What the relay does beyond dropping: the runner's corruption, delay and rebinding.
+#[derive(Default)]
+struct RelayOptions {
+    /// Returns true to flip a byte of the datagram instead of forwarding it intact.
+    corrupt: Option<Policy>,
+    /// Added to every datagram, both ways (a constant delay keeps their order).
+    delay: Duration,
+    /// Every this many datagrams (both ways), each client's traffic leaves from a new
+    /// address; what the server sends to the old one is lost.
+    rebind: Option<(Rebind, u64)>,
+}
+
 /// A UDP relay between clients and one server; `policy` returns true to drop.
 struct Relay {
     addr: SocketAddr,
@@ -39,6 +61,10 @@ struct Relay {
     retries: Arc<AtomicU64>,
     /// Datagrams the policy dropped, to the server and to the clients.
     dropped: Arc<[AtomicU64; 2]>,
+    /// Datagrams corrupted, to the server and to the clients.
+    corrupted: Arc<[AtomicU64; 2]>,
+    /// Times the clients' traffic moved to a new address.
+    rebinds: Arc<AtomicU64>,
 }
 
 impl Drop for Relay {
@@ -47,11 +73,30 @@ impl Drop for Relay {
     }
 }
 
+/// A datagram held back by the relay's delay.
+struct Held {
+    due: Instant,
+    to_server: bool,
+    client: SocketAddr,
+    data: Vec<u8>,
+}
+
 impl Relay {
-    fn start(server: SocketAddr, mut policy: Policy) -> Relay {
-        let front = UdpSocket::bind("127.0.0.1:0").unwrap();
+    fn start(server: SocketAddr, policy: Policy) -> Relay {
+        Self::with(server, policy, RelayOptions::default())
+    }
+
+    fn with(server: SocketAddr, mut policy: Policy, mut opts: RelayOptions) -> Relay {
+        let local = move |addr: [u8; 4]| -> SocketAddr {
+            if server.is_ipv6() {
+                "[::1]:0".parse().unwrap()
+            } else {
+                (addr, 0).into()
+            }
+        };
+        let front = UdpSocket::bind(local([127, 0, 0, 1])).unwrap();
         front
-            .set_read_timeout(Some(Duration::from_millis(5)))
+            .set_read_timeout(Some(Duration::from_millis(2)))
             .unwrap();
         let addr = front.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
@@ -59,14 +104,53 @@ impl Relay {
         let retries = Arc::new(AtomicU64::new(0));
         let (stop2, long2, retries2) = (stop.clone(), server_long_bytes.clone(), retries.clone());
         let dropped = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-        let dropped2 = dropped.clone();
+        let corrupted = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let rebinds = Arc::new(AtomicU64::new(0));
+        let (dropped2, corrupted2, rebinds2) =
+            (dropped.clone(), corrupted.clone(), rebinds.clone());
         std::thread::spawn(move || {
             // One upstream socket per client address, so the server sees distinct clients.
             let mut upstream: HashMap<SocketAddr, UdpSocket> = HashMap::new();
+            let bind = |k: u64| {
+                let octet = match opts.rebind {
+                    Some((Rebind::Addr, _)) => 2 + (k % 200) as u8,
+                    _ => 1,
+                };
+                let s = UdpSocket::bind(local([127, 0, 0, octet])).unwrap();
+                s.set_nonblocking(true).unwrap();
+                s
+            };
+            let mut held: std::collections::VecDeque<Held> = Default::default();
             let mut counts = [0u64; 2];
+            let mut next_rebind = opts.rebind.map_or(u64::MAX, |(_, every)| every);
             let start = Instant::now();
             let mut buf = vec![0u8; 65536];
+            // Drop, corrupt or pass (now, or after the delay) one datagram.
+            let mut decide = |seen: &Seen, data: &mut Vec<u8>| -> bool {
+                let dir = usize::from(!seen.to_server);
+                if policy(seen) {
+                    dropped2[dir].fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+                if let Some(c) = opts.corrupt.as_mut()
+                    && c(seen)
+                {
+                    let at = (seen.index.wrapping_mul(0x9e37_79b9) as usize) % data.len();
+                    data[at] ^= 0x5a;
+                    corrupted2[dir].fetch_add(1, Ordering::Relaxed);
+                }
+                true
+            };
             while !stop2.load(Ordering::Relaxed) {
+                if let Some((_, every)) = opts.rebind
+                    && counts[0] + counts[1] >= next_rebind
+                {
+                    next_rebind += every;
+                    let k = rebinds2.fetch_add(1, Ordering::Relaxed) + 1;
+                    for up in upstream.values_mut() {
+                        *up = bind(k);
+                    }
+                }
                 if let Ok((n, from)) = front.recv_from(&mut buf) {
                     counts[0] += 1;
                     let seen = Seen {
@@ -75,15 +159,15 @@ impl Relay {
                         data: &buf[..n],
                         since_start: start.elapsed(),
                     };
-                    if policy(&seen) {
-                        dropped2[0].fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        let up = upstream.entry(from).or_insert_with(|| {
-                            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-                            s.set_nonblocking(true).unwrap();
-                            s
+                    let mut data = buf[..n].to_vec();
+                    if decide(&seen, &mut data) {
+                        upstream.entry(from).or_insert_with(|| bind(0));
+                        held.push_back(Held {
+                            due: Instant::now() + opts.delay,
+                            to_server: true,
+                            client: from,
+                            data,
                         });
-                        let _ = up.send_to(&buf[..n], server);
                     }
                 }
                 for (client, up) in &upstream {
@@ -102,11 +186,26 @@ impl Relay {
                             data: &buf[..n],
                             since_start: start.elapsed(),
                         };
-                        if policy(&seen) {
-                            dropped2[1].fetch_add(1, Ordering::Relaxed);
-                        } else {
-                            let _ = front.send_to(&buf[..n], client);
+                        let mut data = buf[..n].to_vec();
+                        if decide(&seen, &mut data) {
+                            held.push_back(Held {
+                                due: Instant::now() + opts.delay,
+                                to_server: false,
+                                client: *client,
+                                data,
+                            });
                         }
+                    }
+                }
+                let now = Instant::now();
+                while held.front().is_some_and(|h| h.due <= now) {
+                    let h = held.pop_front().unwrap();
+                    if h.to_server {
+                        if let Some(up) = upstream.get(&h.client) {
+                            let _ = up.send_to(&h.data, server);
+                        }
+                    } else {
+                        let _ = front.send_to(&h.data, h.client);
                     }
                 }
             }
@@ -117,6 +216,8 @@ impl Relay {
             server_long_bytes,
             retries,
             dropped,
+            corrupted,
+            rebinds,
         }
     }
 
@@ -227,8 +328,12 @@ fn qfec_server(testcase: &str, site: &Site) -> Server {
 }
 
 fn qfec_server_with(testcase: &str, site: &Site, env: &[(&str, &Path)]) -> Server {
+    qfec_server_on(testcase, site, env, "127.0.0.1:0")
+}
+
+fn qfec_server_on(testcase: &str, site: &Site, env: &[(&str, &Path)], listen: &str) -> Server {
     let mut child = Command::new(QFEC)
-        .args(["interop", "--listen", "127.0.0.1:0"])
+        .args(["interop", "--listen", listen])
         .env("ROLE", "server")
         .env("TESTCASE", testcase)
         .env("WWW", &site.www)
@@ -468,6 +573,15 @@ fn quinn_server(
     retry: bool,
     chacha_only: bool,
 ) -> (SocketAddr, tokio::runtime::Runtime) {
+    quinn_server_on(site, retry, chacha_only, "127.0.0.1:0".parse().unwrap())
+}
+
+fn quinn_server_on(
+    site: &Site,
+    retry: bool,
+    chacha_only: bool,
+    bind: SocketAddr,
+) -> (SocketAddr, tokio::runtime::Runtime) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -488,11 +602,9 @@ fn quinn_server(
         let crypto =
             quinn::crypto::rustls::QuicServerConfig::with_initial(Arc::new(tls), initial_suite())
                 .unwrap();
-        let server = quinn::Endpoint::server(
-            quinn::ServerConfig::with_crypto(Arc::new(crypto)),
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .unwrap();
+        let server =
+            quinn::Endpoint::server(quinn::ServerConfig::with_crypto(Arc::new(crypto)), bind)
+                .unwrap();
         let addr = server.local_addr().unwrap();
         tokio::spawn(async move {
             while let Some(inc) = server.accept().await {
@@ -572,10 +684,29 @@ fn quinn_against_qfec(
 ) -> Relay {
     let server = qfec_server(testcase, site);
     let relay = Relay::start(server.addr, policy);
+    quinn_client_fetches(site, &relay, files_per_connection, key_update, chacha_only);
+    drop(server);
+    relay
+}
+
+/// quinn's client fetches the site's files through `relay`, `files_per_connection` at a time,
+/// and checks them.
+fn quinn_client_fetches(
+    site: &Site,
+    relay: &Relay,
+    files_per_connection: &[usize],
+    key_update: bool,
+    chacha_only: bool,
+) {
     let rt = runtime();
     let all = names(site);
+    let bind = if relay.addr.is_ipv6() {
+        "[::1]:0"
+    } else {
+        "127.0.0.1:0"
+    };
     let bodies: Vec<Vec<u8>> = rt.block_on(async {
-        let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        let mut endpoint = quinn::Endpoint::client(bind.parse().unwrap()).unwrap();
         endpoint.set_default_client_config(quinn_client_config(chacha_only));
         let mut bodies = Vec::new();
         let mut next = 0;
@@ -594,8 +725,6 @@ fn quinn_against_qfec(
         bodies
     });
     assert_bodies(site, &bodies);
-    drop(server);
-    relay
 }
 
 // ---------------------------------------------------------------- the cases
@@ -603,7 +732,13 @@ fn quinn_against_qfec(
 #[test]
 fn unsupported_cases_exit_127() {
     for role in ["client", "server"] {
-        for case in ["v2", "ecn", "connectionmigration", "nonsense"] {
+        for case in [
+            "v2",
+            "ecn",
+            "connectionmigration",
+            "versionnegotiation",
+            "nonsense",
+        ] {
             let o = Command::new(QFEC)
                 .arg("interop")
                 .env("ROLE", role)
@@ -618,6 +753,117 @@ fn unsupported_cases_exit_127() {
 
 /// The runner's http3 case between qfec's interop client and server (HTTP/3 against quinn is
 /// in qfec-http's tests): files over 2 % loss each way arrive intact, over h3 only.
+/// The runner's longrtt ("handshake" for the endpoints): 750 ms each way, so the client's
+/// first Initial is probed again before any answer can arrive.
+#[test]
+fn longrtt_with_quinn_both_ways() {
+    let site = site("longrtt", &[1024], 0);
+    let slow = || RelayOptions {
+        delay: Duration::from_millis(750),
+        ..RelayOptions::default()
+    };
+    let server = qfec_server("handshake", &site);
+    let relay = Relay::with(server.addr, Box::new(|_| false), slow());
+    let started = Instant::now();
+    quinn_client_fetches(&site, &relay, &[1], false, false);
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "two round trips at least"
+    );
+    drop(server);
+
+    let relay = Relay::with(addr_of(&site, false), Box::new(|_| false), slow());
+    let started = Instant::now();
+    qfec_fetches("handshake", &site, relay.addr);
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "two round trips at least"
+    );
+}
+
+/// The runner's handshakecorruption ("multiconnect": 30 % of datagrams corrupted each way,
+/// a connection per file) and transfercorruption ("transfer", 2 %): corrupted packets fail
+/// authentication and are repaired like losses.
+#[test]
+fn handshakecorruption_and_transfercorruption_with_quinn_both_ways() {
+    let corrupting = |p: f64| RelayOptions {
+        corrupt: Some(drop_rate(p)),
+        ..RelayOptions::default()
+    };
+    let check = |relay: &Relay, case: &str| {
+        let (up, down) = (
+            relay.corrupted[0].load(Ordering::Relaxed),
+            relay.corrupted[1].load(Ordering::Relaxed),
+        );
+        assert!(
+            up > 0 && down > 0,
+            "{case}: corrupted {up} to the server, {down} back"
+        );
+    };
+    for (case, sizes, p) in [
+        ("multiconnect", vec![1024; 6], 0.3),
+        ("transfer", vec![2 << 20, 1 << 20], 0.02),
+    ] {
+        let site = site(&format!("corrupt-{case}"), &sizes, 0);
+        let per_connection = if case == "multiconnect" {
+            vec![1; sizes.len()]
+        } else {
+            vec![sizes.len()]
+        };
+        let server = qfec_server(case, &site);
+        let relay = Relay::with(server.addr, Box::new(|_| false), corrupting(p));
+        quinn_client_fetches(&site, &relay, &per_connection, false, false);
+        check(&relay, &format!("{case}, quinn client"));
+        drop(server);
+
+        let relay = Relay::with(addr_of(&site, false), Box::new(|_| false), corrupting(p));
+        qfec_fetches(case, &site, relay.addr);
+        check(&relay, &format!("{case}, qfec client"));
+    }
+}
+
+/// The runner's rebind-port and rebind-addr ("transfer" for the endpoints): a NAT on the
+/// client's side gives its traffic a new port, or a new address and port, again and again
+/// during a download; the server validates each new path and the files arrive intact.
+#[test]
+fn rebind_port_and_rebind_addr_with_quinn_both_ways() {
+    for how in [Rebind::Port, Rebind::Addr] {
+        let site = site(&format!("rebind-{how:?}"), &[8 << 20], 0);
+        let rebinding = || RelayOptions {
+            rebind: Some((how, 1000)),
+            ..RelayOptions::default()
+        };
+        let server = qfec_server("transfer", &site);
+        let relay = Relay::with(server.addr, Box::new(|_| false), rebinding());
+        quinn_client_fetches(&site, &relay, &[1], false, false);
+        let n = relay.rebinds.load(Ordering::Relaxed);
+        assert!(n >= 3, "{how:?}, quinn client: {n} rebindings");
+        drop(server);
+
+        let relay = Relay::with(addr_of(&site, false), Box::new(|_| false), rebinding());
+        qfec_fetches("transfer", &site, relay.addr);
+        let n = relay.rebinds.load(Ordering::Relaxed);
+        assert!(n >= 3, "{how:?}, qfec client: {n} rebindings");
+    }
+}
+
+/// The runner's ipv6 ("transfer"): every datagram over IPv6 (::1).
+#[test]
+fn ipv6_with_quinn_both_ways() {
+    let site = site("ipv6", &[1 << 20, 5000], 0);
+    let server = qfec_server_on("transfer", &site, &[], "[::1]:0");
+    assert!(server.addr.is_ipv6(), "{}", server.addr);
+    let relay = Relay::passthrough(server.addr);
+    assert!(relay.addr.is_ipv6());
+    quinn_client_fetches(&site, &relay, &[2], false, false);
+    drop(server);
+
+    let (addr, rt) = quinn_server_on(&site, false, false, "[::1]:0".parse().unwrap());
+    let relay = Relay::passthrough(addr);
+    qfec_fetches("transfer", &site, relay.addr);
+    drop(rt);
+}
+
 #[test]
 fn http3_between_qfec_endpoints() {
     let site = site("http3", &[1 << 20, 3000, 200_000], 0);
