@@ -47,8 +47,8 @@ struct RelayOptions {
     corrupt: Option<Policy>,
     /// Added to every datagram, both ways (a constant delay keeps their order).
     delay: Duration,
-    /// Every this many datagrams (both ways), each client's traffic leaves from a new
-    /// address; what the server sends to the old one is lost.
+    /// After this many datagrams (both ways), a client's next datagram leaves from a new
+    /// address, and so does what follows; what the server sends to the old one is lost.
     rebind: Option<(Rebind, u64)>,
 }
 
@@ -65,7 +65,13 @@ struct Relay {
     corrupted: Arc<[AtomicU64; 2]>,
     /// Times the clients' traffic moved to a new address.
     rebinds: Arc<AtomicU64>,
+    /// (client address, first 8 bytes of the destination connection ID) of every 1-RTT
+    /// datagram to the server.
+    client_dcids: Arc<Mutex<Dcids>>,
 }
+
+/// Client addresses and the connection IDs their datagrams carried.
+type Dcids = std::collections::BTreeSet<(SocketAddr, [u8; 8])>;
 
 impl Drop for Relay {
     fn drop(&mut self) {
@@ -108,6 +114,8 @@ impl Relay {
         let rebinds = Arc::new(AtomicU64::new(0));
         let (dropped2, corrupted2, rebinds2) =
             (dropped.clone(), corrupted.clone(), rebinds.clone());
+        let client_dcids: Arc<Mutex<Dcids>> = Arc::default();
+        let dcids2 = client_dcids.clone();
         std::thread::spawn(move || {
             // One upstream socket per client address, so the server sees distinct clients.
             let mut upstream: HashMap<SocketAddr, UdpSocket> = HashMap::new();
@@ -142,17 +150,20 @@ impl Relay {
                 true
             };
             while !stop2.load(Ordering::Relaxed) {
-                if let Some((_, every)) = opts.rebind
-                    && counts[0] + counts[1] >= next_rebind
-                {
-                    next_rebind += every;
-                    let k = rebinds2.fetch_add(1, Ordering::Relaxed) + 1;
-                    for up in upstream.values_mut() {
-                        *up = bind(k);
-                    }
-                }
                 if let Ok((n, from)) = front.recv_from(&mut buf) {
                     counts[0] += 1;
+                    // As a NAT does: the new mapping comes with the client's next datagram,
+                    // which leaves from it (the server's datagrams to the old one are lost).
+                    if let Some((_, every)) = opts.rebind
+                        && counts[0] + counts[1] >= next_rebind
+                        && let Some(up) = upstream.get_mut(&from)
+                    {
+                        next_rebind = counts[0] + counts[1] + every;
+                        *up = bind(rebinds2.fetch_add(1, Ordering::Relaxed) + 1);
+                    }
+                    if let Some(dcid) = short_header_dcid(&buf[..n]) {
+                        dcids2.lock().unwrap().insert((from, dcid));
+                    }
                     let seen = Seen {
                         to_server: true,
                         index: counts[0],
@@ -218,6 +229,7 @@ impl Relay {
             dropped,
             corrupted,
             rebinds,
+            client_dcids,
         }
     }
 
@@ -242,6 +254,36 @@ impl Relay {
     fn passthrough(server: SocketAddr) -> Relay {
         Self::start(server, Box::new(|_| false))
     }
+}
+
+/// The first 8 bytes of the destination connection ID of the 1-RTT packet in a datagram,
+/// alone or after coalesced long-header packets (RFC 9000 §12.2).
+fn short_header_dcid(mut d: &[u8]) -> Option<[u8; 8]> {
+    fn varint(d: &[u8]) -> Option<(u64, usize)> {
+        let len = 1usize << (d.first()? >> 6);
+        let mut v = u64::from(d[0] & 0x3f);
+        for b in d.get(1..len)? {
+            v = v << 8 | u64::from(*b);
+        }
+        Some((v, len))
+    }
+    while let Some(&first) = d.first() {
+        if first & 0x80 == 0 {
+            return d.get(1..9)?.try_into().ok();
+        }
+        // Long header: version, DCID, SCID, (Initial: token), length, payload.
+        let mut at = 5;
+        for _ in 0..2 {
+            at += 1 + usize::from(*d.get(at)?);
+        }
+        if first & 0x30 == 0 {
+            let (token, n) = varint(d.get(at..)?)?;
+            at += n + token as usize;
+        }
+        let (len, n) = varint(d.get(at..)?)?;
+        d = d.get(at + n + len as usize..)?;
+    }
+    None
 }
 
 /// Drops each datagram with probability `p` (deterministic per index).
@@ -845,6 +887,65 @@ fn rebind_port_and_rebind_addr_with_quinn_both_ways() {
         let n = relay.rebinds.load(Ordering::Relaxed);
         assert!(n >= 3, "{how:?}, qfec client: {n} rebindings");
     }
+}
+
+/// Active migration by qfec's client (`--migrate-after`, RFC 9000 §9.2) against quinn's
+/// server and qfec's: mid-download the client moves to a new socket on another address
+/// (127.0.0.2) or another port, uses the server's next connection ID there (never one it
+/// used before: the runner's connectionmigration check), and the file arrives intact.
+#[test]
+fn client_migrates_against_quinn_and_qfec_servers() {
+    let site = site("migrate", &[40 << 20], 0);
+    let (quinn, _rt) = quinn_server(&site, false, false);
+    let ours = qfec_server("transfer", &site);
+    for (server, name) in [(quinn, "quinn"), (ours.addr, "qfec")] {
+        for to in ["127.0.0.2:0", "127.0.0.1:0"] {
+            let relay = Relay::passthrough(server);
+            let downloads = site.www.parent().unwrap().join(format!("mig-{name}"));
+            let o = Command::new(QFEC)
+                .args(["client", "--insecure", "--migrate-after", "0.1"])
+                .args(["--bind", "127.0.0.1:0", "--bind", to, "-o"])
+                .arg(&downloads)
+                .arg(format!("https://{}/{}", relay.addr, site.files[0].0))
+                .output()
+                .unwrap();
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            assert!(
+                o.status.success(),
+                "{name} {to}: {stdout}{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            check_downloads(&site, &downloads);
+            assert!(
+                stdout.contains("migrated from 127.0.0.1:") && stdout.contains("path validated"),
+                "{name} {to}: {stdout}"
+            );
+            let seen = relay.client_dcids.lock().unwrap().clone();
+            let addrs: std::collections::BTreeSet<SocketAddr> =
+                seen.iter().map(|(a, _)| *a).collect();
+            assert_eq!(addrs.len(), 2, "{name} {to}: client addresses {addrs:?}");
+            let (one, other): (Vec<_>, Vec<_>) =
+                seen.iter().partition(|(a, _)| Some(a) == addrs.first());
+            for (_, id) in &other {
+                assert!(
+                    one.iter().all(|(_, o)| o != id),
+                    "{name} {to}: one connection ID came from both addresses"
+                );
+            }
+        }
+    }
+    // Refused before anything runs: migration is single-path QUIC's.
+    let o = Command::new(QFEC)
+        .args(["client", "--insecure", "--migrate-after", "1", "--tcp"])
+        .arg("https://127.0.0.1:1/x")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--migrate-after") && err.lines().count() <= 2,
+        "{err}"
+    );
 }
 
 /// The runner's ipv6 ("transfer"): every datagram over IPv6 (::1).

@@ -14,7 +14,7 @@ use std::io;
 use std::net::SocketAddr;
 
 pub use qfec_proto::Application;
-use qfec_proto::{Endpoint, EndpointSecrets, Instant};
+use qfec_proto::{ConnectionHandle, Endpoint, EndpointSecrets, Instant, MigrateError};
 
 /// Endpoint secrets from the operating system's random source: what every endpoint on a
 /// real network must use, so that no two processes share reset or token keys.
@@ -39,6 +39,19 @@ pub struct DriverStats {
     pub tx_calls: u64,
 }
 
+/// A move of the driver's connections to a new socket ([`Driver::migrate_at`]).
+#[derive(Debug)]
+pub struct Migration {
+    /// When it happened.
+    pub at: Instant,
+    /// The local address left and the one taken.
+    pub from: SocketAddr,
+    pub to: SocketAddr,
+    /// Per connection: whether it migrated (new connection ID, path validation) or only
+    /// follows the new socket as after a NAT rebinding, and why.
+    pub connections: Vec<(ConnectionHandle, Result<(), MigrateError>)>,
+}
+
 /// A UDP socket plus a QUIC endpoint, driven by tokio.
 pub struct Driver {
     io: UdpIo,
@@ -47,8 +60,11 @@ pub struct Driver {
     recv_buf: bytes::BytesMut,
     stats: DriverStats,
     send_buf: Vec<u8>,
-    /// The socket talks to one peer: its refusal ends the run.
-    connected: bool,
+    /// The one peer the socket talks to: its refusal ends the run.
+    connected: Option<SocketAddr>,
+    /// A socket to move to, and when.
+    pending_migration: Option<(Instant, std::net::UdpSocket)>,
+    migrations: Vec<Migration>,
 }
 
 impl Driver {
@@ -66,7 +82,9 @@ impl Driver {
             recv_buf: bytes::BytesMut::new(),
             stats: DriverStats::default(),
             send_buf: Vec::with_capacity(65536),
-            connected: false,
+            connected: None,
+            pending_migration: None,
+            migrations: Vec::new(),
         })
     }
 
@@ -75,7 +93,51 @@ impl Driver {
     /// For clients of a single server.
     pub fn connect(&mut self, remote: SocketAddr) -> io::Result<()> {
         self.io.connect(remote)?;
-        self.connected = true;
+        self.connected = Some(remote);
+        Ok(())
+    }
+
+    /// At `at`, or once every connection's handshake is confirmed if that is later, moves
+    /// every connection to `socket` (a client's active migration, RFC 9000 §9.2):
+    /// datagrams leave from it from then on, the old socket is closed, and each
+    /// connection, told its new local address, validates the path under a new connection
+    /// ID ([`qfec_proto::Connection::migrate`]). What happened is in
+    /// [`migrations`](Self::migrations).
+    pub fn migrate_at(&mut self, at: Instant, socket: std::net::UdpSocket) {
+        self.pending_migration = Some((at, socket));
+    }
+
+    /// The migrations done so far.
+    pub fn migrations(&self) -> &[Migration] {
+        &self.migrations
+    }
+
+    fn migrate_now(&mut self, now: Instant, socket: std::net::UdpSocket) -> io::Result<()> {
+        let io = UdpIo::from_std(socket)?;
+        if let Some(remote) = self.connected {
+            io.connect(remote)?;
+        }
+        let from = self.io.local_addr()?;
+        let to = io.local_addr()?;
+        self.io = io;
+        let mut connections = Vec::new();
+        for h in self.endpoint.handles() {
+            let Some(conn) = self.endpoint.connection_mut(h) else {
+                continue;
+            };
+            let result = conn.migrate(now, to);
+            if result.is_err() {
+                // Packets leave from the new socket all the same.
+                conn.set_local_address(to);
+            }
+            connections.push((h, result));
+        }
+        self.migrations.push(Migration {
+            at: now,
+            from,
+            to,
+            connections,
+        });
         Ok(())
     }
 
@@ -120,13 +182,30 @@ impl Driver {
                     }
                     Ok(None) => break,
                     Err(e) if is_transient(&e) => break,
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && !self.connected => {
+                    Err(e)
+                        if e.kind() == io::ErrorKind::ConnectionRefused
+                            && self.connected.is_none() =>
+                    {
                         break;
                     }
                     Err(e) => return Err(e),
                 }
             }
             let now = self.clock.now();
+            // Not before the handshake is confirmed (RFC 9000 §9).
+            if self
+                .pending_migration
+                .as_ref()
+                .is_some_and(|(at, _)| *at <= now)
+                && self.endpoint.handles().into_iter().all(|h| {
+                    self.endpoint
+                        .connection(h)
+                        .is_none_or(|c| c.handshake_confirmed() || c.is_closed())
+                })
+                && let Some((_, socket)) = self.pending_migration.take()
+            {
+                self.migrate_now(now, socket)?;
+            }
             if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
                 self.endpoint.handle_timeout(now);
             }
@@ -136,10 +215,17 @@ impl Driver {
             }
             self.flush(now).await?;
             // Wait for input or the next timer.
-            let timeout = [self.endpoint.poll_timeout(), app.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
+            let timeout = [
+                self.endpoint.poll_timeout(),
+                app.poll_timeout(),
+                self.pending_migration
+                    .as_ref()
+                    .map(|(at, _)| *at)
+                    .filter(|at| *at > now),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             if received > 0 {
                 continue;
             }
@@ -184,7 +270,10 @@ impl Driver {
                     Ok(()) => break,
                     Err(e) if is_transient(&e) => continue,
                     // A peer that went away (ICMP unreachable) must not stop a server.
-                    Err(e) if e.kind() == io::ErrorKind::ConnectionRefused && !self.connected => {
+                    Err(e)
+                        if e.kind() == io::ErrorKind::ConnectionRefused
+                            && self.connected.is_none() =>
+                    {
                         break;
                     }
                     Err(e) => return Err(e),

@@ -928,3 +928,98 @@ fn connection_send_buffer_bounds_what_all_streams_pin() {
         "room as acknowledgements freed it: {n}"
     );
 }
+
+/// Active migration (RFC 9000 §9.2): mid-download the client moves to a new address on
+/// purpose. Its packets from there carry the server's next connection ID (the old one is
+/// retired), the server validates the new path and answers there under a new ID of the
+/// client's (§9.5: no ID seen on two addresses), the old address hears nothing more, and
+/// the download completes.
+#[test]
+fn client_migrates_to_a_new_address_mid_download() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let (mut pair, ch, sh) = established(24);
+    pair.nat_forgets_old_address = true;
+    // The destination connection ID of every 1-RTT datagram, by direction, in order.
+    let dcids: Rc<RefCell<[Vec<Vec<u8>>; 2]>> = Rc::default();
+    let log = dcids.clone();
+    pair.drop_hook = Some(Box::new(move |d| {
+        if d.is_short() && d.data.len() > 9 {
+            log.borrow_mut()[usize::from(!d.to_server)].push(d.data[1..9].to_vec());
+        }
+        false
+    }));
+    let data = payload(2_000_000, 24);
+    let s = pair.server.connection_mut(sh).unwrap();
+    let id = s.open_stream(Dir::Uni).unwrap();
+    s.write(id, &data).unwrap();
+    s.finish(id).unwrap();
+    pair.run_until(Duration::from_millis(40), |_| false);
+    let before = dcids.borrow().clone();
+    assert!(!before[0].is_empty() && !before[1].is_empty());
+
+    let new: std::net::SocketAddr = "10.0.0.2:7000".parse().unwrap();
+    pair.client_addr = new;
+    let now = pair.now;
+    pair.client
+        .connection_mut(ch)
+        .unwrap()
+        .migrate(now, new)
+        .unwrap();
+    let mut got = Vec::new();
+    let mut stream = None;
+    let ok = pair.run_until(Duration::from_secs(20), |p| {
+        let now = p.now;
+        let c = p.client.connection_mut(ch).unwrap();
+        if stream.is_none() {
+            stream = c.accept_stream(Dir::Uni);
+        }
+        let Some(id) = stream else { return false };
+        loop {
+            match c.read(now, id, usize::MAX) {
+                Ok(Some(b)) => got.extend_from_slice(&b),
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    });
+    assert!(ok, "download stalled after migrating: {} bytes", got.len());
+    assert_eq!(got, data);
+    assert_eq!(pair.server.connection(sh).unwrap().remote_address(), new);
+    assert_eq!(pair.client.connection(ch).unwrap().stats().migrations, 1);
+    let after = dcids.borrow();
+    for (dir, name) in [(0, "to the server"), (1, "to the client")] {
+        let old = before[dir].last().unwrap();
+        let moved = &after[dir][before[dir].len()..];
+        let first_new = moved
+            .iter()
+            .position(|c| c != old)
+            .unwrap_or_else(|| panic!("{name}: no new ID in {} datagrams", moved.len()));
+        assert!(
+            moved[first_new..].iter().all(|c| c != old),
+            "{name}: the old connection ID came back after the new one"
+        );
+        if dir == 0 {
+            assert_eq!(
+                first_new, 0,
+                "the client's first packet from {new} uses a new ID"
+            );
+        }
+    }
+    // Not linkable: the IDs used on the new path were never used on the old one.
+    for dir in 0..2 {
+        let new_ids: std::collections::BTreeSet<_> =
+            after[dir][before[dir].len()..].iter().collect();
+        let old_ids: std::collections::BTreeSet<_> = before[dir].iter().collect();
+        assert!(
+            new_ids.iter().filter(|c| old_ids.contains(*c)).count() <= 1,
+            "direction {dir}"
+        );
+    }
+    // Migrating is the client's, and needs spare IDs.
+    let now = pair.now;
+    assert_eq!(
+        pair.server.connection_mut(sh).unwrap().migrate(now, new),
+        Err(qfec_proto::MigrateError::NotClient)
+    );
+}

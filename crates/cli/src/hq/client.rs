@@ -51,9 +51,15 @@ pub struct ClientArgs {
     insecure: bool,
     /// Local address to bind. With --multipath, give it once per local address: the
     /// connection starts from the first and opens a path from each other one (they share one
-    /// UDP socket on the first one's port).
+    /// UDP socket on the first one's port). With --migrate-after, a second one is where the
+    /// connection moves.
     #[arg(long, value_parser = crate::parse_local_addr)]
     bind: Vec<SocketAddr>,
+    /// Move the connection to a new local address after this many seconds (active
+    /// migration, RFC 9000 §9.2: a new socket, the server's next connection ID, path
+    /// validation): to the second --bind address, or to a new port on the first's.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    migrate_after: Option<Duration>,
     /// With --multipath: abandon path ID once BYTES have arrived and another path is validated, as ID@BYTES (failover
     /// tests; the data goes on over the other paths).
     #[arg(long, value_name = "ID@BYTES", value_parser = parse_abandon, requires = "multipath")]
@@ -126,17 +132,31 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         .iter()
         .map(|u| parse_url(u))
         .collect::<Result<_>>()?;
-    if args.bind.len() > 1 && !args.transport.multipath() {
-        bail!("several --bind addresses need --multipath (a path from each)");
+    if args.migrate_after.is_some() && (args.transport.multipath() || args.tcp) {
+        bail!(
+            "--migrate-after moves a single-path QUIC connection: not with --multipath (open \
+             and abandon paths instead) or --tcp"
+        );
+    }
+    if args.migrate_after.is_some() && args.bind.len() > 2 {
+        bail!("--migrate-after takes at most two --bind addresses: where to start, where to move");
+    }
+    if args.bind.len() > 1 && !args.transport.multipath() && args.migrate_after.is_none() {
+        bail!(
+            "several --bind addresses need --multipath (a path from each) or --migrate-after \
+             (the second is where the connection moves)"
+        );
     }
     if args.bind.len() > 1 && args.tcp {
         bail!("--tcp takes one --bind address");
     }
     if let Some(port) = args.bind.iter().skip(1).map(|a| a.port()).find(|&p| p != 0)
         && port != args.bind[0].port()
+        && args.migrate_after.is_none()
     {
         bail!(
-            "the --bind addresses share one UDP socket: give the port on the first only              (got {port} after {})",
+            "the --bind addresses share one UDP socket: give the port on the first only \
+             (got {port} after {})",
             args.bind[0].port()
         );
     }
@@ -183,7 +203,14 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         timeout: args.timeout,
         server_name: args.server_name.clone(),
         bind: args.bind.first().copied(),
-        paths: args.bind.iter().skip(1).copied().collect(),
+        paths: if args.migrate_after.is_some() {
+            Vec::new()
+        } else {
+            args.bind.iter().skip(1).copied().collect()
+        },
+        migrate: args
+            .migrate_after
+            .map(|after| (after, args.bind.get(1).copied())),
         abandon_path: args.abandon_path.map(|(id, bytes)| (PathId(id), bytes)),
         seed: args.seed,
         key_update: false,
@@ -194,6 +221,14 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
     let outcome = rt.block_on(fetch(urls, client, &options))?;
     outcome.print();
     Ok(outcome.exit_code())
+}
+
+/// Seconds as a duration: a finite number, 0 or more.
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    match s.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(Duration::from_secs_f64(x)),
+        _ => Err(format!("{s:?} is not a number of seconds (e.g. 1.5)")),
+    }
 }
 
 /// How `fetch` connects and where it puts what it gets.
@@ -210,6 +245,9 @@ pub struct FetchOptions {
     pub paths: Vec<SocketAddr>,
     /// Multipath: abandon this path once this many bytes arrived.
     pub abandon_path: Option<(PathId, u64)>,
+    /// Move to a new local address this long after the start: the one given, or a new port
+    /// on the address bound first.
+    pub migrate: Option<(Duration, Option<SocketAddr>)>,
     pub seed: Option<u64>,
     /// Update the 1-RTT keys once the handshake is confirmed (interop case keyupdate).
     pub key_update: bool,
@@ -290,6 +328,13 @@ pub async fn fetch(
     };
     // Times count from the first packet: opening output files is not part of them.
     app.start = driver.now();
+    if let Some((after, to)) = opts.migrate {
+        // Bound now, so that a bad address is refused before anything is fetched.
+        let to = to.unwrap_or_else(|| SocketAddr::new(bind.ip(), 0));
+        let socket = std::net::UdpSocket::bind(to)
+            .with_context(|| format!("--migrate-after: cannot bind {to}"))?;
+        driver.migrate_at(app.start + after, socket);
+    }
     match driver.run(&mut app).await {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => bail!(
             "{remote} refused the connection (ICMP port unreachable): no QUIC server \
@@ -297,7 +342,40 @@ pub async fn fetch(
         ),
         r => r.context("socket error")?,
     }
-    app.outcome()
+    let mut outcome = app.outcome()?;
+    for m in driver.migrations() {
+        let t = m.at.saturating_duration_since(app.start).as_secs_f64();
+        for (h, result) in &m.connections {
+            let path = driver
+                .endpoint
+                .connection(*h)
+                .and_then(|c| c.paths_info().into_iter().next());
+            outcome.lines.push(match result {
+                Ok(()) => format!(
+                    "migrated from {} to {} after {t:.2} s, under the server's next connection \
+                     ID: {}",
+                    m.from,
+                    m.to,
+                    match path {
+                        Some(p) if p.state == PathState::Validated && p.local == Some(m.to) => {
+                            "path validated"
+                        }
+                        Some(p) if p.local != Some(m.to) => {
+                            "the path failed validation and went back"
+                        }
+                        Some(_) => "path validation under way",
+                        None => "the connection has ended",
+                    }
+                ),
+                Err(e) => format!(
+                    "moved from {} to {} after {t:.2} s without migrating ({e}): the server \
+                     sees a NAT rebinding",
+                    m.from, m.to
+                ),
+            });
+        }
+    }
+    Ok(outcome)
 }
 
 /// What the client tells about the server in its error messages.

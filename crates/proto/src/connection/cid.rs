@@ -278,6 +278,17 @@ impl RemoteCids {
         }
         Ok(())
     }
+
+    /// Moves to the peer's next unused ID and retires the one in use (a new path must not
+    /// be linkable to the old, RFC 9000 §9.5). False when the peer gave no spare.
+    pub fn rotate(&mut self) -> bool {
+        let Some((s, (c, t))) = self.spare.pop_first() else {
+            return false;
+        };
+        self.pending_retire.insert(self.active.0);
+        self.active = (s, c, Some(t));
+        true
+    }
 }
 
 /// The connection IDs the peer issued to us, per path ID.
@@ -341,6 +352,11 @@ impl PeerCids {
                 Ok(())
             }
         }
+    }
+
+    /// Moves `path` to the peer's next unused ID, retiring the one in use ([`RemoteCids::rotate`]).
+    pub fn rotate(&mut self, path: PathId) -> bool {
+        self.paths.get_mut(&path).is_some_and(RemoteCids::rotate)
     }
 
     /// The first RETIRE_CONNECTION_ID / PATH_RETIRE_CONNECTION_ID waiting to be sent.

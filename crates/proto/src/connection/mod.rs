@@ -37,6 +37,7 @@ mod handshake;
 mod idle;
 mod keys;
 mod loss;
+mod migration;
 mod multipath;
 mod path;
 mod receive;
@@ -74,6 +75,7 @@ use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError};
 
 use cid::{LocalCids, PeerCids};
 use keys::OneRttKeys;
+pub use migration::MigrateError;
 use multipath::MultipathState;
 pub use multipath::{PathError, PathInfo, PathState, abandon_code};
 use path::Path;
@@ -214,6 +216,8 @@ pub struct ConnectionStats {
     pub immediate_acks_sent: u64,
     /// ACK_FREQUENCY frames from the peer that changed how we acknowledge.
     pub ack_frequency_applied: u64,
+    /// Times we moved the connection to a new local address ([`Connection::migrate`]).
+    pub migrations: u64,
 }
 
 /// A snapshot of a path's state, for traces and extensions.
@@ -369,6 +373,9 @@ pub struct Connection {
     ext_actions: extension::ExtensionActions,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
+    /// Server: the connection ID the client's newest 1-RTT packet used (a change with a
+    /// new address is a migration on purpose, answered under a new ID of ours).
+    peer_dcid: Option<ConnectionId>,
     /// The event sink and what it last reported; `None` (no sink) builds no event.
     tracer: Option<Box<Tracer>>,
 }
@@ -478,6 +485,7 @@ impl Connection {
             extensions: p.extensions,
             ext_actions: extension::ExtensionActions::default(),
             rx_dcid: p.local_cid,
+            peer_dcid: None,
             tracer,
             config: cfg,
         };

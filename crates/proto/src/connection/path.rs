@@ -127,9 +127,9 @@ pub(super) struct Path {
     /// so a controller rebuilt for a new path reads them as they are, without a reset.
     pub delivery: DeliveryRate,
     pub pacer: Pacer,
-    /// The validated address this path left for an unvalidated one; restored if the new one
-    /// fails validation (RFC 9000 §9.3.2).
-    migrated_from: Option<SocketAddr>,
+    /// The validated addresses (the peer's, ours) this path left for unvalidated ones;
+    /// restored if the new ones fail validation (RFC 9000 §9.3.2).
+    migrated_from: Option<(SocketAddr, Option<SocketAddr>)>,
     /// PATH_CHALLENGE data to answer with PATH_RESPONSE on this path.
     path_responses: std::collections::VecDeque<[u8; 8]>,
     /// The packet being built carries a PATH_CHALLENGE (it is padded).
@@ -246,7 +246,7 @@ impl Path {
     ) -> SocketAddr {
         let old = std::mem::replace(&mut self.remote, remote);
         if self.migrated_from.is_none() {
-            self.migrated_from = Some(old);
+            self.migrated_from = Some((old, self.local));
         }
         self.amplification = Some(Amplification { received, sent: 0 });
         self.validation = Validation::Challenged {
@@ -255,6 +255,22 @@ impl Path {
             pending: true,
         };
         old
+    }
+
+    /// We move the path to our new address `local` (active migration, RFC 9000 §9.2): it is
+    /// validated with a challenge of `data` until `deadline`, and goes back to the old
+    /// address if that fails. No anti-amplification limit: the peer's address is the same.
+    pub fn migrate_local(&mut self, local: SocketAddr, data: [u8; 8], deadline: Instant) {
+        let old = self.local.replace(local);
+        if self.migrated_from.is_none() {
+            self.migrated_from = Some((self.remote, old));
+        }
+        self.amplification = None;
+        self.validation = Validation::Challenged {
+            data,
+            deadline,
+            pending: true,
+        };
     }
 
     /// A PATH_RESPONSE arrived: whether it answers our challenge, which validates the path.
@@ -290,8 +306,9 @@ impl Path {
         }
         self.validation = Validation::Unvalidated;
         match self.migrated_from.take() {
-            Some(old) => {
-                self.remote = old;
+            Some((remote, local)) => {
+                self.remote = remote;
+                self.local = local;
                 self.validation = Validation::Validated;
                 ValidationTimeout::Reverted
             }

@@ -340,14 +340,17 @@ impl Connection {
             // RFC 9000 §9.3: the peer moved if its newest packet, carrying more than probing
             // frames, comes from another address.
             Ok(non_probing) => {
-                if kind == PacketKind::OneRtt
-                    && info.remote != self.paths[pi].remote
+                let server_newest = kind == PacketKind::OneRtt
                     && self.side.is_server()
                     && newest
-                    && non_probing
-                    && !self.is_closed()
-                {
+                    && !self.is_closed();
+                if server_newest && non_probing && info.remote != self.paths[pi].remote {
                     self.on_peer_address_change(now, pi, info, packet_bytes);
+                }
+                // On the path in use, a new connection ID from the client is answered with a
+                // new one of its own (probes of another path leave it alone).
+                if server_newest && info.remote == self.paths[pi].remote {
+                    self.follow_peer_cid(rx_dcid);
                 }
             }
             Err(e) => self.close_with_error(now, e),
