@@ -1023,3 +1023,72 @@ fn client_migrates_to_a_new_address_mid_download() {
         Err(qfec_proto::MigrateError::NotClient)
     );
 }
+
+/// Migration is refused where RFC 9000 forbids it (before the handshake is confirmed; with
+/// no spare connection ID of the server's), and works again and again once the server has
+/// replaced the IDs it retired: each move leaves from a new address under a new ID, and the
+/// connection goes on.
+#[test]
+fn migration_needs_a_confirmed_handshake_and_a_spare_id_and_repeats() {
+    use qfec_proto::MigrateError;
+    let mut pair = Pair::new(
+        25,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let ch = pair.connect(TransportConfig::default());
+    let now = pair.now;
+    let early = "10.0.0.3:7000".parse().unwrap();
+    assert_eq!(
+        pair.client.connection_mut(ch).unwrap().migrate(now, early),
+        Err(MigrateError::HandshakeNotConfirmed)
+    );
+    let mut sh = None;
+    pair.run_until(Duration::from_secs(5), |p| {
+        while let Some(h) = p.server.accept() {
+            sh = Some(h);
+        }
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    });
+    let sh = sh.expect("accepted");
+    for round in 0..4u64 {
+        let to: std::net::SocketAddr = format!("10.0.1.{}:{}", round + 1, 7000 + round)
+            .parse()
+            .unwrap();
+        pair.client_addr = to;
+        let now = pair.now;
+        let c = pair.client.connection_mut(ch).unwrap();
+        c.migrate(now, to).unwrap();
+        let data = payload(50_000, round);
+        assert_eq!(send_and_read(&mut pair, ch, sh, 50_000, round), data);
+        assert_eq!(pair.server.connection(sh).unwrap().remote_address(), to);
+    }
+    // Moving again and again at once spends the server's spare IDs: then it is refused
+    // (a move under an ID already seen elsewhere would link the addresses).
+    let now = pair.now;
+    let c = pair.client.connection_mut(ch).unwrap();
+    let mut moves = 0;
+    let last = loop {
+        let to: std::net::SocketAddr = format!("10.0.2.{}:7000", moves + 1).parse().unwrap();
+        match c.migrate(now, to) {
+            Ok(()) => moves += 1,
+            Err(e) => {
+                assert_eq!(e, MigrateError::NoConnectionId);
+                break format!("10.0.2.{moves}:7000").parse().unwrap();
+            }
+        }
+        assert!(moves <= 8, "more spares than the limit we advertised");
+    };
+    assert!(moves >= 1);
+    pair.client_addr = last;
+    assert_eq!(
+        send_and_read(&mut pair, ch, sh, 50_000, 9),
+        payload(50_000, 9)
+    );
+    assert_eq!(pair.server.connection(sh).unwrap().remote_address(), last);
+    assert_eq!(
+        pair.client.connection(ch).unwrap().stats().migrations,
+        4 + moves
+    );
+}
