@@ -33,6 +33,29 @@ fn established(seed: u64) -> (Pair, ConnectionHandle, ConnectionHandle) {
     (pair, ch, sh.unwrap())
 }
 
+/// The client reads the first unidirectional stream the server opens until it ends, for at
+/// most `within`: whether it ended, and what arrived.
+fn download(pair: &mut Pair, ch: ConnectionHandle, within: Duration) -> (bool, Vec<u8>) {
+    let mut got = Vec::new();
+    let mut stream = None;
+    let ok = pair.run_until(within, |p| {
+        let now = p.now;
+        let c = p.client.connection_mut(ch).unwrap();
+        if stream.is_none() {
+            stream = c.accept_stream(Dir::Uni);
+        }
+        let Some(id) = stream else { return false };
+        loop {
+            match c.read(now, id, usize::MAX) {
+                Ok(Some(b)) => got.extend_from_slice(&b),
+                Ok(None) => return true,
+                Err(_) => return false,
+            }
+        }
+    });
+    (ok, got)
+}
+
 /// Feeds `frames` to the server as if a client packet carried them and returns the error the
 /// server closed with and what the client saw.
 fn server_rejects(frames: &[u8]) -> (u64, Option<ConnectionError>) {
@@ -837,23 +860,7 @@ fn nat_rebinding_of_a_downloading_client() {
     s.finish(id).unwrap();
     pair.run_until(Duration::from_millis(40), |_| false);
     pair.client_addr = "10.0.0.1:7777".parse().unwrap();
-    let mut got = Vec::new();
-    let mut cid = None;
-    let ok = pair.run_until(Duration::from_secs(20), |p| {
-        let now = p.now;
-        let c = p.client.connection_mut(ch).unwrap();
-        if cid.is_none() {
-            cid = c.accept_stream(Dir::Uni);
-        }
-        let Some(id) = cid else { return false };
-        loop {
-            match c.read(now, id, usize::MAX) {
-                Ok(Some(b)) => got.extend_from_slice(&b),
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
-        }
-    });
+    let (ok, got) = download(&mut pair, ch, Duration::from_secs(20));
     assert!(
         ok,
         "download stalled after rebinding: {} of {} bytes",
@@ -966,23 +973,7 @@ fn client_migrates_to_a_new_address_mid_download() {
         .unwrap()
         .migrate(now, new)
         .unwrap();
-    let mut got = Vec::new();
-    let mut stream = None;
-    let ok = pair.run_until(Duration::from_secs(20), |p| {
-        let now = p.now;
-        let c = p.client.connection_mut(ch).unwrap();
-        if stream.is_none() {
-            stream = c.accept_stream(Dir::Uni);
-        }
-        let Some(id) = stream else { return false };
-        loop {
-            match c.read(now, id, usize::MAX) {
-                Ok(Some(b)) => got.extend_from_slice(&b),
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
-        }
-    });
+    let (ok, got) = download(&mut pair, ch, Duration::from_secs(20));
     assert!(ok, "download stalled after migrating: {} bytes", got.len());
     assert_eq!(got, data);
     assert_eq!(pair.server.connection(sh).unwrap().remote_address(), new);

@@ -357,13 +357,8 @@ pub async fn fetch(
                     m.from,
                     m.to,
                     match path {
-                        Some(p) if p.state == PathState::Validated && p.local == Some(m.to) => {
-                            "path validated"
-                        }
-                        Some(p) if p.local != Some(m.to) => {
-                            "the path failed validation and went back"
-                        }
-                        Some(_) => "path validation under way",
+                        Some(p) if p.state == PathState::Validated => "path validated",
+                        Some(_) => "path not validated (no PATH_RESPONSE yet)",
                         None => "the connection has ended",
                     }
                 ),

@@ -233,8 +233,16 @@ pub fn reproduce(
     let f = std::fs::File::create(&csv).map_err(io(&csv))?;
     write_csv(std::io::BufWriter::new(f), &records).map_err(io(&csv))?;
     drop(journal);
-    let f = std::fs::File::create(&jsonl).map_err(io(&jsonl))?;
-    write_jsonl(std::io::BufWriter::new(f), &records).map_err(io(&jsonl))?;
+    // Whole, in order, through a temporary file: a crash now leaves the journal as it was.
+    let tmp = opts.out.join("runs.jsonl.tmp");
+    std::fs::File::create(&tmp)
+        .and_then(|f| {
+            let mut w = std::io::BufWriter::new(f);
+            write_jsonl(&mut w, &records)?;
+            w.into_inner().map_err(|e| e.into_error())?.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, &jsonl))
+        .map_err(io(&jsonl))?;
     if interrupted {
         return Ok(Outcome {
             runs: records.len(),

@@ -32,8 +32,10 @@ impl Connection {
     /// Moves the connection to our new local address `local` (RFC 9000 §9.2): packets leave
     /// from it under the server's next connection ID (the one in use is retired), the path
     /// is validated with a PATH_CHALLENGE, and congestion control and the RTT estimate start
-    /// afresh (§9.4). If the challenge goes unanswered the path returns to the old address.
-    /// The caller sends from `local` from now on (e.g. a new socket).
+    /// afresh (§9.4). The caller sends from `local` from now on (e.g. a new socket, the old
+    /// one closed), so there is no going back: if the challenge goes unanswered the path
+    /// stays unvalidated, and the idle timeout ends a connection the new address cannot
+    /// carry.
     pub fn migrate(&mut self, now: Instant, local: SocketAddr) -> Result<(), MigrateError> {
         if self.side.is_server() {
             return Err(MigrateError::NotClient);

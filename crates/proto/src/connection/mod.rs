@@ -373,8 +373,8 @@ pub struct Connection {
     ext_actions: extension::ExtensionActions,
     /// Destination connection ID of the packet being processed.
     rx_dcid: ConnectionId,
-    /// Server: the connection ID the client's newest 1-RTT packet used (a change with a
-    /// new address is a migration on purpose, answered under a new ID of ours).
+    /// Server: the connection ID the client's newest 1-RTT packet on its current address
+    /// used (a change is answered under a new ID of ours, `follow_peer_cid`).
     peer_dcid: Option<ConnectionId>,
     /// The event sink and what it last reported; `None` (no sink) builds no event.
     tracer: Option<Box<Tracer>>,

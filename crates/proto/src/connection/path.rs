@@ -127,8 +127,8 @@ pub(super) struct Path {
     /// so a controller rebuilt for a new path reads them as they are, without a reset.
     pub delivery: DeliveryRate,
     pub pacer: Pacer,
-    /// The validated addresses (the peer's, ours) this path left for unvalidated ones;
-    /// restored if the new ones fail validation (RFC 9000 §9.3.2).
+    /// The validated addresses (the peer's, ours) this path left when the peer moved;
+    /// restored if its new address fails validation (RFC 9000 §9.3.2).
     migrated_from: Option<(SocketAddr, Option<SocketAddr>)>,
     /// PATH_CHALLENGE data to answer with PATH_RESPONSE on this path.
     path_responses: std::collections::VecDeque<[u8; 8]>,
@@ -257,14 +257,13 @@ impl Path {
         old
     }
 
-    /// We move the path to our new address `local` (active migration, RFC 9000 §9.2): it is
-    /// validated with a challenge of `data` until `deadline`, and goes back to the old
-    /// address if that fails. No anti-amplification limit: the peer's address is the same.
+    /// We moved the path to our new address `local` (active migration, RFC 9000 §9.2): it
+    /// is validated with a challenge of `data` until `deadline`. There is no going back (the
+    /// old address may be gone, as a closed socket's is): a path that fails validation stays
+    /// unvalidated. No anti-amplification limit: the peer's address is the same.
     pub fn migrate_local(&mut self, local: SocketAddr, data: [u8; 8], deadline: Instant) {
-        let old = self.local.replace(local);
-        if self.migrated_from.is_none() {
-            self.migrated_from = Some((self.remote, old));
-        }
+        self.local = Some(local);
+        self.migrated_from = None;
         self.amplification = None;
         self.validation = Validation::Challenged {
             data,

@@ -604,9 +604,6 @@ impl Connection {
     ) {
         let remote = info.remote;
         tracing::debug!(from = %self.paths[pi].remote, to = %remote, "peer address changed");
-        if info.local.is_some() {
-            self.paths[pi].local = info.local;
-        }
         if self.paths[pi].remote.ip() != remote.ip() {
             // Another network path: congestion state starts afresh (RFC 9000 §9.4).
             self.paths[pi].reset_congestion(&self.config, now);
@@ -614,7 +611,11 @@ impl Connection {
         let mut challenge = [0u8; 8];
         rand::RngCore::fill_bytes(&mut self.rng, &mut challenge);
         let deadline = now + self.max_pto() * 3;
+        // The addresses left are kept (to go back to) before ours follows the datagram's.
         self.paths[pi].migrate(remote, received, challenge, deadline);
+        if info.local.is_some() {
+            self.paths[pi].local = info.local;
+        }
     }
 
     /// Looks for CONNECTION_CLOSE in a packet received while closing.
