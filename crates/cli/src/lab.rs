@@ -723,8 +723,9 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
     let mut earlier: Vec<RunRecord> = Vec::new();
     let mut journal = match journal_path {
         Some(path) => {
+            let option = if args.resume { "--resume" } else { "--out" };
             let (journal, done) = Journal::open(path, &mut specs, args.resume)
-                .map_err(|e| anyhow::anyhow!("--out: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("{option}: {e}"))?;
             if args.resume {
                 eprintln!(
                     "resuming: {} runs already in {}, {} to run",
