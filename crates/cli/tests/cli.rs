@@ -1130,10 +1130,19 @@ fn lab_plot_draws_the_runs_of_a_campaign() {
     assert!(stdout.starts_with("2 curves from 12 runs"), "{stdout}");
     assert!(svg.contains("adaptive") && svg.contains("rlc"));
     assert!(svg.contains("loss 0%") && svg.contains("loss 3%"));
-    // One loss selected: the title says which, and how many seeds.
+    // One loss selected: the title says which, and how many seeds (on as many lines as the
+    // figure's width needs: the texts are joined here).
     let (_, svg) = plot(&["--y", "xi", "--loss", "3%"], "xi3.svg");
+    let texts: Vec<&str> = svg
+        .split("<text")
+        .skip(1)
+        .filter_map(|t| t.split_once('>').map(|(_, rest)| rest))
+        .filter_map(|t| t.split_once("</text>").map(|(inner, _)| inner.trim()))
+        .collect();
     assert!(
-        svg.contains("preset wlan, workload bulk-300kB, loss 3%, 2 seeds"),
+        texts
+            .join(" ")
+            .contains("preset wlan, workload bulk-300kB, loss 3%, 2 seeds"),
         "{svg}"
     );
     one_line_error(

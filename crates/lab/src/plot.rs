@@ -155,6 +155,28 @@ fn range_of(it: impl Iterator<Item = f64>) -> (f64, f64) {
     }
 }
 
+/// The figure title's font size, px.
+const TITLE_PX: f64 = 20.0;
+
+/// `text` in lines of at most about `width` characters, broken between words (a word longer
+/// than that stays whole).
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(l) if l.len() + 1 + word.len() <= width.max(1) => {
+                l.push(' ');
+                l.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    if lines.is_empty() {
+        lines.push(String::new());
+    }
+    lines
+}
+
 /// Draws `fig` as an SVG file.
 pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
     let cols = fig.columns.max(1);
@@ -168,7 +190,25 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
     let root = SVGBackend::new(path, (w, h)).into_drawing_area();
     let e = |e: DrawingAreaErrorKind<std::io::Error>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let root = root.titled(&fig.title, ("sans-serif", 20)).map_err(e)?;
+    // The title on as many lines as the width needs (a long context line must not run off
+    // the figure's edges).
+    let lines = wrap_words(&fig.title, (w as f64 / (TITLE_PX * 0.55)) as usize);
+    let line_h = TITLE_PX as u32 + 6;
+    let (top, root) = root.split_vertically(8 + line_h * lines.len() as u32);
+    let style = ("sans-serif", TITLE_PX).into_font().color(&BLACK).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Top,
+        ),
+    );
+    for (i, line) in lines.iter().enumerate() {
+        top.draw(&Text::new(
+            line.as_str(),
+            (w as i32 / 2, 6 + (line_h * i as u32) as i32),
+            style.clone(),
+        ))
+        .map_err(e)?;
+    }
     let areas = root.split_evenly((rows, cols));
     for (panel, area) in fig.panels.iter().zip(areas.iter()) {
         let xs = panel
@@ -349,6 +389,20 @@ fn tick(v: &f64) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Regression: a figure's title with its context line (preset, workload, seeds,
+    /// version) ran off both edges of a 640-pixel figure; it now wraps between words.
+    #[test]
+    fn a_long_title_wraps_between_words() {
+        let title = "completion time (s) against loss (%), by variant (preset wlan, workload \
+                     bulk-20MB, 4 seeds, qfec 0.1.0)";
+        let lines = super::wrap_words(title, 58);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.len() <= 58), "{lines:?}");
+        assert_eq!(lines.join(" "), title);
+        assert_eq!(super::wrap_words("short", 58), ["short"]);
+        assert_eq!(super::wrap_words("", 58), [""]);
+    }
+
     #[test]
     fn ticks_carry_no_needless_decimals() {
         let t: Vec<String> = [1.0, 0.25, 2.5, 1000.0, -0.0, 0.0001]
