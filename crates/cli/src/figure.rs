@@ -26,8 +26,36 @@ impl Format {
     }
 }
 
-/// Renders `svg` into `out` as PNG (twice the SVG's size, for screens) or PDF.
+/// Writes `svg` into `out` as it is, or rendered as PNG (twice the SVG's size, for screens)
+/// or PDF.
 pub fn render(svg: &str, format: Format, out: &Path) -> Result<()> {
+    let bytes = match format {
+        Format::Svg => svg.as_bytes().to_vec(),
+        Format::Png => {
+            let tree = parse(svg)?;
+            let size = tree.size().to_int_size();
+            let mut pixmap = tiny_skia::Pixmap::new(size.width() * 2, size.height() * 2)
+                .context("the figure has no area")?;
+            pixmap.fill(tiny_skia::Color::WHITE);
+            resvg::render(
+                &tree,
+                tiny_skia::Transform::from_scale(2.0, 2.0),
+                &mut pixmap.as_mut(),
+            );
+            pixmap.encode_png().context("cannot encode the PNG")?
+        }
+        Format::Pdf => svg2pdf::to_pdf(
+            &parse(svg)?,
+            svg2pdf::ConversionOptions::default(),
+            svg2pdf::PageOptions::default(),
+        )
+        .map_err(|e| anyhow::anyhow!("cannot make the PDF: {e}"))?,
+    };
+    std::fs::write(out, bytes).with_context(|| format!("cannot write {}", out.display()))
+}
+
+/// The SVG as a tree to render, its text in the system's fonts.
+fn parse(svg: &str) -> Result<usvg::Tree> {
     let mut options = usvg::Options::default();
     let fonts = options.fontdb_mut();
     fonts.load_system_fonts();
@@ -45,27 +73,5 @@ pub fn render(svg: &str, format: Format, out: &Path) -> Result<()> {
              fonts-dejavu-core package), or write an .svg"
         ),
     }
-    let tree = usvg::Tree::from_str(svg, &options).context("cannot read the drawn SVG")?;
-    let bytes = match format {
-        Format::Svg => svg.as_bytes().to_vec(),
-        Format::Png => {
-            let size = tree.size().to_int_size();
-            let mut pixmap = tiny_skia::Pixmap::new(size.width() * 2, size.height() * 2)
-                .context("the figure has no area")?;
-            pixmap.fill(tiny_skia::Color::WHITE);
-            resvg::render(
-                &tree,
-                tiny_skia::Transform::from_scale(2.0, 2.0),
-                &mut pixmap.as_mut(),
-            );
-            pixmap.encode_png().context("cannot encode the PNG")?
-        }
-        Format::Pdf => svg2pdf::to_pdf(
-            &tree,
-            svg2pdf::ConversionOptions::default(),
-            svg2pdf::PageOptions::default(),
-        )
-        .map_err(|e| anyhow::anyhow!("cannot make the PDF: {e}"))?,
-    };
-    std::fs::write(out, bytes).with_context(|| format!("cannot write {}", out.display()))
+    usvg::Tree::from_str(svg, &options).context("cannot read the drawn SVG")
 }

@@ -996,23 +996,14 @@ fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
 
 /// Writes `records` to `path` (CSV or JSON lines by its extension) through a temporary file
 /// beside it, renamed over it once complete: an interruption leaves the old file whole.
-fn write_records(path: &PathBuf, records: &[RunRecord]) -> Result<()> {
+fn write_records(path: &std::path::Path, records: &[RunRecord]) -> Result<()> {
     let csv = records_format(path)?;
-    let mut tmp = path.clone().into_os_string();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let f =
-        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    if csv {
-        write_csv(&mut w, records)?;
-    } else {
-        write_jsonl(&mut w, records)?;
-    }
-    w.into_inner()
-        .map_err(|e| e.into_error())
-        .and_then(|f| f.sync_all())
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    qfec_lab::output::replace_file(path, |w| {
+        if csv {
+            write_csv(w, records)
+        } else {
+            write_jsonl(w, records)
+        }
+    })
+    .with_context(|| format!("cannot write {}", path.display()))
 }

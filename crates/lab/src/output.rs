@@ -150,6 +150,21 @@ fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
+/// Writes `path` whole through a temporary file beside it (`PATH.tmp`), synced and then
+/// renamed over it: a crash leaves the old file or the new one, never a part.
+pub fn replace_file(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut io::BufWriter<std::fs::File>) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut w = io::BufWriter::new(std::fs::File::create(&tmp)?);
+    write(&mut w)?;
+    w.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Write records as CSV with a header line (traces are left out; use JSON lines for them).
 pub fn write_csv<W: Write>(mut w: W, records: &[RunRecord]) -> io::Result<()> {
     let names: Vec<&str> = RECORD_COLUMNS.iter().map(|(n, _)| *n).collect();

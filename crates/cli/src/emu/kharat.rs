@@ -510,9 +510,7 @@ fn write_runs(path: &Path, runs: &[FlowRun]) -> Result<()> {
     for r in runs {
         s.push_str(&run_row(r));
     }
-    let tmp = path.with_extension("csv.tmp");
-    std::fs::write(&tmp, s)
-        .and_then(|()| std::fs::rename(&tmp, path))
+    qfec_lab::output::replace_file(path, |w| w.write_all(s.as_bytes()))
         .with_context(|| format!("cannot write {}", path.display()))
 }
 

@@ -27,7 +27,7 @@ use qfec_proto::recovery::cc::CongestionControl;
 use crate::campaign::{Journal, RunSpec, run_all_until};
 use crate::config::ProtocolSettings;
 use crate::metrics::{RunRecord, Stats};
-use crate::output::{write_csv, write_jsonl};
+use crate::output::{replace_file, write_csv, write_jsonl};
 use crate::presets::LinkPair;
 use crate::workload::Workload;
 
@@ -234,15 +234,7 @@ pub fn reproduce(
     write_csv(std::io::BufWriter::new(f), &records).map_err(io(&csv))?;
     drop(journal);
     // Whole, in order, through a temporary file: a crash now leaves the journal as it was.
-    let tmp = opts.out.join("runs.jsonl.tmp");
-    std::fs::File::create(&tmp)
-        .and_then(|f| {
-            let mut w = std::io::BufWriter::new(f);
-            write_jsonl(&mut w, &records)?;
-            w.into_inner().map_err(|e| e.into_error())?.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, &jsonl))
-        .map_err(io(&jsonl))?;
+    replace_file(&jsonl, |w| write_jsonl(w, &records)).map_err(io(&jsonl))?;
     if interrupted {
         return Ok(Outcome {
             runs: records.len(),
