@@ -726,23 +726,29 @@ fn quinn_against_qfec(
 ) -> Relay {
     let server = qfec_server(testcase, site);
     let relay = Relay::start(server.addr, policy);
-    quinn_client_fetches(site, &relay, files_per_connection, key_update, chacha_only);
+    quinn_client_fetches(
+        site,
+        relay.addr,
+        files_per_connection,
+        key_update,
+        chacha_only,
+    );
     drop(server);
     relay
 }
 
-/// quinn's client fetches the site's files through `relay`, `files_per_connection` at a time,
-/// and checks them.
+/// quinn's client fetches the site's files from `server` (a relay's address, or the
+/// server's), `files_per_connection` at a time, and checks them.
 fn quinn_client_fetches(
     site: &Site,
-    relay: &Relay,
+    server: SocketAddr,
     files_per_connection: &[usize],
     key_update: bool,
     chacha_only: bool,
 ) {
     let rt = runtime();
     let all = names(site);
-    let bind = if relay.addr.is_ipv6() {
+    let bind = if server.is_ipv6() {
         "[::1]:0"
     } else {
         "127.0.0.1:0"
@@ -757,7 +763,7 @@ fn quinn_client_fetches(
             next += n;
             let got = tokio::time::timeout(
                 Duration::from_secs(60),
-                quinn_fetch(&endpoint, relay.addr, files, key_update),
+                quinn_fetch(&endpoint, server, files, key_update),
             )
             .await
             .expect("quinn client timed out");
@@ -776,7 +782,6 @@ fn unsupported_cases_exit_127() {
     for role in ["client", "server"] {
         for case in [
             "v2",
-            "ecn",
             "connectionmigration",
             "versionnegotiation",
             "nonsense",
@@ -807,7 +812,7 @@ fn longrtt_with_quinn_both_ways() {
     let server = qfec_server("handshake", &site);
     let relay = Relay::with(server.addr, Box::new(|_| false), slow());
     let started = Instant::now();
-    quinn_client_fetches(&site, &relay, &[1], false, false);
+    quinn_client_fetches(&site, relay.addr, &[1], false, false);
     assert!(
         started.elapsed() >= Duration::from_secs(3),
         "two round trips at least"
@@ -854,7 +859,7 @@ fn handshakecorruption_and_transfercorruption_with_quinn_both_ways() {
         };
         let server = qfec_server(case, &site);
         let relay = Relay::with(server.addr, Box::new(|_| false), corrupting(p));
-        quinn_client_fetches(&site, &relay, &per_connection, false, false);
+        quinn_client_fetches(&site, relay.addr, &per_connection, false, false);
         check(&relay, &format!("{case}, quinn client"));
         drop(server);
 
@@ -877,7 +882,7 @@ fn rebind_port_and_rebind_addr_with_quinn_both_ways() {
         };
         let server = qfec_server("transfer", &site);
         let relay = Relay::with(server.addr, Box::new(|_| false), rebinding());
-        quinn_client_fetches(&site, &relay, &[1], false, false);
+        quinn_client_fetches(&site, relay.addr, &[1], false, false);
         let n = relay.rebinds.load(Ordering::Relaxed);
         assert!(n >= 3, "{how:?}, quinn client: {n} rebindings");
         drop(server);
@@ -956,7 +961,7 @@ fn ipv6_with_quinn_both_ways() {
     assert!(server.addr.is_ipv6(), "{}", server.addr);
     let relay = Relay::passthrough(server.addr);
     assert!(relay.addr.is_ipv6());
-    quinn_client_fetches(&site, &relay, &[2], false, false);
+    quinn_client_fetches(&site, relay.addr, &[2], false, false);
     drop(server);
 
     let (addr, rt) = quinn_server_on(&site, false, false, "[::1]:0".parse().unwrap());
@@ -1282,4 +1287,93 @@ fn qlogdir_and_sslkeylogfile_in_the_interop_endpoint() {
             .unwrap()
             .contains("CLIENT_TRAFFIC_SECRET_0")
     );
+}
+
+/// What one endpoint's qlog shows of ECN: whether its path reached "capable" (the peer
+/// counted our ECT(0) marks and reported them), and how many ACK frames it sent with ECN
+/// counts (the peer's marks arrived).
+fn ecn_in_qlog(dir: &Path) -> (bool, usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let file = loop {
+        let found = std::fs::read_dir(dir).ok().and_then(|r| {
+            r.map(|e| e.unwrap().path())
+                .find(|p| !p.to_string_lossy().contains("endpoint_"))
+        });
+        if let Some(f) = found {
+            break f;
+        }
+        assert!(std::time::Instant::now() < deadline, "no qlog in {dir:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The server writes its qlog as the connection ends: wait until it is complete.
+    let mut log = None;
+    while std::time::Instant::now() < deadline {
+        if let Ok(l) = qfec_qlog::validate::validate(&std::fs::read(&file).unwrap())
+            && l.named("quic:connection_closed").next().is_some()
+        {
+            log = Some(l);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = log.unwrap_or_else(|| panic!("{file:?} never ended"));
+    let capable = log
+        .named("quic:ecn_state_updated")
+        .any(|e| e["data"]["new"] == "capable");
+    let acks = log
+        .named("quic:packet_sent")
+        .flat_map(|e| e["data"]["frames"].as_array().cloned().unwrap_or_default())
+        .filter(|f| f["frame_type"] == "ack" && f["ect0"].as_u64().is_some_and(|n| n > 0))
+        .count();
+    (capable, acks)
+}
+
+/// The runner's ecn: over loopback (which keeps the IP header's ECN bits) both ends mark
+/// their packets ECT(0) and acknowledge the other's with ECN counts, so each validates its
+/// marking; between qfec's interop endpoints, and each against quinn 0.11 (which marks and
+/// reports too).
+#[test]
+fn ecn_between_qfec_endpoints_and_with_quinn_both_ways() {
+    let site = site("ecn", &[300_000], 0);
+    let base = site.www.parent().unwrap().to_path_buf();
+    let (sdir, cdir) = (base.join("qlog-s"), base.join("qlog-c"));
+    let server = qfec_server_with("ecn", &site, &[("QLOGDIR", &sdir)]);
+    let (out, downloads) = qfec_client_with("ecn", &site, server.addr, &[("QLOGDIR", &cdir)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_downloads(&site, &downloads);
+    for (side, dir) in [("client", &cdir), ("server", &sdir)] {
+        let (capable, acks) = ecn_in_qlog(dir);
+        assert!(capable, "qfec {side}: ECN never validated");
+        assert!(acks > 0, "qfec {side}: no ACK with ECN counts");
+    }
+    drop(server);
+
+    // quinn's client against qfec's server.
+    let sdir = base.join("qlog-s-quinn");
+    let server = qfec_server_with("ecn", &site, &[("QLOGDIR", &sdir)]);
+    // Straight to the server: a relay forwards payloads without their marks.
+    quinn_client_fetches(&site, server.addr, &[1], false, false);
+    let (capable, acks) = ecn_in_qlog(&sdir);
+    assert!(
+        capable && acks > 0,
+        "qfec server with quinn: {capable} {acks}"
+    );
+    drop(server);
+
+    // qfec's client against quinn's server.
+    let cdir = base.join("qlog-c-quinn");
+    let (addr, rt) = quinn_server(&site, false, false);
+    let (out, downloads) = qfec_client_with("ecn", &site, addr, &[("QLOGDIR", &cdir)]);
+    assert!(out.status.success());
+    check_downloads(&site, &downloads);
+    let (capable, acks) = ecn_in_qlog(&cdir);
+    assert!(
+        capable && acks > 0,
+        "qfec client with quinn: {capable} {acks}"
+    );
+    drop(rt);
 }

@@ -21,6 +21,10 @@ pub struct TransportConfig {
     /// is congestion as usual, so a flow beside others still backs off at a shared queue.
     /// FEC's `differentiate` mode turns it on. Off by default.
     pub loss_differentiation: bool,
+    /// ECN (RFC 9000 §13.4): mark our datagrams ECT(0) on each path that passes ECN
+    /// validation, and take a CE mark the peer reports as congestion without a loss. On by
+    /// default. (Counting and reporting the marks we receive is always on.)
+    pub ecn: bool,
     /// Idle timeout we advertise; the effective one is the minimum of both sides.
     pub max_idle_timeout: Duration,
     /// How long to wait for the peer before its transport parameters arrive (and with them
@@ -103,6 +107,7 @@ impl Default for TransportConfig {
             ack_frequency: AckFrequencyPolicy::None,
             packet_threshold: 3,
             loss_differentiation: false,
+            ecn: true,
             congestion_controller: CongestionControl::Cubic.factory(),
             pacing: true,
             max_udp_payload_size: 1452,

@@ -99,6 +99,11 @@ pub enum Event<'a> {
         new: CongestionState,
         trigger: Option<CongestionTrigger>,
     },
+    /// A path's ECN validation moved on (RFC 9000 Appendix A.4).
+    EcnStateUpdated {
+        old: crate::connection::EcnState,
+        new: crate::connection::EcnState,
+    },
     KeyUpdated {
         key_type: KeyType,
         /// 1-RTT keys: the key phase generation (0 for the first 1-RTT keys).

@@ -57,6 +57,10 @@ pub fn event_record(now: Instant, event: &Event<'_>) -> Option<Value> {
             }
             ("quic:congestion_state_updated", Value::Object(m))
         }
+        Event::EcnStateUpdated { old, new } => (
+            "quic:ecn_state_updated",
+            json!({"old": old.as_str(), "new": new.as_str()}),
+        ),
         Event::KeyUpdated {
             key_type,
             key_phase,

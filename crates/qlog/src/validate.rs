@@ -459,6 +459,11 @@ fn check_event(e: &Value) -> Check {
             text(d, "new", ty)?;
             Ok(())
         }
+        "ecn_state_updated" => {
+            let states = &["testing", "unknown", "failed", "capable"];
+            one_of(d, "old", states, false)?;
+            one_of(d, "new", states, true)
+        }
         "key_updated" | "key_discarded" => {
             one_of(d, "key_type", KEY_TYPES, true)?;
             uint(d, "key_phase", false)?;

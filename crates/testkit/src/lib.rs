@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use qfec_proto::{
-    ClientConfig, ClientCryptoConfig, ConnectionHandle, Endpoint, EndpointConfig, Instant,
-    ServerConfig, ServerCryptoConfig, TransportConfig,
+    ClientConfig, ClientCryptoConfig, ConnectionHandle, DatagramInfo, EcnCodepoint, Endpoint,
+    EndpointConfig, Instant, ServerConfig, ServerCryptoConfig, TransportConfig,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -50,6 +50,8 @@ struct InFlight {
     /// 0: the main link; i > 0: `Pair::paths[i - 1]`.
     link: usize,
     data: Vec<u8>,
+    /// The IP header's ECN codepoint.
+    ecn: Option<EcnCodepoint>,
 }
 
 /// A second (third, ...) network path between the client and the server: the client's
@@ -98,6 +100,9 @@ pub struct Pair {
     pub batch: usize,
     /// Decides per datagram whether the link drops it.
     pub drop_hook: Option<DropHook>,
+    /// Rewrites a datagram's ECN codepoint on the way (a router marking CE, or clearing or
+    /// re-marking ECT); without it the codepoint arrives as sent.
+    pub ecn_hook: Option<EcnHook>,
     /// Datagrams the server sends to an address that is not the client's (`client_addr` or
     /// a path's) are lost, as behind a NAT that forgot the client's old mapping. Off: they
     /// still reach the client.
@@ -113,6 +118,9 @@ pub struct Pair {
 /// See [`Pair::drop_hook`]: returns whether to drop the datagram.
 pub type DropHook = Box<dyn FnMut(&Datagram<'_>) -> bool>;
 
+/// See [`Pair::ecn_hook`]: returns the codepoint the datagram arrives with.
+pub type EcnHook = Box<dyn FnMut(&Datagram<'_>) -> Option<EcnCodepoint>>;
+
 /// A datagram entering the link.
 #[derive(Debug, Clone, Copy)]
 pub struct Datagram<'a> {
@@ -122,6 +130,8 @@ pub struct Datagram<'a> {
     /// When it was sent.
     pub now: Instant,
     pub data: &'a [u8],
+    /// The ECN codepoint it was sent with.
+    pub ecn: Option<EcnCodepoint>,
 }
 
 impl Datagram<'_> {
@@ -174,6 +184,7 @@ impl Pair {
             delivered: [0; 2],
             batch: 1,
             drop_hook: None,
+            ecn_hook: None,
             nat_forgets_old_address: false,
             paths: Vec::new(),
             link_bytes: vec![[0; 2]],
@@ -238,13 +249,13 @@ impl Pair {
                 let datagrams: Vec<Vec<u8>> =
                     self.buf[..t.size].chunks(seg).map(|c| c.to_vec()).collect();
                 for d in datagrams {
-                    self.enqueue(to_server, link, d);
+                    self.enqueue(to_server, link, d, t.ecn);
                 }
             }
         }
     }
 
-    fn enqueue(&mut self, to_server: bool, link: usize, data: Vec<u8>) {
+    fn enqueue(&mut self, to_server: bool, link: usize, data: Vec<u8>, ecn: Option<EcnCodepoint>) {
         let dir = if to_server { 0 } else { 1 };
         let spec = match (link, to_server) {
             (0, true) => &self.c2s,
@@ -272,12 +283,17 @@ impl Pair {
             index: self.sent[dir],
             now: self.now,
             data: &data,
+            ecn,
         };
         if let Some(hook) = self.drop_hook.as_mut()
             && hook(&d)
         {
             return;
         }
+        let ecn = match self.ecn_hook.as_mut() {
+            Some(hook) => hook(&d),
+            None => ecn,
+        };
         if spec.loss > 0.0 && self.rng.r#gen::<f64>() < spec.loss {
             return;
         }
@@ -305,6 +321,7 @@ impl Pair {
             to_server,
             link,
             data,
+            ecn,
         });
     }
 
@@ -339,13 +356,18 @@ impl Pair {
             };
             if p.to_server {
                 self.delivered[0] += 1;
-                self.server.handle(self.now, client_side, &p.data);
+                let info = DatagramInfo {
+                    remote: client_side,
+                    local: None,
+                    ecn: p.ecn,
+                };
+                self.server.handle(self.now, info, &p.data);
             } else {
                 self.delivered[1] += 1;
-                let info = qfec_proto::DatagramInfo {
+                let info = DatagramInfo {
                     remote: self.server_addr,
                     local: (p.link > 0).then_some(client_side),
-                    ecn: None,
+                    ecn: p.ecn,
                 };
                 self.client.handle(self.now, info, &p.data);
             }

@@ -45,6 +45,9 @@ enum Case {
     MultiConnect,
     /// The transfer over HTTP/3 (ALPN h3) instead of hq-interop.
     Http3,
+    /// The transfer with ECN (marked ECT(0), ACK_ECN counts), which qfec does by default:
+    /// refused with `--no-ecn`.
+    Ecn,
 }
 
 impl Case {
@@ -59,6 +62,7 @@ impl Case {
             "zerortt" => Case::ZeroRtt,
             "multiconnect" => Case::MultiConnect,
             "http3" => Case::Http3,
+            "ecn" => Case::Ecn,
             _ => return None,
         })
     }
@@ -89,6 +93,10 @@ pub fn run(args: InteropArgs) -> Result<ExitCode> {
     };
     // QLOGDIR is honoured by the transport options (as --qlog).
     let keylog = args.transport.keylog()?;
+    if case == Case::Ecn && !args.transport.transport()?.ecn {
+        eprintln!("qfec interop: the ecn test case needs ECN: drop --no-ecn");
+        return Ok(ExitCode::from(UNSUPPORTED));
+    }
     match role.as_str() {
         "server" => server(args, case, keylog),
         "client" => client(args, case, keylog),

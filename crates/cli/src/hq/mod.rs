@@ -31,9 +31,10 @@ use qfec_qlog::{QlogFactory, QlogOptions};
 pub use qfec_http::hq::ALPN_HQ;
 
 /// The `TransportArgs` that only QUIC has (all but `keylog`), for `--tcp` to refuse.
-pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 11] = [
+pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 12] = [
     "cc",
     "no_pacing",
+    "no_ecn",
     "ack_frequency",
     "qlog",
     "idle_timeout",
@@ -57,6 +58,12 @@ pub struct TransportArgs {
     /// Disable pacing (send whole congestion windows in bursts).
     #[arg(long)]
     no_pacing: bool,
+    /// Do not mark datagrams ECT(0). By default they are marked on each path whose ECN
+    /// validation passes (RFC 9000 §13.4), and a CE mark the peer reports reduces the
+    /// window as a loss would, with nothing lost. The marks that arrive are counted and
+    /// reported either way.
+    #[arg(long)]
+    no_ecn: bool,
     /// What to ask of the peer's ACKs when it supports ACK frequency: none, bquic (paper
     /// 001's decimation) or adaptive (fewer ACKs past slow start, immediate ones when needed).
     #[arg(long, default_value = "none")]
@@ -153,6 +160,7 @@ impl TransportArgs {
         let mut t = TransportConfig {
             congestion_controller: self.cc.factory(),
             pacing: !self.no_pacing,
+            ecn: !self.no_ecn,
             ack_frequency: self.ack_frequency,
             max_idle_timeout: Duration::from_secs(self.idle_timeout),
             receive_window: 16 << 20,

@@ -69,6 +69,8 @@ pub struct FetchApp {
     pub fec: Option<qfec_fec::FecStats>,
     /// The connection's counters when the downloads ended.
     pub stats: Option<qfec_proto::ConnectionStats>,
+    /// The path's state when the downloads ended.
+    pub path: Option<qfec_proto::PathStats>,
 }
 
 impl FetchApp {
@@ -85,6 +87,7 @@ impl FetchApp {
             error: None,
             fec: None,
             stats: None,
+            path: None,
         }
     }
 }
@@ -155,6 +158,7 @@ impl Application for FetchApp {
         if self.done.len() == self.sizes.len() {
             self.fec = c.extension::<qfec_fec::FecExtension>().map(|f| f.stats());
             self.stats = Some(c.stats());
+            self.path = Some(c.path_stats());
             if let Some(code) = self.close_code.take() {
                 c.close(now, code, b"bye");
             }

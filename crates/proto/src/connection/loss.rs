@@ -127,6 +127,11 @@ impl Connection {
             // lost HANDSHAKE_DONE does not leave Handshake probes filling the window.
             self.on_handshake_confirmed(now);
         }
+        let marked = acked.iter().filter(|(_, p)| p.info.ect0).count() as u64;
+        let largest_sent = summary
+            .largest_newly_acked
+            .filter(|&(pn, _, _)| pn == ack.largest())
+            .map(|(_, sent, _)| sent);
         let app_limited = self.paths[pi].recovery.app_limited;
         let tracing = self.tracing();
         let tell_extensions = pns.is_data() && !self.extensions.is_empty();
@@ -201,6 +206,7 @@ impl Connection {
             self.paths[pi].cc.on_end_acks(now, in_flight, app_limited);
             self.detect_losses(now, pns);
         }
+        self.on_ack_ecn(now, pns, ack.ecn, marked, largest_sent);
         self.deliver_rate_sample(now, pi);
         if self.paths[pi].peer_validated_address {
             self.paths[pi].recovery.pto_count = 0;
@@ -306,6 +312,11 @@ impl Connection {
                 lost_bytes += u64::from(p.size);
                 largest_lost_sent = Some(p.time_sent);
                 in_flight_lost.push(*pn);
+            }
+            if p.info.ect0 {
+                let before = self.paths[pi].ecn.state();
+                self.paths[pi].ecn.on_marked_lost();
+                self.trace_ecn_state(now, before, self.paths[pi].ecn.state());
             }
             if let Some(d) = &p.info.delivery {
                 let loss = self.paths[pi].delivery.on_lost(d);

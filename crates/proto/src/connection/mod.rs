@@ -32,6 +32,7 @@ macro_rules! space_mut {
 mod ack;
 mod ack_frequency;
 mod cid;
+mod ecn;
 pub mod extension;
 mod handshake;
 mod idle;
@@ -74,6 +75,7 @@ use crate::transport_params::TransportParameters;
 use crate::types::{ConnectionId, Dir, Side, StreamId, TransportError};
 
 use cid::{LocalCids, PeerCids};
+pub use ecn::{EcnFailure, EcnState};
 use keys::OneRttKeys;
 pub use migration::MigrateError;
 use multipath::MultipathState;
@@ -218,6 +220,11 @@ pub struct ConnectionStats {
     pub ack_frequency_applied: u64,
     /// Times we moved the connection to a new local address ([`Connection::migrate`]).
     pub migrations: u64,
+    /// CE marks the peer reported on our packets (ECN, RFC 9000 §13.4).
+    pub ecn_ce_reported: u64,
+    /// ACK frames that reported new CE marks: each is a congestion event to the controller,
+    /// which reduces its window at most once per recovery period.
+    pub ecn_congestion_events: u64,
 }
 
 /// A snapshot of a path's state, for traces and extensions.
@@ -235,6 +242,8 @@ pub struct PathStats {
     pub cwnd: u64,
     /// Packets received on the path with each ECN codepoint.
     pub ecn_received: crate::types::EcnCounts,
+    /// Whether we mark our packets on the path, and how its ECN validation went.
+    pub ecn: EcnState,
     pub bytes_in_flight: u64,
     pub ssthresh: u64,
     /// Loss rate and mean loss burst of its ack-eliciting application-data packets.
@@ -530,6 +539,7 @@ impl Connection {
             pto: self.pto_duration(Pns::Data(pi)),
             cwnd: path.cc.window(),
             ecn_received: path.space.ecn_received,
+            ecn: path.ecn.state(),
             bytes_in_flight: self.bytes_in_flight(pi),
             ssthresh: path.cc.ssthresh(),
             loss: path.losses.estimate(),

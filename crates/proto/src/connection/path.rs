@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 
+use super::ecn::PathEcn;
 use super::recovery::Recovery;
 use super::spaces::PacketSpace;
 use crate::config::TransportConfig;
@@ -127,6 +128,8 @@ pub(super) struct Path {
     /// so a controller rebuilt for a new path reads them as they are, without a reset.
     pub delivery: DeliveryRate,
     pub pacer: Pacer,
+    /// Whether we mark ECT(0) here, and the path's ECN validation.
+    pub ecn: PathEcn,
     /// The validated addresses (the peer's, ours) this path left when the peer moved;
     /// restored if its new address fails validation (RFC 9000 §9.3.2).
     migrated_from: Option<(SocketAddr, Option<SocketAddr>)>,
@@ -175,6 +178,7 @@ impl Path {
             cc,
             delivery: DeliveryRate::new(),
             pacer,
+            ecn: PathEcn::new(config.ecn),
             migrated_from: None,
             path_responses: std::collections::VecDeque::new(),
             challenge_in_packet: false,
@@ -375,6 +379,7 @@ impl Path {
         self.cc = config.congestion_controller.build(now, mtu);
         self.rtt = RttEstimator::new(config.initial_rtt);
         self.pacer = Pacer::new(config.initial_rtt, self.cc.window(), mtu, now);
+        self.ecn.restart();
     }
 
     /// Our packet `pn` of this path.

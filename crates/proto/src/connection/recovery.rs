@@ -45,6 +45,15 @@ impl Recovery {
         2u32.saturating_pow(self.pto_count.min(16))
     }
 
+    /// A CE mark the peer reported reduced the window (`reduced`), or came within the
+    /// recovery period: nothing was lost, so nothing can undo the reduction.
+    pub fn on_ce_reduction(&mut self, reduced: bool) {
+        if reduced {
+            self.recovery_packet_allowed = true;
+            self.loss_episode = None;
+        }
+    }
+
     /// A window reduction for `lost` (`persistent`: persistent congestion, which is never
     /// undone), or, without a reduction, more losses of the same recovery period.
     pub fn on_congestion_event(&mut self, reduced: bool, persistent: bool, lost: Vec<u64>) {

@@ -71,6 +71,8 @@ pub struct SentInfo {
     /// here rather than in `SentPacket` so that it follows the packet into the lost list
     /// (an acknowledgement after a declared loss still counts as delivered).
     pub delivery: Option<PacketDelivery>,
+    /// The datagram went out marked ECT(0) (ECN validation counts the acknowledged ones).
+    pub ect0: bool,
 }
 
 impl SentInfo {
@@ -108,6 +110,7 @@ mod tests {
             largest_acked_in_ack: Some(7),
             protected_from: Some(2),
             delivery: None,
+            ect0: false,
         };
         let (outside, inside) = info.split_protected();
         assert_eq!(

@@ -232,6 +232,9 @@ pub struct PacketSpace {
     pub lost: VecDeque<LostPacket>,
     /// Packets received with each ECN codepoint (RFC 9000 §13.4.1).
     pub ecn_received: crate::types::EcnCounts,
+    /// The ECN counts the peer last reported for this space (ECN validation compares each
+    /// ACK_ECN with them).
+    pub ecn_acked: crate::types::EcnCounts,
 }
 
 impl PacketSpace {
@@ -252,6 +255,7 @@ impl PacketSpace {
             discarded: false,
             lost: VecDeque::new(),
             ecn_received: crate::types::EcnCounts::default(),
+            ecn_acked: crate::types::EcnCounts::default(),
         }
     }
 

@@ -255,6 +255,21 @@ impl Connection {
         }
     }
 
+    /// A path's ECN state went from `old` to `new` (nothing when they are the same).
+    pub(super) fn trace_ecn_state(
+        &mut self,
+        now: Instant,
+        old: super::ecn::EcnState,
+        new: super::ecn::EcnState,
+    ) {
+        if old == new {
+            return;
+        }
+        if let Some(t) = self.tracer.as_mut() {
+            t.emit(now, &Event::EcnStateUpdated { old, new });
+        }
+    }
+
     /// A congestion event reduced the window: recovery starts now.
     pub(super) fn trace_recovery_start(&mut self, now: Instant, persistent: bool) {
         let Some(t) = self.tracer.as_mut() else {

@@ -128,6 +128,9 @@ impl Connection {
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
         let mtu = self.paths[pi].mtu;
+        let ecn_before = self.paths[pi].ecn.state();
+        let pto = self.pto_duration(Pns::Data(pi));
+        let ecn = self.paths[pi].ecn.codepoint(now, pto);
         let start = buf.len();
         let mut segment = None;
         let mut count = 0;
@@ -157,6 +160,10 @@ impl Connection {
             }
         }
         let size = buf.len() - start;
+        if ecn.is_some() {
+            self.paths[pi].ecn.on_sent(count as u64);
+        }
+        self.trace_ecn_state(now, ecn_before, self.paths[pi].ecn.state());
         if size == 0 {
             return None;
         }
@@ -164,7 +171,7 @@ impl Connection {
         Some(Transmit {
             destination: self.paths[pi].remote,
             source: self.paths[pi].local,
-            ecn: None,
+            ecn,
             size,
             segment_size: (size > seg).then_some(seg),
         })
@@ -344,7 +351,11 @@ impl Connection {
             return false;
         }
         let mut frames = SentFrames::new();
-        let mut info = SentInfo::default();
+        let mut info = SentInfo {
+            // The datagram's mark (`transmit_on`): ECN state changes only after a datagram.
+            ect0: self.paths[pi].ecn.marking(),
+            ..SentInfo::default()
+        };
         let mut ack_eliciting = false;
         let mut protected = None;
         let mut protected_deadline = None;
@@ -595,17 +606,20 @@ impl Connection {
         let delay = delay_us >> exponent;
         let room = end.saturating_sub(buf.len());
         let ranges = sp.ack_ranges_to_report(MAX_ACK_RANGES);
+        // RFC 9000 §13.4.1: the counts go in once a marked packet arrived in this space.
+        let counts = sp.ecn_received;
+        let ecn = (counts != crate::types::EcnCounts::default()).then_some(&counts);
         let len = match path_ack {
-            Some(id) => frame::path_ack_encoded_len(id, &sp.received, delay, None, ranges),
-            None => frame::ack_encoded_len(&sp.received, delay, None, ranges),
+            Some(id) => frame::path_ack_encoded_len(id, &sp.received, delay, ecn, ranges),
+            None => frame::ack_encoded_len(&sp.received, delay, ecn, ranges),
         };
         let hold_back = !sp.ack.is_immediate() && wanted > 0 && len + wanted > room;
         if len > room || hold_back {
             return None;
         }
         match path_ack {
-            Some(id) => frame::encode_path_ack(buf, id, &sp.received, delay, None, ranges),
-            None => frame::encode_ack(buf, &sp.received, delay, None, ranges),
+            Some(id) => frame::encode_path_ack(buf, id, &sp.received, delay, ecn, ranges),
+            None => frame::encode_ack(buf, &sp.received, delay, ecn, ranges),
         }
         let largest = sp.received.max();
         sp.ack.on_ack_sent(largest);

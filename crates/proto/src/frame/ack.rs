@@ -8,14 +8,7 @@ use std::ops::RangeInclusive;
 use super::{FrameError, ty};
 use crate::coding::{Reader, put_varint, varint_len};
 use crate::range_set::RangeSet;
-
-/// ECN counts of an ACK_ECN frame (RFC 9000 §19.3.2).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EcnCounts {
-    pub ect0: u64,
-    pub ect1: u64,
-    pub ce: u64,
-}
+pub use crate::types::EcnCounts;
 
 /// A decoded ACK frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
