@@ -114,6 +114,15 @@ pub struct SweepArgs {
     /// Queue of the first path's links: bdp, unlimited, "25 packets" or a size like 64KB.
     #[arg(long)]
     pub queue: Option<String>,
+    /// The first path's queues mark ECN-capable packets CE: step:SIZE (each packet that
+    /// finds SIZE queued, e.g. step:20kB) or red:MIN,MAX[,P] (RED on the average queue).
+    /// Senders mark their packets only with --ecn.
+    #[arg(long, value_name = "MARKING")]
+    pub ecn_marking: Option<String>,
+    /// Endpoints mark their packets ECT(0) and take a CE mark as congestion without a loss
+    /// (RFC 9000 §13.4). Off by default in the lab: the papers' stacks sent no ECN.
+    #[arg(long)]
+    pub ecn: bool,
 }
 
 impl SweepArgs {
@@ -219,6 +228,9 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
     if args.no_pacing {
         base.protocol.pacing = Some(false);
     }
+    if args.ecn {
+        base.protocol.ecn = Some(true);
+    }
     if args.hystart {
         base.protocol.hystart = Some(true);
     }
@@ -278,6 +290,11 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
         rate_bps: flag("--rate", &args.rate, crate::units::parse_rate)?,
         rtt: flag("--rtt", &args.rtt, parse_duration)?,
         queue: flag("--queue", &args.queue, crate::config::parse_queue)?,
+        ecn_marking: flag(
+            "--ecn-marking",
+            &args.ecn_marking,
+            crate::config::parse_ecn_marking,
+        )?,
     };
     if sweep.link.rate_bps == Some(0) {
         return Err("--rate: must be above 0 (for no limit, leave --rate out of a scenario whose link has none)".into());

@@ -338,6 +338,8 @@ pub struct LinkOverride {
     /// Without it, a changed rate or RTT brings the queue to one bandwidth-delay product of
     /// the new values (a WLAN's station queues stay).
     pub queue: Option<crate::config::QueueCfg>,
+    /// How the queues mark CE (both directions).
+    pub ecn_marking: Option<qfec_sim::EcnMarking>,
 }
 
 impl LinkOverride {
@@ -380,6 +382,9 @@ impl LinkOverride {
                 None if !wifi && rate.is_some() => bdp()?,
                 None => l.queue,
             };
+            if let Some(m) = self.ecn_marking {
+                l.ecn_marking = Some(m);
+            }
         }
         Ok(links)
     }

@@ -274,6 +274,10 @@ pub struct DirectionCfg {
     pub corrupt: Option<Ratio>,
     /// Probability that a packet is delivered twice.
     pub duplicate: Option<Ratio>,
+    /// The queue marks ECN-capable packets CE: "step:20kB" (every one that finds 20 kB
+    /// queued) or "red:MIN,MAX[,P]" (RED on the average queue, e.g. "red:20kB,60kB,0.1");
+    /// unset: drop-tail only. Senders mark their packets with `[protocol] ecn = true`.
+    pub ecn_marking: Option<EcnMarkingCfg>,
     /// mahimahi trace, relative to the scenario file's directory.
     pub trace: Option<PathBuf>,
     #[serde(default)]
@@ -313,6 +317,57 @@ impl<'de> Deserialize<'de> for QueueCfg {
             Raw::S(s) => parse_queue(&s).map_err(D::Error::custom),
         }
     }
+}
+
+/// `ecn_marking`: how a queue marks CE ([`parse_ecn_marking`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EcnMarkingCfg(pub qfec_sim::EcnMarking);
+
+impl<'de> Deserialize<'de> for EcnMarkingCfg {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        parse_ecn_marking(&s)
+            .map(EcnMarkingCfg)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// "step:SIZE" or "red:MIN,MAX[,P]" (sizes as in queues: 20kB, 30000B; P a fraction,
+/// 0.1 by default, RED's probability at MAX).
+pub fn parse_ecn_marking(s: &str) -> Result<qfec_sim::EcnMarking, String> {
+    use qfec_sim::EcnMarking;
+    let t = s.trim();
+    let hint = "write step:SIZE (e.g. step:20kB) or red:MIN,MAX[,P] (e.g. red:20kB,60kB,0.1)";
+    let size = |v: &str| -> Result<u64, String> {
+        crate::units::parse_size(v.trim()).map_err(|e| format!("{e} in {t:?}: {hint}"))
+    };
+    if let Some(b) = t.strip_prefix("step:") {
+        return Ok(EcnMarking::Step { bytes: size(b)? });
+    }
+    if let Some(r) = t.strip_prefix("red:") {
+        let parts: Vec<&str> = r.split(',').collect();
+        let (min, max, p) = match parts.as_slice() {
+            [min, max] => (size(min)?, size(max)?, 0.1),
+            [min, max, p] => (
+                size(min)?,
+                size(max)?,
+                crate::units::parse_ratio(p.trim()).map_err(|e| format!("{e} in {t:?}: {hint}"))?,
+            ),
+            _ => return Err(format!("{t:?}: {hint}")),
+        };
+        if min >= max {
+            return Err(format!("{t:?}: RED's MIN must be below its MAX"));
+        }
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(format!("{t:?}: RED's P must be above 0 and at most 1"));
+        }
+        return Ok(EcnMarking::Red {
+            min_bytes: min,
+            max_bytes: max,
+            max_p: p,
+        });
+    }
+    Err(format!("unknown ECN marking {t:?}: {hint}"))
 }
 
 /// Parse a queue limit spelling.
@@ -465,6 +520,10 @@ pub struct ProtocolSettings {
     /// control off, HighRB on OLIA's window).
     pub enforce_window: Option<bool>,
     pub max_datagram_size: Option<u32>,
+    /// Endpoints mark their packets ECT(0) and take CE marks as congestion (RFC 9000
+    /// §13.4). Off unless set: the papers' stacks sent no ECN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
     /// FEC the server and the client send; unset or "none": plain QUIC.
     #[serde(default, with = "fec_text")]
     pub fec: Option<Redundancy>,

@@ -50,6 +50,9 @@ pub struct RunRecord {
     /// (over a WLAN) the MAC retry limit.
     #[serde(default)]
     pub down_dropped: u64,
+    /// ECN-capable datagrams the downlink's queue marked CE (`ecn_marking`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub down_ce_marked: u64,
     /// Bytes FEC added on the wire, both endpoints: packets carrying repair symbols and the
     /// SID, SYMBOL_ACK and FEC_WINDOW frames (overhead = fec_bytes / bytes_on_wire).
     #[serde(default)]
@@ -153,6 +156,10 @@ pub struct LinkRecord {
     pub delay_s: f64,
     /// Drop-tail limit: "25 packets", "100000 B" or "unlimited".
     pub queue: String,
+    /// How the queue marks CE, e.g. "step:20000B" or "red:20000B,60000B,0.1"; absent:
+    /// drop-tail only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn_marking: Option<String>,
     /// Its loss models, as the simulator names them (e.g. "Bernoulli(p=0.02)").
     pub loss: Vec<String>,
     /// Mean loss probability of those models when each has one in closed form
@@ -193,10 +200,22 @@ impl LinkRecord {
                 QueueLimit::Packets(n) => format!("{n} packets"),
                 QueueLimit::Bytes(b) => format!("{b} B"),
             },
+            ecn_marking: l.ecn_marking.map(|m| match m {
+                qfec_sim::EcnMarking::Step { bytes } => format!("step:{bytes}B"),
+                qfec_sim::EcnMarking::Red {
+                    min_bytes,
+                    max_bytes,
+                    max_p,
+                } => format!("red:{min_bytes}B,{max_bytes}B,{max_p}"),
+            }),
             loss: models.iter().map(|m| format!("{m:?}")).collect(),
             mean_loss,
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One path of a multipath connection, as the client saw it.

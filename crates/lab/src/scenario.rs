@@ -517,6 +517,9 @@ fn direction(mut l: LinkSpec, cfg: Option<&DirectionCfg>, at: &str, dir: &Path) 
     if let Some(r) = c.reorder {
         l.allow_reorder = r;
     }
+    if let Some(m) = c.ecn_marking {
+        l.ecn_marking = Some(m.0);
+    }
     if let Some(q) = c.queue {
         l.queue = match q {
             QueueCfg::Unlimited => QueueLimit::Unlimited,

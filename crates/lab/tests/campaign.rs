@@ -163,6 +163,7 @@ fn link_overrides_reach_every_point() {
         rate_bps: Some(10_000_000),
         rtt: Some(Duration::from_millis(80)),
         queue: None,
+        ecn_marking: None,
     };
     let runs = s.runs().unwrap();
     assert_eq!(runs.len(), 2);

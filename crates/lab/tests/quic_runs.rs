@@ -480,3 +480,53 @@ fn bbr_under_heavy_loss_settles_where_its_loss_threshold_predicts() {
         assert!(to_mathis > 1.2, "p={p}: {to_mathis:.2} x Mathis");
     }
 }
+
+/// ECN in the lab: a 20 Mb/s, 40 ms link with a deep drop-tail queue (four
+/// bandwidth-delay products). CUBIC fills it and loses packets at its tail; with
+/// `ecn = true` and a queue that marks CE past a quarter of a BDP the same download loses
+/// nothing, keeps the queue short and still fills the link. Without `ecn` the marking queue
+/// sees no ECN-capable packet and the run is the drop-tail one, event for event.
+#[test]
+fn ce_marks_keep_the_queue_short_without_losses() {
+    let rate = 20_000_000;
+    let rtt = Duration::from_millis(40);
+    let bdp = bdp_bytes(rate, rtt);
+    let links = |marking: Option<qfec_sim::EcnMarking>| {
+        let mut down = LinkSpec::new("down", rate, rtt / 2).queue(QueueLimit::Bytes(4 * bdp));
+        down.ecn_marking = marking;
+        let up = LinkSpec::new("up", rate, rtt / 2).queue(QueueLimit::Bytes(4 * bdp));
+        LinkPair { down, up }
+    };
+    let step = Some(qfec_sim::EcnMarking::Step { bytes: bdp / 4 });
+    let ecn = ProtocolSettings {
+        ecn: Some(true),
+        ..ProtocolSettings::default()
+    };
+    let work = Workload::Bulk { bytes: 10_000_000 };
+    let droptail = quic::run(&spec(
+        links(None),
+        work.clone(),
+        ProtocolSettings::default(),
+        3,
+    ));
+    let marked = quic::run(&spec(links(step), work.clone(), ecn, 3));
+    let ignored = quic::run(&spec(links(step), work, ProtocolSettings::default(), 3));
+    let (g_drop, g_mark) = (ok(&droptail), ok(&marked));
+    assert!(droptail.down_dropped > 0 && droptail.packets_lost > 0);
+    assert_eq!(droptail.down_ce_marked, 0);
+    assert!(marked.down_ce_marked > 0, "{marked:?}");
+    assert_eq!(marked.down_dropped, 0, "{} dropped", marked.down_dropped);
+    assert_eq!(marked.packets_lost, 0);
+    assert!(
+        marked.down_queue_mean_bytes < droptail.down_queue_mean_bytes / 2.0,
+        "mean queue {} B with CE marks against {} B",
+        marked.down_queue_mean_bytes,
+        droptail.down_queue_mean_bytes
+    );
+    assert!(g_mark >= 0.85 * rate as f64, "{g_mark:.0} b/s");
+    assert!(g_drop >= 0.85 * rate as f64, "{g_drop:.0} b/s");
+    // Not ECN-capable: the marking queue is a drop-tail queue.
+    assert_eq!(ignored.down_ce_marked, 0);
+    assert_eq!(ignored.sim_events, droptail.sim_events);
+    assert_eq!(ignored.completion_time_s, droptail.completion_time_s);
+}

@@ -25,7 +25,7 @@
 
 use std::net::SocketAddr;
 
-pub use qfec_proto::Instant;
+pub use qfec_proto::{DatagramInfo, EcnCodepoint, Instant};
 
 pub mod link;
 pub mod log;
@@ -39,7 +39,9 @@ pub mod trace;
 pub mod wifi;
 mod world;
 
-pub use link::{Jitter, LinkChange, LinkSpec, QueueLimit, Serializer, bdp_bytes, serialization_ns};
+pub use link::{
+    EcnMarking, Jitter, LinkChange, LinkSpec, QueueLimit, Serializer, bdp_bytes, serialization_ns,
+};
 pub use log::{EventKind, EventLog};
 pub use loss::{LossModel, LossSpec};
 pub use pcap::{PcapMode, PcapWriter};
@@ -52,22 +54,25 @@ pub use trace::DeliveryTrace;
 pub trait Node {
     /// A datagram arrived from `from` (the sender's address) at time `now`.
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]);
-    /// A datagram arrived from `from` at this node's address `to`: a node with several
-    /// addresses ([`Simulator::add_address`], e.g. one per path) tells them apart by it.
-    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
-        let _ = to;
-        self.handle_datagram(now, from, data)
+    /// A datagram arrived, with what the network tells of it: its source (`remote`), this
+    /// node's address it came to (`local`: a node with several addresses,
+    /// [`Simulator::add_address`], e.g. one per path, tells them apart by it) and its IP
+    /// header's ECN codepoint (a queue may have marked it CE, [`EcnMarking`]).
+    fn handle_datagram_info(&mut self, now: Instant, info: DatagramInfo, data: &[u8]) {
+        self.handle_datagram(now, info.remote, data)
     }
     /// Emit the next datagram to send now (destination, bytes), or None. Called repeatedly
     /// until None after every event delivered to this node.
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)>;
-    /// Like [`Node::poll_transmit`], with the node's address to send from (`None`, or an
-    /// address that is not the node's: its first address).
-    fn poll_transmit_from(
-        &mut self,
-        now: Instant,
-    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
-        self.poll_transmit(now).map(|(dst, data)| (None, dst, data))
+    /// Like [`Node::poll_transmit`], with the node's address to send from and the ECN
+    /// codepoint to send with.
+    fn poll_outgoing(&mut self, now: Instant) -> Option<Outgoing> {
+        self.poll_transmit(now).map(|(to, data)| Outgoing {
+            from: None,
+            to,
+            ecn: None,
+            data,
+        })
     }
     /// The next time this node wants `handle_timeout`; None = no timer.
     fn poll_timeout(&mut self) -> Option<Instant>;
@@ -78,21 +83,30 @@ pub trait Node {
     }
 }
 
+/// A datagram a node sends ([`Node::poll_outgoing`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// The node's address to send from; `None` (or an address that is not the node's): its
+    /// first.
+    pub from: Option<SocketAddr>,
+    pub to: SocketAddr,
+    /// The IP header's ECN codepoint; `None`: Not-ECT.
+    pub ecn: Option<EcnCodepoint>,
+    pub data: Vec<u8>,
+}
+
 impl<T: Node + ?Sized> Node for Box<T> {
     fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         (**self).handle_datagram(now, from, data)
     }
-    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
-        (**self).handle_datagram_at(now, from, to, data)
+    fn handle_datagram_info(&mut self, now: Instant, info: DatagramInfo, data: &[u8]) {
+        (**self).handle_datagram_info(now, info, data)
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
         (**self).poll_transmit(now)
     }
-    fn poll_transmit_from(
-        &mut self,
-        now: Instant,
-    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
-        (**self).poll_transmit_from(now)
+    fn poll_outgoing(&mut self, now: Instant) -> Option<Outgoing> {
+        (**self).poll_outgoing(now)
     }
     fn poll_timeout(&mut self) -> Option<Instant> {
         (**self).poll_timeout()

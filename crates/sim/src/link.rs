@@ -45,6 +45,31 @@ pub enum Jitter {
     Normal(Duration),
 }
 
+/// Active queue management that marks ECN-capable packets Congestion Experienced instead of
+/// dropping them (RFC 3168). Packets that are not ECN-capable meet the drop-tail limit as
+/// before (and RED's early drops).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum EcnMarking {
+    /// Mark every ECN-capable packet that finds at least `bytes` queued ahead of it: a step
+    /// threshold on the instantaneous queue, as DCTCP's switches and L4S's low-latency queue
+    /// mark (RFC 9332).
+    Step { bytes: u64 },
+    /// RED (Floyd and Jacobson, 1993) on the average queue (an exponentially weighted mean
+    /// of the occupancy each arrival finds, weight 1/512): below `min_bytes` nothing,
+    /// between `min_bytes` and `max_bytes` a probability rising linearly to `max_p`, above
+    /// `max_bytes` every packet. An ECN-capable packet is marked, another one dropped.
+    Red {
+        min_bytes: u64,
+        max_bytes: u64,
+        max_p: f64,
+    },
+}
+
+impl EcnMarking {
+    /// RED's weight of each new sample in the average queue.
+    pub const RED_WEIGHT: f64 = 1.0 / 512.0;
+}
+
 /// A piecewise change of the link over time.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LinkChange {
@@ -77,6 +102,8 @@ pub struct LinkSpec {
     pub allow_reorder: bool,
     /// Changes applied at absolute simulation times.
     pub changes: Vec<(Instant, LinkChange)>,
+    /// Whether (and how) the queue marks CE; `None`: drop-tail only.
+    pub ecn_marking: Option<EcnMarking>,
 }
 
 impl LinkSpec {
@@ -98,7 +125,14 @@ impl LinkSpec {
             jitter: Jitter::None,
             allow_reorder: false,
             changes: Vec::new(),
+            ecn_marking: None,
         }
+    }
+
+    /// The queue marks ECN-capable packets CE as `marking` says.
+    pub fn ecn_marking(mut self, marking: EcnMarking) -> Self {
+        self.ecn_marking = Some(marking);
+        self
     }
 
     pub fn queue(mut self, limit: QueueLimit) -> Self {

@@ -32,6 +32,8 @@ pub enum EventKind {
     WifiCollision,
     /// A link direction delivers a copy of a packet as well.
     Duplicate,
+    /// A queue marked an ECN-capable packet Congestion Experienced ([`crate::EcnMarking`]).
+    MarkCe,
 }
 
 impl fmt::Display for EventKind {
@@ -52,6 +54,7 @@ impl fmt::Display for EventKind {
             EventKind::WifiTxop => "wifi-txop",
             EventKind::WifiCollision => "wifi-collision",
             EventKind::Duplicate => "duplicate",
+            EventKind::MarkCe => "mark-ce",
         };
         f.write_str(s)
     }

@@ -52,14 +52,16 @@ impl<W: Write> PcapWriter<W> {
         })
     }
 
-    /// Append one UDP datagram observed at `time_ns`.
+    /// Append one UDP datagram observed at `time_ns`, with `ecn` in its IP header.
     pub fn write_udp(
         &mut self,
         time_ns: u64,
         src: SocketAddr,
         dst: SocketAddr,
+        ecn: Option<qfec_proto::EcnCodepoint>,
         payload: &[u8],
     ) -> io::Result<()> {
+        let ecn = ecn.map_or(0, |e| e.bits());
         self.buf.clear();
         let udp_len = (8 + payload.len()).min(usize::from(u16::MAX)) as u16;
         let mut udp = [0u8; 8];
@@ -72,6 +74,7 @@ impl<W: Write> PcapWriter<W> {
                 self.ip_id = self.ip_id.wrapping_add(1);
                 let mut ip = [0u8; 20];
                 ip[0] = 0x45;
+                ip[1] = ecn; // DSCP 0
                 ip[2..4].copy_from_slice(&total.to_be_bytes());
                 ip[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
                 ip[6] = 0x40; // don't fragment
@@ -91,6 +94,7 @@ impl<W: Write> PcapWriter<W> {
                 let d = to_v6(d).octets();
                 let mut ip = [0u8; 40];
                 ip[0] = 0x60;
+                ip[1] = ecn << 4; // traffic class: DSCP 0, then the ECN bits
                 ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
                 ip[6] = 17;
                 ip[7] = 64;
@@ -174,10 +178,12 @@ mod tests {
         let mut w = PcapWriter::new(Vec::new()).unwrap();
         let a: SocketAddr = "10.0.0.1:4433".parse().unwrap();
         let b: SocketAddr = "10.0.0.2:50000".parse().unwrap();
-        w.write_udp(1_500_000_123, a, b, &[1, 2, 3]).unwrap();
-        w.write_udp(2_000_000_000, b, a, &[0; 100]).unwrap();
+        let ce = Some(qfec_proto::EcnCodepoint::Ce);
+        w.write_udp(1_500_000_123, a, b, ce, &[1, 2, 3]).unwrap();
+        w.write_udp(2_000_000_000, b, a, None, &[0; 100]).unwrap();
         let v6: SocketAddr = "[::1]:1".parse().unwrap();
-        w.write_udp(2_000_000_001, v6, a, &[7; 5]).unwrap();
+        let ect0 = Some(qfec_proto::EcnCodepoint::Ect0);
+        w.write_udp(2_000_000_001, v6, a, ect0, &[7; 5]).unwrap();
         assert_eq!(w.records(), 3);
         let out = w.into_inner().unwrap();
         assert_eq!(&out[0..4], &PCAP_MAGIC_NS.to_le_bytes());
@@ -194,6 +200,10 @@ mod tests {
         assert_eq!(u32::from_le_bytes(out[32..36].try_into().unwrap()), 31);
         let ip = &out[40..60];
         assert_eq!(fold(sum16(ip, 0)), 0xffff, "IPv4 header checksum verifies");
+        assert_eq!(ip[1], 0b11, "the TOS byte carries the ECN codepoint (CE)");
+        // Third record (IPv6): the traffic class's ECN bits, ECT(0).
+        let v6 = 24 + (16 + 31) + (16 + 128) + 16;
+        assert_eq!((out[v6] & 0x0f, out[v6 + 1] >> 4), (0, 0b10));
         assert_eq!(out.len(), 24 + (16 + 31) + (16 + 128) + (16 + 53));
     }
 }

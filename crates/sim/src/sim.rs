@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::SocketAddr;
 
-use qfec_proto::Instant;
+use qfec_proto::{DatagramInfo, EcnCodepoint, Instant};
 
 use crate::Node;
 use crate::link::{LinkChange, LinkSpec, Serializer};
@@ -377,14 +377,15 @@ impl<N: Node> Simulator<N> {
         let t = Instant::from_nanos(now);
         loop {
             let slot = &mut self.nodes[idx as usize];
-            let Some((from, dst, data)) = slot.node.poll_transmit_from(t) else {
+            let Some(out) = slot.node.poll_outgoing(t) else {
                 break;
             };
             // The node's own address it names, else its first.
-            let src = from
+            let src = out
+                .from
                 .filter(|a| self.addrs.get(a) == Some(&NodeId(idx)))
                 .unwrap_or(slot.addr);
-            self.send(now, src, dst, data);
+            self.send(now, src, out.to, out.ecn, out.data);
         }
         let slot = &mut self.nodes[idx as usize];
         let timer = slot.node.poll_timeout().map(|t| t.as_nanos().max(now));
@@ -397,7 +398,14 @@ impl<N: Node> Simulator<N> {
         }
     }
 
-    fn send(&mut self, now: u64, src: SocketAddr, dst: SocketAddr, data: Vec<u8>) {
+    fn send(
+        &mut self,
+        now: u64,
+        src: SocketAddr,
+        dst: SocketAddr,
+        ecn: Option<EcnCodepoint>,
+        data: Vec<u8>,
+    ) {
         self.stats.datagrams_sent += 1;
         let hash = bytes_hash(&data);
         // Behind a NAT: routed as the node's own addresses, on the wire as the outside ones.
@@ -408,7 +416,7 @@ impl<N: Node> Simulator<N> {
             self.rebind_on_send(now, src);
             self.outside(src)
         };
-        self.world.capture(now, true, src, dst, &data);
+        self.world.capture(now, true, src, dst, ecn, &data);
         let Some(&link) = self.routes.get(&(route_src, route_dst)) else {
             self.stats.unroutable += 1;
             self.world
@@ -420,6 +428,7 @@ impl<N: Node> Simulator<N> {
             src,
             dst,
             data,
+            ecn,
             hash,
             link: link.0,
         });
@@ -506,14 +515,16 @@ impl<N: Node> Simulator<N> {
         self.world
             .log
             .record(now, EventKind::Deliver, p.link, p.data.len(), p.hash);
-        self.world.capture(now, false, p.src, p.dst, &p.data);
+        self.world.capture(now, false, p.src, p.dst, p.ecn, &p.data);
         p.dst = inside.unwrap_or(p.dst);
-        self.nodes[dst as usize].node.handle_datagram_at(
-            Instant::from_nanos(now),
-            p.src,
-            p.dst,
-            &p.data,
-        );
+        let info = DatagramInfo {
+            remote: p.src,
+            local: Some(p.dst),
+            ecn: p.ecn,
+        };
+        self.nodes[dst as usize]
+            .node
+            .handle_datagram_info(Instant::from_nanos(now), info, &p.data);
         self.drive(dst);
     }
 

@@ -3,9 +3,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use qfec_proto::Instant;
+use qfec_proto::{EcnCodepoint, Instant};
 
-use crate::link::{Jitter, LinkChange, LinkSpec, QueueLimit, Serializer, serialization_ns};
+use crate::link::{
+    EcnMarking, Jitter, LinkChange, LinkSpec, QueueLimit, Serializer, serialization_ns,
+};
 use crate::log::{EventKind, bytes_hash};
 use crate::loss::LossModel;
 use crate::rng::SimRng;
@@ -26,6 +28,8 @@ pub struct LinkStats {
     pub corrupted: u64,
     /// Packets delivered twice.
     pub duplicated: u64,
+    /// ECN-capable packets the queue marked CE ([`crate::EcnMarking`]).
+    pub marked_ce: u64,
     pub delivered_packets: u64,
     pub delivered_bytes: u64,
     pub max_queue_packets: usize,
@@ -67,6 +71,13 @@ enum Ser {
     },
 }
 
+/// What the queue's ECN marking does to an arriving packet.
+enum Signal {
+    None,
+    Mark,
+    Drop,
+}
+
 pub(crate) struct LinkRt {
     id: u32,
     pub name: String,
@@ -83,6 +94,10 @@ pub(crate) struct LinkRt {
     jitter_rng: SimRng,
     allow_reorder: bool,
     pub changes: Vec<(Instant, LinkChange)>,
+    ecn_marking: Option<EcnMarking>,
+    aqm_rng: SimRng,
+    /// RED's average queue, in bytes.
+    red_average: f64,
     queue: VecDeque<(u32, u32)>,
     queue_bytes: u64,
     /// Since when `queue_bytes` has its current value (for `stats.queue_byte_ns`).
@@ -131,6 +146,9 @@ impl LinkRt {
             jitter_rng: SimRng::for_stage(seed, &format!("{}/jitter", spec.name)),
             allow_reorder: spec.allow_reorder,
             changes: spec.changes.clone(),
+            ecn_marking: spec.ecn_marking,
+            aqm_rng: SimRng::for_stage(seed, &format!("{}/aqm", spec.name)),
+            red_average: 0.0,
             queue: VecDeque::new(),
             queue_bytes: 0,
             queue_since: 0,
@@ -186,6 +204,18 @@ impl LinkRt {
         if !fits && !straight {
             return self.drop_packet(now, slot, EventKind::DropQueue, w);
         }
+        if self.ecn_marking.is_some() {
+            let ect = w.get_mut(slot).ecn.is_some();
+            match self.congestion_signal(ect) {
+                Signal::None => {}
+                Signal::Mark => {
+                    w.get_mut(slot).ecn = Some(EcnCodepoint::Ce);
+                    self.stats.marked_ce += 1;
+                    w.log.record(now, EventKind::MarkCe, self.id, len, hash);
+                }
+                Signal::Drop => return self.drop_packet(now, slot, EventKind::DropQueue, w),
+            }
+        }
         self.account_queue(now);
         self.queue.push_back((slot, len as u32));
         self.queue_bytes += len as u64;
@@ -195,6 +225,45 @@ impl LinkRt {
         // occupied the queue.
         self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.len());
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
+    }
+
+    /// What the queue's ECN marking does to a packet arriving now (`ect`: ECN-capable).
+    fn congestion_signal(&mut self, ect: bool) -> Signal {
+        let queued = self.queue_bytes as f64;
+        let congested = match self.ecn_marking {
+            None => false,
+            Some(EcnMarking::Step { bytes }) => {
+                // Not ECN-capable: drop-tail only.
+                return if ect && self.queue_bytes >= bytes {
+                    Signal::Mark
+                } else {
+                    Signal::None
+                };
+            }
+            Some(EcnMarking::Red {
+                min_bytes,
+                max_bytes,
+                max_p,
+            }) => {
+                let w = EcnMarking::RED_WEIGHT;
+                self.red_average = (1.0 - w) * self.red_average + w * queued;
+                let avg = self.red_average;
+                if avg < min_bytes as f64 {
+                    false
+                } else if avg >= max_bytes as f64 {
+                    true
+                } else {
+                    let span = (max_bytes - min_bytes).max(1) as f64;
+                    let p = max_p * (avg - min_bytes as f64) / span;
+                    self.aqm_rng.chance(p)
+                }
+            }
+        };
+        match (congested, ect) {
+            (false, _) => Signal::None,
+            (true, true) => Signal::Mark,
+            (true, false) => Signal::Drop,
+        }
     }
 
     fn pop_head(&mut self, now: u64) -> u32 {
@@ -354,6 +423,7 @@ impl LinkRt {
                 src: p.src,
                 dst: p.dst,
                 data: p.data.clone(),
+                ecn: p.ecn,
                 hash: p.hash,
                 link: p.link,
             };

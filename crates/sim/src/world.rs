@@ -15,6 +15,8 @@ pub(crate) struct Packet {
     pub src: SocketAddr,
     pub dst: SocketAddr,
     pub data: Vec<u8>,
+    /// The IP header's ECN codepoint (a queue may mark it CE on the way).
+    pub ecn: Option<qfec_proto::EcnCodepoint>,
     /// Hash of `data` (kept current after corruption) for the event log.
     pub hash: u64,
     pub link: u32,
@@ -99,6 +101,7 @@ impl World {
         sent: bool,
         src: SocketAddr,
         dst: SocketAddr,
+        ecn: Option<qfec_proto::EcnCodepoint>,
         data: &[u8],
     ) {
         if let Some((w, mode)) = self.pcap.as_mut() {
@@ -108,7 +111,7 @@ impl World {
                 PcapMode::Delivered => !sent,
             };
             if wanted
-                && let Err(e) = w.write_udp(time_ns, src, dst, data)
+                && let Err(e) = w.write_udp(time_ns, src, dst, ecn, data)
                 && self.pcap_error.is_none()
             {
                 self.pcap_error = Some(e);

@@ -269,18 +269,20 @@ impl qfec_sim::Node for TwoHomed {
     fn handle_datagram(&mut self, _: Instant, _: SocketAddr, _: &[u8]) {
         panic!("a node with several addresses is told which one a datagram reached");
     }
-    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, _: &[u8]) {
-        self.echoes.push((to, from, now));
+    fn handle_datagram_info(&mut self, now: Instant, info: qfec_sim::DatagramInfo, _: &[u8]) {
+        self.echoes.push((info.local.unwrap(), info.remote, now));
     }
     fn poll_transmit(&mut self, _: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        unreachable!("the simulator asks poll_transmit_from")
+        unreachable!("the simulator asks poll_outgoing")
     }
-    fn poll_transmit_from(
-        &mut self,
-        _: Instant,
-    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
+    fn poll_outgoing(&mut self, _: Instant) -> Option<qfec_sim::Outgoing> {
         let (src, data) = self.to_send.pop()?;
-        Some((Some(src), b(), data))
+        Some(qfec_sim::Outgoing {
+            from: Some(src),
+            to: b(),
+            ecn: None,
+            data,
+        })
     }
     fn poll_timeout(&mut self) -> Option<Instant> {
         None
@@ -304,10 +306,10 @@ fn a_node_with_two_addresses_sends_and_receives_on_each_path() {
                 N::Echo(n) => n.handle_datagram(now, f, d),
             }
         }
-        fn handle_datagram_at(&mut self, now: Instant, f: SocketAddr, to: SocketAddr, d: &[u8]) {
+        fn handle_datagram_info(&mut self, now: Instant, i: qfec_sim::DatagramInfo, d: &[u8]) {
             match self {
-                N::Two(n) => n.handle_datagram_at(now, f, to, d),
-                N::Echo(n) => n.handle_datagram_at(now, f, to, d),
+                N::Two(n) => n.handle_datagram_info(now, i, d),
+                N::Echo(n) => n.handle_datagram_info(now, i, d),
             }
         }
         fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
@@ -316,13 +318,10 @@ fn a_node_with_two_addresses_sends_and_receives_on_each_path() {
                 N::Echo(n) => n.poll_transmit(now),
             }
         }
-        fn poll_transmit_from(
-            &mut self,
-            now: Instant,
-        ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
+        fn poll_outgoing(&mut self, now: Instant) -> Option<qfec_sim::Outgoing> {
             match self {
-                N::Two(n) => n.poll_transmit_from(now),
-                N::Echo(n) => n.poll_transmit_from(now),
+                N::Two(n) => n.poll_outgoing(now),
+                N::Echo(n) => n.poll_outgoing(now),
             }
         }
         fn poll_timeout(&mut self) -> Option<Instant> {

@@ -99,6 +99,7 @@ pub fn transport_config(
     if let Some(p) = settings.pacing {
         t.pacing = p;
     }
+    t.ecn = settings.ecn.unwrap_or(false);
     if let Some(a) = settings.ack_frequency {
         t.ack_frequency = a;
     }
@@ -416,6 +417,7 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     rec.down_queue_mean_bytes = q.mean_queue_bytes(span);
     rec.down_queue_max_bytes = q.max_queue_bytes;
     rec.down_dropped = q.dropped();
+    rec.down_ce_marked = q.marked_ce;
     if let (Some(d), Some(u), Some(ch)) = (
         sim.wifi_stats(down),
         sim.wifi_stats(up),

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::ops::ControlFlow;
 
 use qfec_proto::{Application, DatagramInfo, Endpoint, Instant};
-use qfec_sim::Node;
+use qfec_sim::{Node, Outgoing};
 
 use super::{ClientApp, ServerApp};
 use crate::metrics::RunRecord;
@@ -110,29 +110,26 @@ impl<A: Application> Node for QuicNode<A> {
         self.poll_app(now);
     }
 
-    fn handle_datagram_at(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, data: &[u8]) {
-        let info = DatagramInfo {
-            remote: from,
-            local: Some(to),
-            ecn: None,
-        };
+    fn handle_datagram_info(&mut self, now: Instant, info: DatagramInfo, data: &[u8]) {
         self.endpoint.handle(now, info, data);
         self.poll_app(now);
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        self.poll_transmit_from(now)
-            .map(|(_, dst, data)| (dst, data))
+        self.poll_outgoing(now).map(|o| (o.to, o.data))
     }
 
-    /// From the address of the packet's path (a multipath client has one per path).
-    fn poll_transmit_from(
-        &mut self,
-        now: Instant,
-    ) -> Option<(Option<SocketAddr>, SocketAddr, Vec<u8>)> {
+    /// From the address of the packet's path (a multipath client has one per path), with
+    /// the path's ECN codepoint.
+    fn poll_outgoing(&mut self, now: Instant) -> Option<Outgoing> {
         self.buf.clear();
         let t = self.endpoint.poll_transmit(now, 1, &mut self.buf)?;
-        Some((t.source, t.destination, self.buf[..t.size].to_vec()))
+        Some(Outgoing {
+            from: t.source,
+            to: t.destination,
+            ecn: t.ecn,
+            data: self.buf[..t.size].to_vec(),
+        })
     }
 
     fn poll_timeout(&mut self) -> Option<Instant> {
