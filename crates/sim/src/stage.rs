@@ -98,6 +98,11 @@ pub(crate) struct LinkRt {
     aqm_rng: SimRng,
     /// RED's average queue, in bytes.
     red_average: f64,
+    /// When the queue last became empty (RED decays its average over idle time).
+    emptied_at: u64,
+    /// RED: the time a 1500-byte packet takes to leave at the link's rate, ns (the idle
+    /// time's unit); 0 without a rate (the average empties with the queue).
+    red_packet_ns: u64,
     queue: VecDeque<(u32, u32)>,
     queue_bytes: u64,
     /// Since when `queue_bytes` has its current value (for `stats.queue_byte_ns`).
@@ -149,6 +154,13 @@ impl LinkRt {
             ecn_marking: spec.ecn_marking,
             aqm_rng: SimRng::for_stage(seed, &format!("{}/aqm", spec.name)),
             red_average: 0.0,
+            emptied_at: 0,
+            red_packet_ns: match &spec.serializer {
+                Serializer::Rate(r) => serialization_ns(1500, *r),
+                Serializer::Trace(t) => serialization_ns(1500, t.mean_rate_bps() as u64),
+                Serializer::Wifi(s) => serialization_ns(1500, s.phy.rate_bps() as u64),
+                Serializer::Unlimited => 0,
+            },
             queue: VecDeque::new(),
             queue_bytes: 0,
             queue_since: 0,
@@ -206,7 +218,7 @@ impl LinkRt {
         }
         if self.ecn_marking.is_some() {
             let ect = w.get_mut(slot).ecn.is_some();
-            match self.congestion_signal(ect) {
+            match self.congestion_signal(now, ect) {
                 Signal::None => {}
                 Signal::Mark => {
                     w.get_mut(slot).ecn = Some(EcnCodepoint::Ce);
@@ -228,7 +240,7 @@ impl LinkRt {
     }
 
     /// What the queue's ECN marking does to a packet arriving now (`ect`: ECN-capable).
-    fn congestion_signal(&mut self, ect: bool) -> Signal {
+    fn congestion_signal(&mut self, now: u64, ect: bool) -> Signal {
         let queued = self.queue_bytes as f64;
         let congested = match self.ecn_marking {
             None => false,
@@ -246,6 +258,16 @@ impl LinkRt {
                 max_p,
             }) => {
                 let w = EcnMarking::RED_WEIGHT;
+                if self.queue.is_empty() && self.in_service.is_none() {
+                    // Idle since the queue emptied: the average decays as if packets had
+                    // found the queue empty all along (Floyd and Jacobson §4), else a
+                    // drained link would go on marking or dropping everything.
+                    let idle = now.saturating_sub(self.emptied_at);
+                    self.red_average = match idle.checked_div(self.red_packet_ns) {
+                        Some(m) => self.red_average * (1.0 - w).powf(m as f64),
+                        None => 0.0,
+                    };
+                }
                 self.red_average = (1.0 - w) * self.red_average + w * queued;
                 let avg = self.red_average;
                 if avg < min_bytes as f64 {
@@ -270,6 +292,9 @@ impl LinkRt {
         self.account_queue(now);
         let (slot, len) = self.queue.pop_front().expect("non-empty queue");
         self.queue_bytes -= u64::from(len);
+        if self.queue.is_empty() {
+            self.emptied_at = now;
+        }
         slot
     }
 

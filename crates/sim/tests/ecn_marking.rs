@@ -164,3 +164,44 @@ fn red_marks_ect_and_drops_the_rest_early_on_the_average_queue() {
     assert_eq!(again.node(rx2).received, sim.node(rx).received);
     assert_eq!(again.event_hash(), sim.event_hash());
 }
+
+/// Regression: RED's average decays while the link is idle. Without it, an average left
+/// above MAX by an overload stayed there (it only moved on arrivals, each dropped), and a
+/// QUIC connection probing a drained link lost every probe until its idle timeout.
+#[test]
+fn red_forgets_an_overload_once_the_link_went_idle() {
+    let red = EcnMarking::Red {
+        min_bytes: 10_000,
+        max_bytes: 50_000,
+        max_p: 0.1,
+    };
+    let (a, b): (SocketAddr, SocketAddr) =
+        ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:1".parse().unwrap());
+    let mut sim = Simulator::new(3);
+    let tx = sim.add_node(
+        a,
+        Station::sender(b, 2000, 1000, Duration::from_micros(500), None),
+    );
+    let rx = sim.add_node(b, Station::receiver());
+    let link = LinkSpec::new("a->b", 8_000_000, Duration::from_millis(5))
+        .queue(QueueLimit::Bytes(100_000))
+        .ecn_marking(red);
+    sim.connect(
+        a,
+        b,
+        &link,
+        &LinkSpec::new("b->a", 8_000_000, Duration::from_millis(5)),
+    );
+    sim.run_until(Instant::from_nanos(3_000_000_000));
+    let after_overload = sim.node(rx).received.len();
+    // A second later, a trickle: 20 packets, 10 ms apart.
+    {
+        let s = sim.node_mut(tx);
+        s.left = 20;
+        s.gap = Duration::from_millis(10);
+        s.next = Instant::from_nanos(4_000_000_000);
+    }
+    sim.wake(tx);
+    sim.run_until(Instant::from_nanos(6_000_000_000));
+    assert_eq!(sim.node(rx).received.len(), after_overload + 20);
+}
