@@ -64,8 +64,12 @@ pub struct TransportConfig {
     pub congestion_controller: Arc<dyn ControllerFactory>,
     /// Pace packets over the RTT (RFC 9002 §7.7); off sends bursts of cwnd.
     pub pacing: bool,
-    /// UDP payload size used for every packet (no PMTU discovery yet).
+    /// UDP payload size of every packet; with `mtu_discovery`, the size a path starts from.
     pub max_udp_payload_size: u16,
+    /// DPLPMTUD (RFC 8899, RFC 9000 §14.3): probe each path for larger datagrams, up to the
+    /// configured upper bound, and fall back to 1200 bytes when large packets stop
+    /// arriving. `None` (the default): every packet is `max_udp_payload_size`.
+    pub mtu_discovery: Option<crate::connection::MtuDiscoveryConfig>,
     /// Send a PING after this long without sending, to keep NATs and the idle timer alive.
     pub keep_alive_interval: Option<Duration>,
     /// Connection IDs we let the peer hold for us.
@@ -111,6 +115,7 @@ impl Default for TransportConfig {
             congestion_controller: CongestionControl::Cubic.factory(),
             pacing: true,
             max_udp_payload_size: 1452,
+            mtu_discovery: None,
             keep_alive_interval: None,
             active_connection_id_limit: 4,
             max_datagram_frame_size: None,

@@ -104,8 +104,9 @@ pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
     AckFrequencyPolicy, Connection, ConnectionError, ConnectionExtension, ConnectionStats,
     EcnFailure, EcnState, Event, ExtensionCx, ExtensionFactory, FrameOutcome, MigrateError,
-    PacketId, PathError, PathId, PathInfo, PathState, PathStats, ProtectedRegion, ReadError,
-    RecoveredLossMode, SentPacketInfo, StreamEvent, Transmit, WriteError,
+    MtuDiscoveryConfig, PacketId, PathError, PathId, PathInfo, PathState, PathStats,
+    ProtectedRegion, ReadError, RecoveredLossMode, SentPacketInfo, StreamEvent, Transmit,
+    WriteError,
 };
 pub use crypto::{ClientCryptoConfig, ServerCryptoConfig, self_signed_certificate};
 pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointSecrets};

@@ -29,6 +29,7 @@ fn link(
             })
             .unwrap_or_default(),
         drop_after: None,
+        mtu: None,
     }
 }
 

@@ -28,6 +28,8 @@ pub struct LinkSpec {
     pub blackholes: Vec<(Duration, Duration)>,
     /// Drop the first n packets ... after `drop_after` packets, drop all.
     pub drop_after: Option<u64>,
+    /// Largest datagram the link carries; larger ones are dropped. `None`: any size.
+    pub mtu: Option<usize>,
 }
 
 impl Default for LinkSpec {
@@ -39,6 +41,7 @@ impl Default for LinkSpec {
             rate: 100_000_000,
             blackholes: Vec::new(),
             drop_after: None,
+            mtu: None,
         }
     }
 }
@@ -276,6 +279,9 @@ impl Pair {
             return;
         }
         if spec.drop_after.is_some_and(|n| self.sent[dir] > n) {
+            return;
+        }
+        if spec.mtu.is_some_and(|m| data.len() > m) {
             return;
         }
         let d = Datagram {

@@ -134,6 +134,7 @@ impl Connection {
         self.paths[HANDSHAKE_PATH].on_peer_max_udp_payload(
             self.config.max_udp_payload_size,
             params.max_udp_payload_size,
+            self.config.mtu_discovery,
         );
         self.local_cids.peer_limit = params.active_connection_id_limit;
         self.negotiate_multipath(params.initial_max_path_id)?;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::extension::LostPacket;
+use super::path::MIN_MTU;
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::spaces::{HANDSHAKE_PATH, Pns};
 use super::{Connection, ConnectionError, PacketId, State};
@@ -128,6 +129,24 @@ impl Connection {
             self.on_handshake_confirmed(now);
         }
         let marked = acked.iter().filter(|(_, p)| p.info.ect0).count() as u64;
+        if pns.is_data() && self.paths[pi].pmtud.is_some() {
+            let large = acked.iter().any(|(_, p)| usize::from(p.size) > MIN_MTU);
+            let probes: Vec<u64> = (acked.iter())
+                .filter(|(pn, _)| {
+                    self.paths[pi]
+                        .pmtud
+                        .as_ref()
+                        .is_some_and(|m| m.is_probe(*pn))
+                })
+                .map(|(pn, _)| *pn)
+                .collect();
+            if large && let Some(m) = self.paths[pi].pmtud.as_mut() {
+                m.on_large_acked();
+            }
+            for pn in probes {
+                self.on_pmtu_probe_outcome(now, pi, pn, true);
+            }
+        }
         let largest_sent = summary
             .largest_newly_acked
             .filter(|&(pn, _, _)| pn == ack.largest())
@@ -290,6 +309,35 @@ impl Connection {
             |pn, p| lost.push((pn, p)),
         );
         space_mut!(self, pns).loss_time = loss_time;
+        if pns.is_data() && self.paths[pi].pmtud.is_some() {
+            // A lost PMTU probe says its size is too large, not that the path is congested
+            // (RFC 9000 §14.4): it leaves loss detection here.
+            let mut probes = Vec::new();
+            lost.retain(|(pn, _)| {
+                let probe = (self.paths[pi].pmtud.as_ref()).is_some_and(|m| m.is_probe(*pn));
+                if probe {
+                    probes.push(*pn);
+                }
+                !probe
+            });
+            for pn in probes {
+                self.on_pmtu_probe_outcome(now, pi, pn, false);
+            }
+            let largest = lost
+                .iter()
+                .filter(|(_, p)| p.in_flight)
+                .map(|(_, p)| p.size)
+                .max();
+            if let Some(size) = largest
+                && let Some(mtu) = self.paths[pi]
+                    .pmtud
+                    .as_mut()
+                    .and_then(|m| m.on_loss_event(now, size))
+            {
+                self.stats.pmtu_black_holes += 1;
+                self.set_path_mtu(pi, mtu);
+            }
+        }
         if lost.is_empty() {
             return;
         }
@@ -523,6 +571,22 @@ impl Connection {
             // Multipath: a path silent for two PTOs probably broke; what it holds in flight
             // goes again on the others rather than wait for a loss it cannot detect.
             self.rescue_failing_path(pi);
+            // Nothing acknowledged for a probe timeout with large packets (not PMTU probes)
+            // in flight: this is how a black hole shows (no ACK comes to declare losses).
+            let path = &self.paths[pi];
+            let large = path.pmtud.as_ref().and_then(|m| {
+                (path.space.sent.iter())
+                    .filter(|(pn, p)| p.ack_eliciting && !m.is_probe(*pn))
+                    .map(|(_, p)| p.size)
+                    .max()
+            });
+            if let Some(size) = large
+                && let Some(small) =
+                    (self.paths[pi].pmtud.as_mut()).and_then(|m| m.on_loss_event(now, size))
+            {
+                self.stats.pmtu_black_holes += 1;
+                self.set_path_mtu(pi, small);
+            }
         }
         // Send one or two probes carrying data still unacknowledged, else PINGs.
         let sp = space_mut!(self, pns);

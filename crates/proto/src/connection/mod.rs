@@ -41,6 +41,7 @@ mod loss;
 mod migration;
 mod multipath;
 mod path;
+mod pmtud;
 mod receive;
 mod recovery;
 pub(crate) mod sent;
@@ -82,6 +83,7 @@ use multipath::MultipathState;
 pub use multipath::{PathError, PathInfo, PathState, abandon_code};
 use path::Path;
 pub use path::{PacketId, PathId};
+pub use pmtud::MtuDiscoveryConfig;
 use spaces::{HANDSHAKE_PATH, PacketSpace, Pns};
 use streams::Streams;
 
@@ -225,6 +227,13 @@ pub struct ConnectionStats {
     /// ACK frames that reported new CE marks: each is a congestion event to the controller,
     /// which reduces its window at most once per recovery period.
     pub ecn_congestion_events: u64,
+    /// PMTU probes sent ([`TransportConfig::mtu_discovery`]).
+    pub pmtu_probes_sent: u64,
+    /// Times a path's datagram size changed (a probe arrived, or a black hole).
+    pub path_mtu_changes: u64,
+    /// Black holes PMTU discovery detected: large packets stopped arriving, and the path
+    /// went back to 1200-byte datagrams.
+    pub pmtu_black_holes: u64,
 }
 
 /// A snapshot of a path's state, for traces and extensions.
@@ -244,6 +253,8 @@ pub struct PathStats {
     pub ecn_received: crate::types::EcnCounts,
     /// Whether we mark our packets on the path, and how its ECN validation went.
     pub ecn: EcnState,
+    /// The largest UDP payload we send on the path (grows with PMTU discovery).
+    pub mtu: usize,
     pub bytes_in_flight: u64,
     pub ssthresh: u64,
     /// Loss rate and mean loss burst of its ack-eliciting application-data packets.
@@ -540,6 +551,7 @@ impl Connection {
             cwnd: path.cc.window(),
             ecn_received: path.space.ecn_received,
             ecn: path.ecn.state(),
+            mtu: path.mtu,
             bytes_in_flight: self.bytes_in_flight(pi),
             ssthresh: path.cc.ssthresh(),
             loss: path.losses.estimate(),

@@ -264,7 +264,11 @@ impl Connection {
             now,
         );
         if let Some(p) = &self.peer_params {
-            path.on_peer_max_udp_payload(self.config.max_udp_payload_size, p.max_udp_payload_size);
+            path.on_peer_max_udp_payload(
+                self.config.max_udp_payload_size,
+                p.max_udp_payload_size,
+                self.config.mtu_discovery,
+            );
         }
         self.paths.push(path);
         self.paths.len() - 1

@@ -17,7 +17,7 @@ use crate::recovery::rtt::RttEstimator;
 use crate::time::Instant;
 
 /// The smallest datagram every QUIC path carries (RFC 9000 §14).
-const MIN_MTU: usize = 1200;
+pub(super) const MIN_MTU: usize = 1200;
 
 /// Identifies a path of a connection. Path 0 is the one the handshake used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -130,6 +130,8 @@ pub(super) struct Path {
     pub pacer: Pacer,
     /// Whether we mark ECT(0) here, and the path's ECN validation.
     pub ecn: PathEcn,
+    /// DPLPMTUD, once the peer's max_udp_payload_size is known, when configured.
+    pub pmtud: Option<super::pmtud::Pmtud>,
     /// The validated addresses (the peer's, ours) this path left when the peer moved;
     /// restored if its new address fails validation (RFC 9000 §9.3.2).
     migrated_from: Option<(SocketAddr, Option<SocketAddr>)>,
@@ -179,6 +181,7 @@ impl Path {
             delivery: DeliveryRate::new(),
             pacer,
             ecn: PathEcn::new(config.ecn),
+            pmtud: None,
             migrated_from: None,
             path_responses: std::collections::VecDeque::new(),
             challenge_in_packet: false,
@@ -190,9 +193,16 @@ impl Path {
         }
     }
 
-    /// The peer's max_udp_payload_size arrived: our `ours` never goes above it.
-    pub fn on_peer_max_udp_payload(&mut self, ours: u16, theirs: u64) {
+    /// The peer's max_udp_payload_size arrived: our `ours` never goes above it, and with
+    /// `discovery` the path searches for more, up to it.
+    pub fn on_peer_max_udp_payload(
+        &mut self,
+        ours: u16,
+        theirs: u64,
+        discovery: Option<super::pmtud::MtuDiscoveryConfig>,
+    ) {
         self.mtu = u64::from(ours).min(theirs).max(MIN_MTU as u64) as usize;
+        self.pmtud = discovery.map(|d| super::pmtud::Pmtud::new(d, self.mtu as u16, theirs));
     }
 
     pub fn is_validated(&self) -> bool {

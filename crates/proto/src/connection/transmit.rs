@@ -127,6 +127,9 @@ impl Connection {
         max_datagrams: usize,
         buf: &mut Vec<u8>,
     ) -> Option<Transmit> {
+        if let Some(size) = self.pmtu_probe_size(now, pi) {
+            return Some(self.build_pmtu_probe(now, pi, size, buf));
+        }
         let mtu = self.paths[pi].mtu;
         let ecn_before = self.paths[pi].ecn.state();
         let pto = self.pto_duration(Pns::Data(pi));
@@ -864,7 +867,7 @@ impl Connection {
 
     /// Writes the header of the next packet of `space`; returns (pn, pn_len, pn_offset,
     /// long-header offsets).
-    fn write_header(
+    pub(super) fn write_header(
         &self,
         pns: Pns,
         buf: &mut Vec<u8>,
@@ -909,7 +912,7 @@ impl Connection {
     }
 
     /// Encrypts the payload in place, appends the tag, and masks the header.
-    fn seal(
+    pub(super) fn seal(
         &mut self,
         pns: Pns,
         buf: &mut Vec<u8>,
