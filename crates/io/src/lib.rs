@@ -5,6 +5,7 @@
 //! drives. One task, no locks: the protocol core is cheap to call and the hot path stays short.
 
 mod clock;
+pub mod mtu;
 mod udp;
 
 pub use clock::Clock;
@@ -37,6 +38,9 @@ pub struct DriverStats {
     pub tx_datagrams: u64,
     /// Send system calls (one per GSO batch).
     pub tx_calls: u64,
+    /// Datagrams larger than the interface carries (EMSGSIZE: PMTU probes above it),
+    /// dropped as the network would.
+    pub tx_oversize: u64,
 }
 
 /// A move of the driver's connections to a new socket ([`Driver::migrate_at`]).
@@ -269,6 +273,12 @@ impl Driver {
                 {
                     Ok(()) => break,
                     Err(e) if is_transient(&e) => continue,
+                    // Larger than the interface carries (a PMTU probe above it): lost,
+                    // as the network would lose it.
+                    Err(e) if e.raw_os_error() == Some(libc::EMSGSIZE) => {
+                        self.stats.tx_oversize += 1;
+                        break;
+                    }
                     // A peer that went away (ICMP unreachable) must not stop a server.
                     Err(e)
                         if e.kind() == io::ErrorKind::ConnectionRefused

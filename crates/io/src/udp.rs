@@ -59,7 +59,22 @@ impl UdpIo {
             let v6 = std_sock.local_addr()?.is_ipv6();
             let _ = set_int_opt(fd, libc::IPPROTO_IP, libc::IP_PKTINFO, 1);
             let _ = set_int_opt(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1);
+            // Don't fragment, and don't cap at the kernel's path MTU estimate: PMTU
+            // discovery is the connection's (RFC 9000 §14); a datagram above the interface's
+            // MTU fails with EMSGSIZE.
+            let _ = set_int_opt(
+                fd,
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                libc::IP_PMTUDISC_PROBE,
+            );
             if v6 {
+                let _ = set_int_opt(
+                    fd,
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_MTU_DISCOVER,
+                    libc::IPV6_PMTUDISC_PROBE,
+                );
                 let _ = set_int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1);
                 let _ = set_int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1);
             }

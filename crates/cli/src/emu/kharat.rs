@@ -444,6 +444,7 @@ fn fetch(proto: Proto, path: &str) -> Result<(u64, f64), String> {
             client.transport = Arc::new(transport);
             let opts = FetchOptions {
                 timeout,
+                pmtu_from_route: true,
                 ..FetchOptions::default()
             };
             let o = rt

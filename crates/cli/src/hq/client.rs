@@ -216,6 +216,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         key_update: false,
         alpn: args.alpn,
         sha256: args.sha256,
+        pmtu_from_route: args.transport.pmtu_auto(),
     };
     let rt = runtime()?;
     let outcome = rt.block_on(fetch(urls, client, &options))?;
@@ -255,6 +256,8 @@ pub struct FetchOptions {
     pub alpn: Option<AppProtocol>,
     /// Hash each file with SHA-256 (on a thread of its own) and print the digest.
     pub sha256: bool,
+    /// PMTU discovery searches up to what the route to the server carries (`--pmtu auto`).
+    pub pmtu_from_route: bool,
 }
 
 /// Fetches `urls` (one server) over one new connection configured by `client`.
@@ -269,6 +272,12 @@ pub async fn fetch(
     }
     let mut transport = (*client.transport).clone();
     transport.handshake_timeout = Some(Duration::from_secs(opts.timeout));
+    if opts.pmtu_from_route
+        && let Some(d) = transport.mtu_discovery.as_mut()
+        && let Ok(max) = qfec_io::mtu::route_max_udp_payload(remote)
+    {
+        d.upper_bound = max;
+    }
     client.transport = Arc::new(transport);
     let wildcard: SocketAddr = if remote.is_ipv4() {
         "0.0.0.0:0".parse().unwrap()

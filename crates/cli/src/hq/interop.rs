@@ -155,6 +155,7 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         timeout: args.timeout,
         key_update: case == Case::KeyUpdate,
         alpn: Some(case.protocol()),
+        pmtu_from_route: args.transport.pmtu_auto(),
         ..FetchOptions::default()
     };
     // Which requests go over which connection, in order.

@@ -31,10 +31,11 @@ use qfec_qlog::{QlogFactory, QlogOptions};
 pub use qfec_http::hq::ALPN_HQ;
 
 /// The `TransportArgs` that only QUIC has (all but `keylog`), for `--tcp` to refuse.
-pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 12] = [
+pub(crate) const QUIC_TRANSPORT_ONLY: [&str; 13] = [
     "cc",
     "no_pacing",
     "no_ecn",
+    "pmtu",
     "ack_frequency",
     "qlog",
     "idle_timeout",
@@ -64,6 +65,12 @@ pub struct TransportArgs {
     /// reported either way.
     #[arg(long)]
     no_ecn: bool,
+    /// Path MTU discovery (RFC 8899): the largest UDP payload to probe for. `auto`: what
+    /// the route to the server carries (a server: its largest interface's MTU), at most a
+    /// 9000-byte jumbo frame; a number of bytes (1200-65527); or `off`: every datagram
+    /// 1452 bytes (or the peer's limit), as before discovery.
+    #[arg(long, default_value = "auto", value_parser = parse_pmtu, value_name = "auto|off|BYTES")]
+    pmtu: PmtuArg,
     /// What to ask of the peer's ACKs when it supports ACK frequency: none, bquic (paper
     /// 001's decimation) or adaptive (fewer ACKs past slow start, immediate ones when needed).
     #[arg(long, default_value = "none")]
@@ -119,6 +126,27 @@ impl Default for TransportArgs {
     }
 }
 
+/// A `--pmtu` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PmtuArg {
+    Auto,
+    Off,
+    Max(u16),
+}
+
+fn parse_pmtu(s: &str) -> Result<PmtuArg, String> {
+    match s {
+        "auto" => Ok(PmtuArg::Auto),
+        "off" => Ok(PmtuArg::Off),
+        n => match n.parse::<u16>() {
+            Ok(b) if (1200..=65527).contains(&b) => Ok(PmtuArg::Max(b)),
+            _ => Err(format!(
+                "{n:?}: give auto, off, or a UDP payload size in bytes from 1200 to 65527"
+            )),
+        },
+    }
+}
+
 /// A `--fec` value: `None` for "none".
 #[derive(Clone, Copy, Debug)]
 struct FecArg(Option<qfec_fec::Redundancy>);
@@ -149,6 +177,11 @@ impl TransportArgs {
     }
 
     /// The qlog directory: `--qlog`, else QLOGDIR.
+    /// `--pmtu auto`: a client takes its bound from the route to the server.
+    pub(crate) fn pmtu_auto(&self) -> bool {
+        self.pmtu == PmtuArg::Auto
+    }
+
     fn qlog_dir(&self) -> Option<PathBuf> {
         self.qlog
             .clone()
@@ -167,6 +200,16 @@ impl TransportArgs {
             stream_receive_window: 8 << 20,
             ..TransportConfig::default()
         };
+        let upper = match self.pmtu {
+            PmtuArg::Off => None,
+            PmtuArg::Max(b) => Some(b),
+            // A client narrows this to its route to the server (`fetch`).
+            PmtuArg::Auto => Some(qfec_io::mtu::interfaces_max_udp_payload().unwrap_or(1472)),
+        };
+        t.mtu_discovery = upper.map(|upper_bound| qfec_proto::MtuDiscoveryConfig {
+            upper_bound,
+            ..Default::default()
+        });
         if self.fec.0.is_some() || !self.no_fec_decode {
             let mut f = FecConfig::new(self.fec.0);
             f.mode = self
