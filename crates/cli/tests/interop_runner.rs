@@ -52,6 +52,10 @@ struct RelayOptions {
     rebind: Option<(Rebind, u64)>,
 }
 
+/// The largest UDP payload the relay forwards: the runner's links are Ethernet (1500-byte IP
+/// packets), so PMTU discovery's larger probes are lost, as they would be there.
+const RELAY_MAX_UDP_PAYLOAD: usize = 1472;
+
 /// A UDP relay between clients and one server; `policy` returns true to drop.
 struct Relay {
     addr: SocketAddr,
@@ -63,6 +67,8 @@ struct Relay {
     dropped: Arc<[AtomicU64; 2]>,
     /// Datagrams corrupted, to the server and to the clients.
     corrupted: Arc<[AtomicU64; 2]>,
+    /// Datagrams larger than [`RELAY_MAX_UDP_PAYLOAD`], dropped, both ways.
+    too_large: Arc<AtomicU64>,
     /// Times the clients' traffic moved to a new address.
     rebinds: Arc<AtomicU64>,
     /// (client address, first 8 bytes of the destination connection ID) of every 1-RTT
@@ -112,8 +118,13 @@ impl Relay {
         let dropped = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let corrupted = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let rebinds = Arc::new(AtomicU64::new(0));
-        let (dropped2, corrupted2, rebinds2) =
-            (dropped.clone(), corrupted.clone(), rebinds.clone());
+        let too_large = Arc::new(AtomicU64::new(0));
+        let (dropped2, corrupted2, rebinds2, too_large2) = (
+            dropped.clone(),
+            corrupted.clone(),
+            rebinds.clone(),
+            too_large.clone(),
+        );
         let client_dcids: Arc<Mutex<Dcids>> = Arc::default();
         let dcids2 = client_dcids.clone();
         std::thread::spawn(move || {
@@ -136,6 +147,10 @@ impl Relay {
             // Drop, corrupt or pass (now, or after the delay) one datagram.
             let mut decide = |seen: &Seen, data: &mut Vec<u8>| -> bool {
                 let dir = usize::from(!seen.to_server);
+                if data.len() > RELAY_MAX_UDP_PAYLOAD {
+                    too_large2.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
                 if policy(seen) {
                     dropped2[dir].fetch_add(1, Ordering::Relaxed);
                     return false;
@@ -228,6 +243,7 @@ impl Relay {
             retries,
             dropped,
             corrupted,
+            too_large,
             rebinds,
             client_dcids,
         }
@@ -1376,4 +1392,69 @@ fn ecn_between_qfec_endpoints_and_with_quinn_both_ways() {
         "qfec client with quinn: {capable} {acks}"
     );
     drop(rt);
+}
+
+/// The sizes `quic:mtu_updated` took in an endpoint's qlog, in order.
+fn mtus_in_qlog(dir: &Path) -> Vec<u64> {
+    let file = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| !p.to_string_lossy().contains("endpoint_"))
+        .unwrap_or_else(|| panic!("no qlog in {dir:?}"));
+    let log = qfec_qlog::validate::validate(&std::fs::read(file).unwrap()).unwrap();
+    log.named("quic:mtu_updated")
+        .filter_map(|e| e["data"]["new"].as_u64())
+        .collect()
+}
+
+/// PMTU discovery (on by default, `--pmtu auto`): over loopback the client finds the
+/// 8972-byte UDP payload of a jumbo frame (its bound: loopback's 65536-byte MTU is capped
+/// there); through the relay, whose links are Ethernet's 1500 bytes, the larger probes are
+/// lost and it settles at most at 1472; with `--pmtu off` it sends no probe.
+#[test]
+fn pmtu_discovery_finds_what_the_path_carries() {
+    // Large enough for the client's search to end before the download does: a client
+    // that only acknowledges learns of a lost probe at a probe timeout.
+    let site = site("pmtu", &[24 << 20], 0);
+    let base = site.www.parent().unwrap().to_path_buf();
+    let server = qfec_server("transfer", &site);
+
+    let direct = base.join("qlog-direct");
+    let (out, downloads) =
+        qfec_client_with("transfer", &site, server.addr, &[("QLOGDIR", &direct)]);
+    assert!(out.status.success());
+    check_downloads(&site, &downloads);
+    assert_eq!(mtus_in_qlog(&direct).last(), Some(&8972));
+
+    let relay = Relay::passthrough(server.addr);
+    let relayed = base.join("qlog-relay");
+    let (out, downloads) =
+        qfec_client_with("transfer", &site, relay.addr, &[("QLOGDIR", &relayed)]);
+    assert!(out.status.success());
+    check_downloads(&site, &downloads);
+    let mtus = mtus_in_qlog(&relayed);
+    assert!(
+        mtus.last().is_some_and(|&m| m > 1452 && m <= 1472),
+        "{mtus:?}"
+    );
+    assert!(relay.too_large.load(Ordering::Relaxed) > 0);
+
+    let off = base.join("qlog-off");
+    let (out, downloads) = {
+        let downloads = base.join("downloads-off");
+        let requests = format!("https://{}/f0.bin", server.addr);
+        let out = Command::new(QFEC)
+            .args(["interop", "--timeout", "60", "--pmtu", "off"])
+            .env("ROLE", "client")
+            .env("TESTCASE", "transfer")
+            .env("REQUESTS", requests)
+            .env("DOWNLOADS", &downloads)
+            .env("QLOGDIR", &off)
+            .output()
+            .unwrap();
+        (out, downloads)
+    };
+    assert!(out.status.success());
+    check_downloads(&site, &downloads);
+    assert!(mtus_in_qlog(&off).is_empty());
 }

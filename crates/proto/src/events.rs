@@ -99,6 +99,11 @@ pub enum Event<'a> {
         new: CongestionState,
         trigger: Option<CongestionTrigger>,
     },
+    /// A path's datagram size changed (PMTU discovery: a probe arrived, or a black hole).
+    MtuUpdated {
+        old: u32,
+        new: u32,
+    },
     /// A path's ECN validation moved on (RFC 9000 Appendix A.4).
     EcnStateUpdated {
         old: crate::connection::EcnState,

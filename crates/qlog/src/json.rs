@@ -57,6 +57,7 @@ pub fn event_record(now: Instant, event: &Event<'_>) -> Option<Value> {
             }
             ("quic:congestion_state_updated", Value::Object(m))
         }
+        Event::MtuUpdated { old, new } => ("quic:mtu_updated", json!({"old": old, "new": new})),
         Event::EcnStateUpdated { old, new } => (
             "quic:ecn_state_updated",
             json!({"old": old.as_str(), "new": new.as_str()}),

@@ -459,6 +459,10 @@ fn check_event(e: &Value) -> Check {
             text(d, "new", ty)?;
             Ok(())
         }
+        "mtu_updated" => {
+            uint(d, "old", false)?;
+            uint(d, "new", true)
+        }
         "ecn_state_updated" => {
             let states = &["testing", "unknown", "failed", "capable"];
             one_of(d, "old", states, false)?;

@@ -335,7 +335,7 @@ impl Connection {
                     .and_then(|m| m.on_loss_event(now, size))
             {
                 self.stats.pmtu_black_holes += 1;
-                self.set_path_mtu(pi, mtu);
+                self.set_path_mtu(now, pi, mtu);
             }
         }
         if lost.is_empty() {
@@ -585,7 +585,7 @@ impl Connection {
                     (self.paths[pi].pmtud.as_mut()).and_then(|m| m.on_loss_event(now, size))
             {
                 self.stats.pmtu_black_holes += 1;
-                self.set_path_mtu(pi, small);
+                self.set_path_mtu(now, pi, small);
             }
         }
         // Send one or two probes carrying data still unacknowledged, else PINGs.

@@ -18,6 +18,10 @@ const MAX_PROBES: u8 = 3;
 /// The search stops when the sizes it has left differ by less than this.
 const SEARCH_PRECISION: u16 = 20;
 
+/// The UDP payload of a 1500-byte Ethernet packet (IPv4): the size most paths carry, tried
+/// right after the upper bound fails.
+const ETHERNET: u16 = 1472;
+
 /// Loss events of large packets only, with no large packet acknowledged between them,
 /// that mark a black hole.
 const BLACK_HOLE_EVENTS: u8 = 3;
@@ -109,10 +113,12 @@ impl Pmtud {
             self.finish(now, hi);
             return None;
         }
-        // The upper bound first (most paths carry all of it or little more than the base),
-        // then halves.
+        // The upper bound first (most paths carry all of it), then Ethernet's size (what
+        // most others carry), then halves.
         let size = if hi == top {
             hi
+        } else if self.lo < ETHERNET && ETHERNET <= hi {
+            ETHERNET
         } else {
             self.lo + (hi - self.lo).div_ceil(2)
         };
@@ -232,7 +238,7 @@ impl Connection {
         };
         if acked {
             if let Some(mtu) = p.on_probe_acked(now, pn) {
-                self.set_path_mtu(pi, mtu);
+                self.set_path_mtu(now, pi, mtu);
             }
         } else {
             p.on_probe_lost(pn);
@@ -300,11 +306,13 @@ impl Connection {
     }
 
     /// Path slot `pi` now carries datagrams of `mtu` bytes.
-    pub(super) fn set_path_mtu(&mut self, pi: usize, mtu: u16) {
-        if self.paths[pi].mtu != usize::from(mtu) {
+    pub(super) fn set_path_mtu(&mut self, now: Instant, pi: usize, mtu: u16) {
+        let old = self.paths[pi].mtu;
+        if old != usize::from(mtu) {
             tracing::debug!(path = %self.paths[pi].id, mtu, "path MTU");
             self.paths[pi].mtu = usize::from(mtu);
             self.stats.path_mtu_changes += 1;
+            self.trace_mtu(now, old as u32, u32::from(mtu));
         }
     }
 }

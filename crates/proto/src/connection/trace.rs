@@ -255,6 +255,13 @@ impl Connection {
         }
     }
 
+    /// A path's datagram size went from `old` to `new` bytes.
+    pub(super) fn trace_mtu(&mut self, now: Instant, old: u32, new: u32) {
+        if let Some(t) = self.tracer.as_mut() {
+            t.emit(now, &Event::MtuUpdated { old, new });
+        }
+    }
+
     /// A path's ECN state went from `old` to `new` (nothing when they are the same).
     pub(super) fn trace_ecn_state(
         &mut self,
