@@ -101,7 +101,7 @@ impl ConnectionExtension for FecExtension {
 
     fn on_peer_params(
         &mut self,
-        _cx: &mut ExtensionCx<'_>,
+        cx: &mut ExtensionCx<'_>,
         params: &TransportParameters,
     ) -> Result<(), TransportError> {
         let peer = FecParams::decode(&params.extensions)?;
@@ -119,7 +119,8 @@ impl ConnectionExtension for FecExtension {
                 self.receiver = Some(Receiver::new(
                     self.config.decode.clone(),
                     self.config.coding_window,
-                    self.config.max_symbol_size,
+                    // No repair symbol is larger than the largest datagram we take.
+                    cx.max_udp_payload_accepted(),
                 ));
             }
         }

@@ -67,8 +67,6 @@ pub struct FecConfig {
     pub decode: Vec<SchemeId>,
     /// Source symbols we store for decoding (`initial_coding_window`).
     pub coding_window: u64,
-    /// Largest symbol we accept: our `max_udp_payload_size` (set by [`FecConfig::install`]).
-    pub max_symbol_size: usize,
 }
 
 impl FecConfig {
@@ -80,15 +78,13 @@ impl FecConfig {
             mode: send.map_or(RecoveredLossMode::Signal, |r| r.default_mode()),
             decode: SchemeId::ALL.to_vec(),
             coding_window: DEFAULT_CODING_WINDOW,
-            max_symbol_size: 1500,
         }
     }
 
     /// Adds FEC to `transport`'s connections; in `differentiate` mode also turns on the
     /// transport's loss differentiation (a loss without a standing queue reduces the window
     /// by 1/5 only: [`TransportConfig::loss_differentiation`]).
-    pub fn install(mut self, transport: &mut TransportConfig) {
-        self.max_symbol_size = usize::from(transport.max_udp_payload_size);
+    pub fn install(self, transport: &mut TransportConfig) {
         // A sender that differentiates recovered losses does so for unrecovered ones too.
         if self.send.is_some() && self.mode == RecoveredLossMode::Differentiate {
             transport.loss_differentiation = true;

@@ -185,6 +185,11 @@ pub(crate) struct Sender {
     fresh: Vec<RepairSymbol>,
     /// Largest 1-RTT payload seen: a repair that cannot fit is dropped, not waited for.
     max_payload: usize,
+    /// The packet payload the first code's symbols were sized for: every later code keeps
+    /// that size, whatever PMTU discovery makes of the path's datagrams, because the peer's
+    /// decoder takes its symbol size from the repairs it has seen and refuses larger source
+    /// symbols until a repair of a new size arrives.
+    symbol_basis: Option<usize>,
     /// The packet whose SYMBOL_ACK frames are being processed, and the SIDs they visited.
     ack_budget: (Option<PacketId>, usize),
     /// Packets that carried repair symbols, in packet-number order (kept for feedback only).
@@ -216,6 +221,7 @@ impl Sender {
             repairs: VecDeque::new(),
             fresh: Vec::new(),
             max_payload: usize::MAX,
+            symbol_basis: None,
             ack_budget: (None, 0),
             repair_pns: VecDeque::new(),
             repair_in_packet: false,
@@ -263,7 +269,10 @@ impl Sender {
             .controller
             .scheme(self.window)
             .filter(|s| self.peer_schemes.contains(&SchemeId::of(s)))
-            .and_then(|s| Some((s, Code::new(s, self.max_payload)?)));
+            .and_then(|s| {
+                let basis = *self.symbol_basis.get_or_insert(self.max_payload);
+                Some((s, Code::new(s, basis)?))
+            });
         let scheme = code.as_ref().map(|(s, _)| *s);
         if cx.tracing() && scheme != self.traced_scheme {
             self.traced_scheme = scheme;

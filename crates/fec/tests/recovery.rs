@@ -189,3 +189,40 @@ fn every_scheme_recovers_losses_with_fewer_retransmissions() {
         }
     }
 }
+
+/// Regression: PMTU discovery grows the path's datagrams under a running code. A code the
+/// sender built after that (adaptive FEC changes codes as it goes) had larger symbols than
+/// the receiver's decoder, whose shape came from the earlier code's repairs, and the
+/// receiver closed the connection ("source symbol larger than the symbol size"). Symbols keep
+/// the size of the first code now, whatever the path's datagram size.
+#[test]
+fn fec_under_pmtu_discovery_keeps_its_symbol_size() {
+    for scheme in ["adaptive", "rlc", "rs", "rquic"] {
+        let pmtud = |mut t: TransportConfig| {
+            t.mtu_discovery = Some(qfec_proto::MtuDiscoveryConfig {
+                upper_bound: 4000,
+                raise_interval: Duration::from_secs(600),
+            });
+            t
+        };
+        let all = &SchemeId::ALL;
+        let server = pmtud(fec(scheme, all, RecoveredLossMode::Mask));
+        let client = pmtud(fec(scheme, all, RecoveredLossMode::Mask));
+        let (pair, x) = exchange(
+            31,
+            server,
+            client,
+            link(20, 0.03),
+            link(20, 0.03),
+            3_000_000,
+        );
+        let s = pair.server.connection(x.server.unwrap()).unwrap();
+        assert!(
+            s.path_stats().mtu > 3000,
+            "{scheme}: {}",
+            s.path_stats().mtu
+        );
+        let st = common::stats(&pair, &x, true).unwrap();
+        assert!(st.symbols_recovered > 0, "{scheme}: {st:?}");
+    }
+}

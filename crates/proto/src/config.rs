@@ -90,6 +90,15 @@ pub struct TransportConfig {
     pub multipath: Option<MultipathConfig>,
 }
 
+impl TransportConfig {
+    /// The largest UDP payload we accept, advertised as max_udp_payload_size: ours, or PMTU
+    /// discovery's upper bound when larger (at least 1200).
+    pub fn max_udp_payload_accepted(&self) -> u16 {
+        let probe = self.mtu_discovery.map_or(0, |d| d.upper_bound);
+        self.max_udp_payload_size.max(probe).max(1200)
+    }
+}
+
 impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {

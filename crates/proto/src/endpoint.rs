@@ -980,11 +980,7 @@ fn local_params(
     }
     TransportParameters {
         max_idle_timeout: cfg.max_idle_timeout.as_millis() as u64,
-        max_udp_payload_size: u64::from(
-            cfg.max_udp_payload_size
-                .max(cfg.mtu_discovery.map_or(0, |d| d.upper_bound)),
-        )
-        .max(1200),
+        max_udp_payload_size: u64::from(cfg.max_udp_payload_accepted()),
         initial_max_data: cfg.receive_window,
         initial_max_stream_data_bidi_local: cfg.stream_receive_window,
         initial_max_stream_data_bidi_remote: cfg.stream_receive_window,

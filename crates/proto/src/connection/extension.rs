@@ -165,6 +165,11 @@ impl ExtensionCx<'_> {
         self.conn.max_1rtt_payload()
     }
 
+    /// The largest UDP payload we accept (our max_udp_payload_size transport parameter).
+    pub fn max_udp_payload_accepted(&self) -> usize {
+        usize::from(self.conn.config.max_udp_payload_accepted())
+    }
+
     /// The earliest a packet sent now can reach the peer (for deadlines, see
     /// [`SentPacketInfo::deadline`]).
     pub fn earliest_arrival(&self) -> Instant {
