@@ -796,12 +796,7 @@ fn quinn_client_fetches(
 #[test]
 fn unsupported_cases_exit_127() {
     for role in ["client", "server"] {
-        for case in [
-            "v2",
-            "connectionmigration",
-            "versionnegotiation",
-            "nonsense",
-        ] {
+        for case in ["v2", "connectionmigration", "nonsense"] {
             let o = Command::new(QFEC)
                 .arg("interop")
                 .env("ROLE", role)
@@ -1457,4 +1452,67 @@ fn pmtu_discovery_finds_what_the_path_carries() {
     assert!(out.status.success());
     check_downloads(&site, &downloads);
     assert!(mtus_in_qlog(&off).is_empty());
+}
+
+/// The runner's versionnegotiation: the qfec client opens with a reserved version; the
+/// server (qfec's, then quinn's) answers with a Version Negotiation whose source ID is the
+/// client's first destination ID (what the runner checks), and the client completes a
+/// handshake in version 1 and exits 0. The runner requests no file (its URL has an empty
+/// path).
+#[test]
+fn versionnegotiation_against_qfec_and_quinn_servers() {
+    let site = site("vn", &[1000], 0);
+    let qfec = qfec_server("versionnegotiation", &site);
+    let (quinn, rt) = quinn_server(&site, false, false);
+    for (name, server) in [("qfec", qfec.addr), ("quinn", quinn)] {
+        // (to the server, version, DCID, SCID) of each long-header datagram.
+        type Long = (bool, u32, Vec<u8>, Vec<u8>);
+        let seen: Arc<Mutex<Vec<Long>>> = Arc::default();
+        let log = seen.clone();
+        let relay = Relay::start(
+            server,
+            Box::new(move |s: &Seen| {
+                let d = s.data;
+                if d.len() > 7 && d[0] & 0x80 != 0 {
+                    let version = u32::from_be_bytes(d[1..5].try_into().unwrap());
+                    let dl = usize::from(d[5]);
+                    let dcid = d[6..6 + dl].to_vec();
+                    let sl = usize::from(d[6 + dl]);
+                    let scid = d[7 + dl..7 + dl + sl].to_vec();
+                    log.lock().unwrap().push((s.to_server, version, dcid, scid));
+                }
+                false
+            }),
+        );
+        let out = Command::new(QFEC)
+            .args(["interop", "--timeout", "20"])
+            .env("ROLE", "client")
+            .env("TESTCASE", "versionnegotiation")
+            .env("REQUESTS", format!("https://{}/", relay.addr))
+            .env("DOWNLOADS", site.www.parent().unwrap().join("downloads-vn"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen = seen.lock().unwrap();
+        let (to_server, first, first_dcid, _) = seen[0].clone();
+        assert!(
+            to_server && first & 0x0f0f_0f0f == 0x0a0a_0a0a,
+            "{name}: {first:#x}"
+        );
+        assert!(
+            seen.iter()
+                .any(|(to_server, v, _, scid)| !to_server && *v == 0 && *scid == first_dcid),
+            "{name}: no Version Negotiation from the first destination ID"
+        );
+        assert!(
+            seen.iter()
+                .any(|(to_server, v, _, _)| !to_server && *v == 1),
+            "{name}: the handshake went on in version 1"
+        );
+    }
+    drop(rt);
 }

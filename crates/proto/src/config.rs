@@ -198,6 +198,10 @@ pub struct ClientConfig {
     /// A token from an earlier connection's NEW_TOKEN (`Connection::new_token`): the server
     /// then knows our address without a Retry.
     pub token: Option<Vec<u8>>,
+    /// Send the first Initial under a reserved version (RFC 9000 §15, 0x?a?a?a?a) to elicit
+    /// a Version Negotiation packet, then start again in version 1 when the server lists it
+    /// (the interop runner's versionnegotiation case). Off by default: it costs a round trip.
+    pub elicit_version_negotiation: bool,
 }
 
 impl ClientConfig {
@@ -206,6 +210,7 @@ impl ClientConfig {
             crypto,
             transport: Arc::new(TransportConfig::default()),
             token: None,
+            elicit_version_negotiation: false,
         }
     }
 }

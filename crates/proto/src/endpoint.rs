@@ -232,6 +232,11 @@ impl Endpoint {
             local_cid: scid,
             remote_cid: dcid,
             orig_dcid: dcid,
+            version: if config.elicit_version_negotiation {
+                packet::reserved_version(&mut self.rng)
+            } else {
+                packet::VERSION_1
+            },
             initial_dcid: dcid,
             retry_scid: None,
             reset_key: self.reset_key.clone(),
@@ -547,6 +552,7 @@ impl Endpoint {
             local_cid,
             remote_cid: scid,
             orig_dcid,
+            version: packet::VERSION_1,
             initial_dcid: dcid,
             retry_scid,
             reset_key: self.reset_key.clone(),

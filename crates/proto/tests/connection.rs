@@ -698,6 +698,69 @@ fn client_gives_up_on_version_negotiation_without_v1() {
     assert!(pair.client.connection(ch).unwrap().error().is_none());
 }
 
+/// The runner's versionnegotiation: a client that opens with a reserved version gets a
+/// Version Negotiation from the server (its source ID our first destination ID), starts
+/// again in version 1 to a new destination ID, and the connection works; the server's
+/// original_destination_connection_id names the second attempt's.
+#[test]
+fn a_reserved_first_version_elicits_version_negotiation_and_v1_follows() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    let mut pair = Pair::new(
+        19,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    // (to the server, version, DCID) of every long-header datagram.
+    let seen: Rc<RefCell<Vec<(bool, u32, Vec<u8>)>>> = Rc::default();
+    let log = seen.clone();
+    pair.drop_hook = Some(Box::new(move |d| {
+        if !d.is_short() && d.data.len() > 6 {
+            let version = u32::from_be_bytes(d.data[1..5].try_into().unwrap());
+            let len = usize::from(d.data[5]);
+            let dcid = d.data[6..(6 + len).min(d.data.len())].to_vec();
+            log.borrow_mut().push((d.to_server, version, dcid));
+        }
+        false
+    }));
+    let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+    cc.elicit_version_negotiation = true;
+    let ch = pair.connect_with(cc);
+    let mut sh = None;
+    let ok = pair.run_until(Duration::from_secs(5), |p| {
+        while let Some(h) = p.server.accept() {
+            sh = Some(h);
+        }
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    });
+    assert!(ok, "no handshake after version negotiation");
+    let seen = seen.borrow();
+    let (to_server, first, first_dcid) = seen[0].clone();
+    assert!(
+        to_server && qfec_proto::packet::is_reserved_version(first),
+        "{first:#x}"
+    );
+    let (to_client, vn, _) = seen[1].clone();
+    assert!(
+        !to_client && vn == 0,
+        "the server's answer: version {vn:#x}"
+    );
+    let (_, second, second_dcid) = seen[2].clone();
+    assert_eq!(second, 1);
+    assert_ne!(second_dcid, first_dcid);
+    // Every later long-header packet is version 1; one Version Negotiation in all.
+    assert!(seen[2..].iter().all(|(_, v, _)| *v == 1));
+    // The exchange works.
+    let s = pair.server.connection_mut(sh.unwrap()).unwrap();
+    let id = s.open_stream(Dir::Uni).unwrap();
+    s.write(id, b"after negotiation").unwrap();
+    s.finish(id).unwrap();
+    let (done, got) = download(&mut pair, ch, Duration::from_secs(5));
+    assert!(done);
+    assert_eq!(got, b"after negotiation");
+}
+
 #[test]
 fn in_order_data_raises_a_readable_event() {
     // Regression: data arriving in order (the fast path) raised no Readable event.

@@ -218,6 +218,11 @@ impl Pair {
     pub fn connect(&mut self, transport: TransportConfig) -> ConnectionHandle {
         let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
         cc.transport = Arc::new(transport);
+        self.connect_with(cc)
+    }
+
+    /// Connects with the whole client configuration `cc` (e.g. its version options).
+    pub fn connect_with(&mut self, cc: ClientConfig) -> ConnectionHandle {
         self.client
             .connect(self.now, cc, self.server_addr, "localhost")
             .unwrap()

@@ -529,6 +529,8 @@ pub struct HqClient {
     key_update: bool,
     keys_updated: bool,
     resumed: bool,
+    /// The handshake was confirmed.
+    established: bool,
     /// Whether the server accepted our 0-RTT requests, if we sent any.
     early_data: Option<bool>,
     token: Option<Vec<u8>>,
@@ -581,6 +583,7 @@ impl HqClient {
             key_update: false,
             keys_updated: false,
             resumed: false,
+            established: false,
             early_data: None,
             token: None,
         }
@@ -681,6 +684,7 @@ impl HqClient {
             files,
             failed,
             resumed: self.resumed,
+            established: self.established,
             early_data: self.early_data,
             token: self.token.take(),
         })
@@ -705,6 +709,8 @@ pub struct Outcome {
     pub failed: usize,
     /// The TLS session was resumed from an earlier connection.
     pub resumed: bool,
+    /// The handshake was confirmed (whatever became of the files).
+    pub established: bool,
     /// Whether the server accepted 0-RTT requests, if any were sent.
     pub early_data: Option<bool>,
     /// The server's NEW_TOKEN, for the next connection to it.
@@ -763,6 +769,7 @@ impl Application for HqClient {
         }
         let received = self.downloads.iter().map(|d| d.bytes).sum();
         self.paths.poll(now, conn, received);
+        self.established |= conn.handshake_confirmed();
         if self.key_update && conn.handshake_confirmed() && conn.force_key_update() {
             self.key_update = false;
             self.keys_updated = true;

@@ -48,6 +48,10 @@ enum Case {
     /// The transfer with ECN (marked ECT(0), ACK_ECN counts), which qfec does by default:
     /// refused with `--no-ecn`.
     Ecn,
+    /// The client opens with a reserved version to elicit a Version Negotiation, then goes
+    /// on in version 1; a handshake is what counts (the runner requests no file). A server
+    /// answers any unknown version anyway.
+    VersionNegotiation,
 }
 
 impl Case {
@@ -63,6 +67,7 @@ impl Case {
             "multiconnect" => Case::MultiConnect,
             "http3" => Case::Http3,
             "ecn" => Case::Ecn,
+            "versionnegotiation" => Case::VersionNegotiation,
             _ => return None,
         })
     }
@@ -150,6 +155,7 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     }
     let mut config = ClientConfig::new(crypto);
     config.transport = Arc::new(args.transport.transport()?);
+    config.elicit_version_negotiation = case == Case::VersionNegotiation;
     let options = FetchOptions {
         output: Some(env_path("DOWNLOADS", "/downloads")),
         timeout: args.timeout,
@@ -187,7 +193,11 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
             failed = true;
         }
         config.token = outcome.token.clone().or(config.token);
-        failed |= outcome.failed > 0;
+        failed |= if case == Case::VersionNegotiation {
+            !outcome.established
+        } else {
+            outcome.failed > 0
+        };
     }
     Ok(if failed {
         ExitCode::from(1)

@@ -357,6 +357,9 @@ pub struct Connection {
     ack_frequency: ack_frequency::AckFrequencySender,
     /// Client: the destination ID of our first Initial (also the server's original DCID).
     orig_dcid: ConnectionId,
+    /// The version of our long-header packets: version 1, or, in a client's first Initial
+    /// that elicits Version Negotiation, a reserved one.
+    version: u32,
     /// Client: the server's ID from a Retry, which must come back as retry_source_connection_id.
     retry_scid: Option<ConnectionId>,
     /// Client: token to put in Initial packets (from Retry).
@@ -410,6 +413,8 @@ pub(crate) struct ConnectionParams {
     pub remote_cid: ConnectionId,
     /// Client: our first DCID. Server: the DCID of the client's very first Initial.
     pub orig_dcid: ConnectionId,
+    /// The version of the first long-header packets (`Connection::version`).
+    pub version: u32,
     /// The DCID the Initial keys derive from (differs from `orig_dcid` after a Retry).
     pub initial_dcid: ConnectionId,
     pub retry_scid: Option<ConnectionId>,
@@ -478,6 +483,7 @@ impl Connection {
             min_ack_delay: p.local_params.min_ack_delay.map(Duration::from_micros),
             ack_frequency: ack_frequency::AckFrequencySender::new(cfg.ack_frequency),
             orig_dcid: p.orig_dcid,
+            version: p.version,
             retry_scid: p.retry_scid,
             retry_token: p.token,
             peer_initial_scid: None,

@@ -524,10 +524,12 @@ impl Connection {
         let offers_v1 = versions
             .chunks_exact(4)
             .any(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]) == packet::VERSION_1);
+        // Our first Initial used a reserved version to elicit this: go on in version 1.
+        let elicited = self.version != packet::VERSION_1 && offers_v1;
         if self.tracing() {
             let size = versions.len() + 7;
             let h = PacketHeader::new(PacketType::VersionNegotiation);
-            if ignore || offers_v1 {
+            if ignore || (offers_v1 && !elicited) {
                 self.trace_drop(now, Some(h), size, DropReason::Rejected);
             } else {
                 let offered: Vec<u32> = versions
@@ -542,10 +544,14 @@ impl Connection {
                     &ev::Event::VersionInformation {
                         server_versions: &offered,
                         client_versions: &[packet::VERSION_1],
-                        chosen: None,
+                        chosen: elicited.then_some(packet::VERSION_1),
                     },
                 );
             }
+        }
+        if !ignore && elicited {
+            self.restart_in_version_1(now);
+            return;
         }
         // A VN listing our own version is forged or stale: ignore it (RFC 9000 §6.2).
         if ignore || offers_v1 {
@@ -553,6 +559,26 @@ impl Connection {
         }
         self.set_error(now, ConnectionError::VersionMismatch);
         self.drain_now(now);
+    }
+
+    /// The server answered our reserved-version Initial with a Version Negotiation listing
+    /// version 1: a new attempt in version 1 (RFC 9000 §6.2), to a new destination ID (the
+    /// server's original_destination_connection_id then names this one). What was sent goes
+    /// again under the new Initial keys, as after a Retry; the TLS handshake carries on
+    /// (the server never read our ClientHello).
+    fn restart_in_version_1(&mut self, now: Instant) {
+        let len = self.orig_dcid.len().max(8);
+        let dcid = ConnectionId::random(&mut self.rng, len);
+        tracing::debug!(%dcid, "version negotiation: again in version 1");
+        self.version = packet::VERSION_1;
+        self.orig_dcid = dcid;
+        self.remote_cids.set_initial(dcid);
+        space_mut!(self, Pns::Initial).keys = Some(crate::crypto::initial_keys(&dcid, self.side));
+        let sp = space_mut!(self, Pns::Initial);
+        sp.sent.drain(|_, _| {});
+        sp.crypto_send.requeue_unacked();
+        self.paths[HANDSHAKE_PATH].recovery.pto_count = 0;
+        self.set_loss_timer(now);
     }
 
     fn on_retry(&mut self, now: Instant, scid: ConnectionId, token: &[u8], packet: &[u8]) {

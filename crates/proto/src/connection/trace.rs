@@ -139,7 +139,7 @@ impl Connection {
             key_phase_bit: (!long)
                 .then(|| self.one_rtt.as_ref().map(|k| k.key_phase))
                 .flatten(),
-            version: long.then_some(VERSION_1),
+            version: long.then_some(self.version),
             scid: if long { scid } else { None },
             dcid: Some(dcid),
             token_len: None,

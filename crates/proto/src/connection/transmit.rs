@@ -881,7 +881,7 @@ impl Connection {
             let o = packet::write_long_header(
                 buf,
                 LongType::ZeroRtt,
-                packet::VERSION_1,
+                self.version,
                 &dcid,
                 &scid,
                 &[],
@@ -906,8 +906,7 @@ impl Connection {
             &[]
         };
         let scid = self.local_cid();
-        let o =
-            packet::write_long_header(buf, ty, packet::VERSION_1, &dcid, &scid, token, pn, pn_len);
+        let o = packet::write_long_header(buf, ty, self.version, &dcid, &scid, token, pn, pn_len);
         (pn, pn_len, o.pn_offset, Some(o))
     }
 
