@@ -713,7 +713,8 @@ fn a_reserved_first_version_elicits_version_negotiation_and_v1_follows() {
         LinkSpec::default(),
     );
     // (to the server, version, DCID) of every long-header datagram.
-    let seen: Rc<RefCell<Vec<(bool, u32, Vec<u8>)>>> = Rc::default();
+    type Long = (bool, u32, Vec<u8>);
+    let seen: Rc<RefCell<Vec<Long>>> = Rc::default();
     let log = seen.clone();
     pair.drop_hook = Some(Box::new(move |d| {
         if !d.is_short() && d.data.len() > 6 {
