@@ -36,24 +36,7 @@ fn established(seed: u64) -> (Pair, ConnectionHandle, ConnectionHandle) {
 /// The client reads the first unidirectional stream the server opens until it ends, for at
 /// most `within`: whether it ended, and what arrived.
 fn download(pair: &mut Pair, ch: ConnectionHandle, within: Duration) -> (bool, Vec<u8>) {
-    let mut got = Vec::new();
-    let mut stream = None;
-    let ok = pair.run_until(within, |p| {
-        let now = p.now;
-        let c = p.client.connection_mut(ch).unwrap();
-        if stream.is_none() {
-            stream = c.accept_stream(Dir::Uni);
-        }
-        let Some(id) = stream else { return false };
-        loop {
-            match c.read(now, id, usize::MAX) {
-                Ok(Some(b)) => got.extend_from_slice(&b),
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
-        }
-    });
-    (ok, got)
+    pair.read_uni(ch, within)
 }
 
 /// Feeds `frames` to the server as if a client packet carried them and returns the error the

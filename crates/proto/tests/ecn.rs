@@ -58,34 +58,7 @@ fn download(
     }));
     let ch = pair.connect(transport);
     let data = payload(size, seed);
-    let mut sh = None;
-    let mut stream = None;
-    let mut got = Vec::new();
-    let done = pair.run_until(Duration::from_secs(60), |p| {
-        let now = p.now;
-        if sh.is_none()
-            && let Some(h) = p.server.accept()
-        {
-            let s = p.server.connection_mut(h).unwrap();
-            let id = s.open_stream(Dir::Uni).unwrap();
-            s.write(id, &data).unwrap();
-            s.finish(id).unwrap();
-            sh = Some(h);
-        }
-        let c = p.client.connection_mut(ch).unwrap();
-        if stream.is_none() {
-            stream = c.accept_stream(Dir::Uni);
-        }
-        let Some(id) = stream else { return false };
-        loop {
-            match c.read(now, id, usize::MAX) {
-                Ok(Some(b)) => got.extend_from_slice(&b),
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
-        }
-    });
-    assert_eq!(got.len(), if done { size } else { got.len() });
+    let (sh, done, got) = pair.download(ch, &data, Duration::from_secs(60));
     if done {
         assert!(got == data, "the download arrived corrupted");
     }

@@ -37,33 +37,7 @@ fn download(
 ) -> (Pair, ConnectionHandle, ConnectionHandle, bool) {
     let ch = pair.connect(transport);
     let data = payload(size, 9);
-    let mut sh = None;
-    let mut stream = None;
-    let mut got = Vec::new();
-    let done = pair.run_until(within, |p| {
-        let now = p.now;
-        if sh.is_none()
-            && let Some(h) = p.server.accept()
-        {
-            let s = p.server.connection_mut(h).unwrap();
-            let id = s.open_stream(Dir::Uni).unwrap();
-            s.write(id, &data).unwrap();
-            s.finish(id).unwrap();
-            sh = Some(h);
-        }
-        let c = p.client.connection_mut(ch).unwrap();
-        if stream.is_none() {
-            stream = c.accept_stream(Dir::Uni);
-        }
-        let Some(id) = stream else { return false };
-        loop {
-            match c.read(now, id, usize::MAX) {
-                Ok(Some(b)) => got.extend_from_slice(&b),
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
-        }
-    });
+    let (sh, done, got) = pair.download(ch, &data, within);
     if done {
         let first = got.iter().zip(&data).position(|(a, b)| a != b);
         assert!(
@@ -154,23 +128,7 @@ fn a_black_hole_falls_back_to_1200_bytes_and_the_download_finishes() {
     // The route changes.
     pair.s2c.mtu = Some(1400);
     pair.c2s.mtu = Some(1400);
-    let mut got = Vec::new();
-    let mut stream = None;
-    let done = pair.run_until(Duration::from_secs(60), |p| {
-        let now = p.now;
-        let c = p.client.connection_mut(ch).unwrap();
-        if stream.is_none() {
-            stream = c.accept_stream(Dir::Uni);
-        }
-        let Some(id) = stream else { return false };
-        loop {
-            match c.read(now, id, usize::MAX) {
-                Ok(Some(b)) => got.extend_from_slice(&b),
-                Ok(None) => return true,
-                Err(_) => return false,
-            }
-        }
-    });
+    let (done, got) = pair.read_uni(ch, Duration::from_secs(60));
     let s = pair.server.connection(sh).unwrap();
     assert!(
         done,

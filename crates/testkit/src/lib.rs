@@ -405,6 +405,66 @@ impl Pair {
         }
         done(self)
     }
+
+    /// A download of `data` on client connection `ch` (just connected): once the server
+    /// accepts the connection it sends `data` on a unidirectional stream (all of it must fit
+    /// its send buffer), and the client reads it, for at most `within`. Returns the server's
+    /// handle, whether the stream ended, and what arrived.
+    pub fn download(
+        &mut self,
+        ch: ConnectionHandle,
+        data: &[u8],
+        within: Duration,
+    ) -> (Option<ConnectionHandle>, bool, Vec<u8>) {
+        let start = self.now;
+        let mut sh = None;
+        self.run_until(within, |p| {
+            if let Some(h) = p.server.accept() {
+                sh = Some(h);
+            }
+            sh.is_some()
+        });
+        let Some(h) = sh else {
+            return (None, false, Vec::new());
+        };
+        let s = self.server.connection_mut(h).expect("accepted");
+        let id = s.open_stream(qfec_proto::Dir::Uni).expect("a stream");
+        assert_eq!(
+            s.write(id, data),
+            Ok(data.len()),
+            "the send buffer takes it all"
+        );
+        s.finish(id).expect("finish");
+        let left = within.saturating_sub(self.now - start);
+        let (done, got) = self.read_uni(ch, left);
+        (sh, done, got)
+    }
+
+    /// Steps until the client of connection `ch` has read the first unidirectional stream
+    /// the server opened to its end, for at most `within`: whether it ended, and what
+    /// arrived.
+    pub fn read_uni(&mut self, ch: ConnectionHandle, within: Duration) -> (bool, Vec<u8>) {
+        let mut got = Vec::new();
+        let mut stream = None;
+        let ok = self.run_until(within, |p| {
+            let now = p.now;
+            let Some(c) = p.client.connection_mut(ch) else {
+                return false;
+            };
+            if stream.is_none() {
+                stream = c.accept_stream(qfec_proto::Dir::Uni);
+            }
+            let Some(id) = stream else { return false };
+            loop {
+                match c.read(now, id, usize::MAX) {
+                    Ok(Some(b)) => got.extend_from_slice(&b),
+                    Ok(None) => return true,
+                    Err(_) => return false,
+                }
+            }
+        });
+        (ok, got)
+    }
 }
 
 /// Deterministic test payload.

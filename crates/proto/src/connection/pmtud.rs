@@ -259,9 +259,13 @@ impl Connection {
         let pns = Pns::Data(pi);
         let start = buf.len();
         let (pn, pn_len, pn_offset, long) = self.write_header(pns, buf);
+        let payload_start = buf.len();
         buf.push(crate::frame::ty::PING as u8);
         let end = start + size - crate::crypto::TAG_LEN;
         crate::frame::encode_padding(buf, end.saturating_sub(buf.len()));
+        if self.tracing() {
+            self.trace_sent(now, pns, pn, size, false, &buf[payload_start..]);
+        }
         self.seal(pns, buf, start, pn_offset, pn_len, long.as_ref());
         let marked = self.paths[pi].ecn.marking();
         let info = super::sent::SentInfo {

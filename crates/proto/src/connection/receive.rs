@@ -572,6 +572,13 @@ impl Connection {
         tracing::debug!(%dcid, "version negotiation: again in version 1");
         self.version = packet::VERSION_1;
         self.orig_dcid = dcid;
+        self.restart_initial(now, dcid);
+    }
+
+    /// Client: our Initial packets go to `dcid` from now on (a Retry's, or a new attempt's
+    /// after Version Negotiation): the Initial keys derive from it, and everything sent in
+    /// Initial packets goes again under them.
+    fn restart_initial(&mut self, now: Instant, dcid: ConnectionId) {
         self.remote_cids.set_initial(dcid);
         space_mut!(self, Pns::Initial).keys = Some(crate::crypto::initial_keys(&dcid, self.side));
         let sp = space_mut!(self, Pns::Initial);
@@ -608,14 +615,7 @@ impl Connection {
         }
         self.retry_scid = Some(scid);
         self.retry_token = token.to_vec();
-        self.remote_cids.set_initial(scid);
-        space_mut!(self, Pns::Initial).keys = Some(crate::crypto::initial_keys(&scid, self.side));
-        // Everything sent in Initial packets must go again under the new keys.
-        let sp = space_mut!(self, Pns::Initial);
-        sp.sent.drain(|_, _| {});
-        sp.crypto_send.requeue_unacked();
-        self.paths[HANDSHAKE_PATH].recovery.pto_count = 0;
-        self.set_loss_timer(now);
+        self.restart_initial(now, scid);
     }
 
     /// The client moved (NAT rebinding or migration): validate the new path, limit what we

@@ -1079,7 +1079,7 @@ impl Connection {
 
     /// The `packet_sent` event of the packet about to be sealed: `size` on the wire, frames
     /// from its plaintext `payload`.
-    fn trace_sent(
+    pub(super) fn trace_sent(
         &mut self,
         now: Instant,
         pns: Pns,
