@@ -26,6 +26,7 @@ from aioquic.asyncio import QuicConnectionProtocol, connect, serve
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.packet import QuicProtocolVersion
 from aioquic.quic.events import (
     ConnectionTerminated,
     ProtocolNegotiated,
@@ -352,6 +353,8 @@ async def run_client(args):
     if any(u[:2] != (host, port) for u in urls):
         raise PeerError("all URLs must name the same server (they share one connection)")
     config = configuration(is_client=True, http3=args.http3)
+    if args.quic_version == 2:
+        config.supported_versions = [QuicProtocolVersion.VERSION_2]
     if args.insecure:
         config.verify_mode = ssl.CERT_NONE
     elif args.ca:
@@ -421,6 +424,13 @@ def main():
     s.add_argument("--http3", action="store_true", help="serve HTTP/3 (ALPN h3), not hq-interop")
     c = sub.add_parser("client", help="fetch every URL over one connection, all at once")
     c.add_argument("--http3", action="store_true", help="GET over HTTP/3 (ALPN h3), not hq")
+    c.add_argument(
+        "--quic-version",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help="QUIC version to speak from the first packet on (2: RFC 9369)",
+    )
     trust = c.add_mutually_exclusive_group()
     trust.add_argument("--insecure", action="store_true", help="do not verify the certificate")
     trust.add_argument("--ca", help="trust the PEM certificate(s) in FILE")

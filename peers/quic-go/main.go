@@ -286,8 +286,17 @@ func runClient(args []string) (int, error) {
 	insecure := fs.Bool("insecure", false, "do not verify the server's certificate")
 	ca := fs.String("ca", "", "trust the PEM certificate(s) in FILE")
 	useH3 := fs.Bool("http3", false, "GET over HTTP/3 (ALPN h3) instead of hq-interop")
+	quicVersion := fs.Int("quic-version", 1, "QUIC version to speak from the first packet on: 1 or 2 (RFC 9369)")
 	if err := fs.Parse(args); err != nil {
-		return 0, fmt.Errorf("client: %v (usage: client [--http3] [--insecure | --ca FILE] URL...)", err)
+		return 0, fmt.Errorf("client: %v (usage: client [--http3] [--quic-version 1|2] [--insecure | --ca FILE] URL...)", err)
+	}
+	conf := quicConfig()
+	switch *quicVersion {
+	case 1:
+	case 2:
+		conf.Versions = []quic.Version{quic.Version2}
+	default:
+		return 0, fmt.Errorf("--quic-version %d: QUIC version 1 or 2", *quicVersion)
 	}
 	if fs.NArg() == 0 {
 		return 0, errors.New("client needs at least one URL: https://HOST:PORT/PATH")
@@ -335,7 +344,7 @@ func runClient(args []string) (int, error) {
 
 	start := time.Now()
 	addr := net.JoinHostPort(host, port)
-	conn, err := quic.DialAddr(context.Background(), addr, tlsConf, quicConfig())
+	conn, err := quic.DialAddr(context.Background(), addr, tlsConf, conf)
 	if err != nil {
 		var idle *quic.IdleTimeoutError
 		var hs *quic.HandshakeTimeoutError

@@ -195,8 +195,14 @@ fn assert_reported(stdout: &str, files: &[(&str, Vec<u8>)], who: &str) {
 
 /// `qfec client` downloads both files from the peer's server.
 fn qfec_client_from(peer: &Peer) {
-    let (root, files) = site(&format!("peers-{}-server-root", peer.name));
-    let out = temp_dir(&format!("peers-{}-server-out", peer.name));
+    qfec_client_from_with(peer, &[]);
+}
+
+/// `qfec_client_from`, with `extra` options for `qfec client`.
+fn qfec_client_from_with(peer: &Peer, extra: &[&str]) {
+    let tag = extra.concat().replace('-', "");
+    let (root, files) = site(&format!("peers-{}-server-root{tag}", peer.name));
+    let out = temp_dir(&format!("peers-{}-server-out{tag}", peer.name));
     let server = format!(
         "exec {} server --listen $QFEC_EMU_SERVER:4433 --root '{}'",
         peer.shell_words(),
@@ -206,6 +212,7 @@ fn qfec_client_from(peer: &Peer) {
         .map(String::from)
         .to_vec();
     client.push(out.display().to_string());
+    client.extend(extra.iter().map(|s| s.to_string()));
     client.extend(urls(&files));
     let stdout = through_emulator(&server, &client);
     assert!(stdout.contains("2 of 2 files"), "{stdout}");
@@ -219,7 +226,13 @@ fn qfec_client_from(peer: &Peer) {
 /// The peer's client downloads both files from `qfec server`; its report names each file
 /// with its size and SHA-256, as qfec client's does.
 fn peer_client_from_qfec(peer: &Peer) {
-    let (root, files) = site(&format!("peers-{}-client-root", peer.name));
+    peer_client_from_qfec_with(peer, &[]);
+}
+
+/// `peer_client_from_qfec`, with `extra` options for the peer's client.
+fn peer_client_from_qfec_with(peer: &Peer, extra: &[&str]) {
+    let tag = extra.concat().replace('-', "");
+    let (root, files) = site(&format!("peers-{}-client-root{tag}", peer.name));
     let server = format!(
         "exec {QFEC} server --listen $QFEC_EMU_SERVER:4433 --root '{}'",
         root.display()
@@ -230,6 +243,7 @@ fn peer_client_from_qfec(peer: &Peer) {
         .map(|p| p.display().to_string())
         .collect();
     client.extend(["client".to_string(), "--insecure".to_string()]);
+    client.extend(extra.iter().map(|s| s.to_string()));
     client.extend(urls(&files));
     let stdout = through_emulator(&server, &client);
     assert_reported(&stdout, &files, peer.name);
@@ -323,6 +337,39 @@ fn qfec_client_downloads_from_quic_go_server_through_the_emulator() {
         && emulation_available()
     {
         qfec_client_from(&peer);
+    }
+}
+
+/// QUIC version 2 (RFC 9369) against quic-go's server, which speaks it: `qfec client
+/// --quic-version 2` never falls back to version 1 (a server without version 2 answers with
+/// Version Negotiation and the client stops), so files that arrive came over version 2.
+#[test]
+fn qfec_client_downloads_over_quic_v2_from_quic_go_server_through_the_emulator() {
+    if let Some(peer) = Peer::quic_go()
+        && emulation_available()
+    {
+        qfec_client_from_with(&peer, &["--quic-version", "2"]);
+    }
+}
+
+/// The same against aioquic's server (which speaks version 2 too).
+#[test]
+fn qfec_client_downloads_over_quic_v2_from_aioquic_server_through_the_emulator() {
+    if let Some(peer) = Peer::aioquic()
+        && emulation_available()
+    {
+        qfec_client_from_with(&peer, &["--quic-version", "2"]);
+    }
+}
+
+/// quic-go's and aioquic's clients speaking version 2 only (their `--quic-version 2`):
+/// `qfec server` answers in version 2.
+#[test]
+fn quic_v2_clients_of_quic_go_and_aioquic_download_from_qfec_server_through_the_emulator() {
+    for peer in [Peer::quic_go(), Peer::aioquic()].into_iter().flatten() {
+        if emulation_available() {
+            peer_client_from_qfec_with(&peer, &["--quic-version", "2"]);
+        }
     }
 }
 

@@ -202,6 +202,10 @@ pub struct ClientConfig {
     /// a Version Negotiation packet, then start again in version 1 when the server lists it
     /// (the interop runner's versionnegotiation case). Off by default: it costs a round trip.
     pub elicit_version_negotiation: bool,
+    /// The QUIC version to speak: [`crate::packet::VERSION_1`] (the default) or
+    /// [`crate::packet::VERSION_2`] (RFC 9369), from the first packet on. A server speaks
+    /// the version of the client's first Initial.
+    pub version: u32,
 }
 
 impl ClientConfig {
@@ -211,6 +215,7 @@ impl ClientConfig {
             transport: Arc::new(TransportConfig::default()),
             token: None,
             elicit_version_negotiation: false,
+            version: crate::packet::VERSION_1,
         }
     }
 }

@@ -216,7 +216,12 @@ impl Endpoint {
         params.initial_source_connection_id = Some(scid);
         let mut raw = Vec::new();
         params.encode(&mut raw);
-        let tls = TlsSession::client(&config.crypto, server_name, raw).map_err(|e| {
+        let version = if config.elicit_version_negotiation {
+            packet::reserved_version(&mut self.rng)
+        } else {
+            config.version
+        };
+        let tls = TlsSession::client(&config.crypto, server_name, version, raw).map_err(|e| {
             if e.contains("server name") {
                 ConnectError::InvalidServerName(e)
             } else {
@@ -232,11 +237,7 @@ impl Endpoint {
             local_cid: scid,
             remote_cid: dcid,
             orig_dcid: dcid,
-            version: if config.elicit_version_negotiation {
-                packet::reserved_version(&mut self.rng)
-            } else {
-                packet::VERSION_1
-            },
+            version,
             initial_dcid: dcid,
             retry_scid: None,
             reset_key: self.reset_key.clone(),
@@ -394,9 +395,11 @@ impl Endpoint {
                 ty,
                 scid,
                 token,
+                version,
                 ..
             } => {
-                let initial = (*ty == packet::LongType::Initial).then_some((*scid, token.to_vec()));
+                let initial =
+                    (*ty == packet::LongType::Initial).then_some((*scid, token.to_vec(), *version));
                 (*dcid, initial)
             }
             ParsedHeader::Retry { dcid, .. } | ParsedHeader::VersionNegotiation { dcid, .. } => {
@@ -410,7 +413,7 @@ impl Endpoint {
                         &mut buf,
                         scid,
                         dcid,
-                        &[packet::VERSION_1],
+                        &packet::SUPPORTED_VERSIONS,
                         first,
                     );
                     if let Some(f) = self.trace_factory() {
@@ -419,7 +422,7 @@ impl Endpoint {
                         h.scid = ConnectionId::try_new(dcid);
                         h.dcid = ConnectionId::try_new(scid);
                         let mut p = PacketEvent::new(h, &[], buf.len());
-                        p.supported_versions = &[packet::VERSION_1];
+                        p.supported_versions = &packet::SUPPORTED_VERSIONS;
                         f.endpoint_event(now, &Event::PacketSent(&p));
                     }
                     self.stateless.push_back((remote, info.local, buf));
@@ -444,8 +447,8 @@ impl Endpoint {
             self.touch(h.0, now);
             return Some(h);
         }
-        if let Some((scid, token)) = long_initial {
-            return self.accept_initial(now, info, dcid, scid, &token, data);
+        if let Some((scid, token, version)) = long_initial {
+            return self.accept_initial(now, info, version, dcid, scid, &token, data);
         }
         if is_short {
             // A stateless reset looks like a short-header packet for an unknown ID (§10.3.1).
@@ -487,10 +490,13 @@ impl Endpoint {
         }
     }
 
+    /// A client's first Initial, in `version`: the connection answers in that version.
+    #[allow(clippy::too_many_arguments)] // the Initial's fields, one to one
     fn accept_initial(
         &mut self,
         now: Instant,
         info: DatagramInfo,
+        version: u32,
         dcid: ConnectionId,
         scid: ConnectionId,
         token: &[u8],
@@ -528,7 +534,7 @@ impl Endpoint {
         } else if stale_retry {
             (dcid, None, false)
         } else if server.retry || self.half_open >= server.retry_above_half_open {
-            self.send_retry(now, info, dcid, scid);
+            self.send_retry(now, info, version, dcid, scid);
             return None;
         } else {
             (dcid, None, false)
@@ -542,7 +548,7 @@ impl Endpoint {
         params.stateless_reset_token = Some(self.reset_key.token(&local_cid));
         let mut raw = Vec::new();
         params.encode(&mut raw);
-        let tls = TlsSession::server(&server.crypto, raw).ok()?;
+        let tls = TlsSession::server(&server.crypto, version, raw).ok()?;
         let seed = self.rng.next_u64();
         let mut conn = Connection::new(ConnectionParams {
             side: Side::Server,
@@ -552,7 +558,7 @@ impl Endpoint {
             local_cid,
             remote_cid: scid,
             orig_dcid,
-            version: packet::VERSION_1,
+            version,
             initial_dcid: dcid,
             retry_scid,
             reset_key: self.reset_key.clone(),
@@ -629,6 +635,7 @@ impl Endpoint {
         &mut self,
         now: Instant,
         info: DatagramInfo,
+        version: u32,
         dcid: ConnectionId,
         scid: ConnectionId,
     ) {
@@ -637,10 +644,10 @@ impl Endpoint {
         let new_scid = self.new_cid();
         let mut buf = Vec::new();
         let first: u8 = self.rng.r#gen();
-        packet::write_retry(&mut buf, &dcid, &scid, &new_scid, &token, first);
+        packet::write_retry(&mut buf, version, &dcid, &scid, &new_scid, &token, first);
         if let Some(f) = self.trace_factory() {
             let mut h = PacketHeader::new(PacketType::Retry);
-            h.version = Some(packet::VERSION_1);
+            h.version = Some(version);
             h.scid = Some(new_scid);
             h.dcid = Some(scid);
             h.token_len = Some(token.len());

@@ -269,7 +269,10 @@ fn unknown_version_gets_version_negotiation() {
         "version 0 marks Version Negotiation"
     );
     assert_eq!(&buf[6..10], &[9, 9, 9, 9], "DCID echoes the client's SCID");
-    assert!(buf[buf.len() - 4..] == [0, 0, 0, 1], "lists QUIC v1");
+    assert!(
+        buf[buf.len() - 8..] == [0, 0, 0, 1, 0x6b, 0x33, 0x43, 0xcf],
+        "lists QUIC v1 and v2"
+    );
     // A short datagram of an unknown version gets no answer (amplification).
     pair.server.handle(pair.now, pair.client_addr, &pkt[..100]);
     assert!(pair.server.poll_transmit(pair.now, 1, &mut buf).is_none());
@@ -1129,4 +1132,76 @@ fn migration_needs_a_confirmed_handshake_and_a_spare_id_and_repeats() {
         pair.client.connection(ch).unwrap().stats().migrations,
         4 + moves
     );
+}
+
+/// QUIC version 2 (RFC 9369) from the first packet on: every long-header packet of both
+/// sides carries version 2 and its type bits, through a Retry (version 2's integrity key)
+/// and a key update (its "quicv2 ku" label), and data flows both ways; a version 1 client
+/// of the same server still speaks version 1.
+#[test]
+fn version_2_end_to_end_with_retry_and_key_update() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    for (seed, version) in [(41, qfec_proto::packet::VERSION_2), (42, 1)] {
+        let mut pair = Pair::with_server(
+            seed,
+            TransportConfig::default(),
+            LinkSpec::default(),
+            LinkSpec::default(),
+            |s| s.retry = true,
+        );
+        // (to the server, first byte, version) of every long-header datagram.
+        type Long = (bool, u8, u32);
+        let seen: Rc<RefCell<Vec<Long>>> = Rc::default();
+        let log = seen.clone();
+        pair.drop_hook = Some(Box::new(move |d| {
+            if !d.is_short() && d.data.len() > 5 {
+                let v = u32::from_be_bytes(d.data[1..5].try_into().unwrap());
+                log.borrow_mut().push((d.to_server, d.data[0], v));
+            }
+            false
+        }));
+        let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+        cc.version = version;
+        let ch = pair.connect_with(cc);
+        let mut sh = None;
+        let ok = pair.run_until(Duration::from_secs(5), |p| {
+            sh = sh.or(p.server.accept());
+            p.client.connection(ch).unwrap().handshake_confirmed()
+        });
+        assert!(
+            ok,
+            "{version:#x}: {:?}",
+            pair.client.connection(ch).unwrap().error()
+        );
+        let sh = sh.unwrap();
+        {
+            let seen = seen.borrow();
+            assert!(
+                seen.iter().all(|&(_, _, v)| v == version),
+                "{version:#x}: {seen:?}"
+            );
+            // The server's Retry: type bits 0b00 in version 2, 0b11 in version 1.
+            let retry_bits = if version == 1 { 0b11 } else { 0b00 };
+            let retries = seen
+                .iter()
+                .filter(|&&(to_server, first, _)| !to_server && (first >> 4) & 3 == retry_bits)
+                .count();
+            assert_eq!(retries, 1, "{version:#x}: {seen:?}");
+        }
+        assert_eq!(
+            send_and_read(&mut pair, ch, sh, 100_000, seed),
+            payload(100_000, seed)
+        );
+        assert!(pair.client.connection_mut(ch).unwrap().force_key_update());
+        assert_eq!(
+            send_and_read(&mut pair, ch, sh, 100_000, seed + 1),
+            payload(100_000, seed + 1)
+        );
+        pair.run_until(Duration::from_millis(100), |_| false);
+        assert_eq!(
+            pair.client.connection(ch).unwrap().key_phase(),
+            pair.server.connection(sh).unwrap().key_phase()
+        );
+    }
 }

@@ -82,8 +82,22 @@ pub struct ClientArgs {
     /// default so that it never competes with the transfer for the cores).
     #[arg(long)]
     sha256: bool,
+    /// The QUIC version to speak from the first packet on: 1 (RFC 9000) or 2 (RFC 9369).
+    /// A server that does not speak version 2 answers it with Version Negotiation, and the
+    /// client then stops (it does not fall back).
+    #[arg(long, default_value = "1", value_parser = parse_quic_version, value_name = "1|2", conflicts_with = "tcp")]
+    quic_version: u32,
     #[command(flatten)]
     transport: TransportArgs,
+}
+
+/// `--quic-version`: 1 or 2.
+fn parse_quic_version(s: &str) -> Result<u32, String> {
+    match s {
+        "1" => Ok(qfec_proto::packet::VERSION_1),
+        "2" => Ok(qfec_proto::packet::VERSION_2),
+        _ => Err(format!("{s:?}: QUIC version 1 or 2")),
+    }
 }
 
 /// An application protocol the client speaks.
@@ -198,6 +212,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
     }
     let mut client = ClientConfig::new(crypto);
     client.transport = Arc::new(args.transport.transport()?);
+    client.version = args.quic_version;
     let options = FetchOptions {
         output: args.output.clone(),
         timeout: args.timeout,

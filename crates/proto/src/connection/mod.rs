@@ -442,7 +442,11 @@ impl Connection {
             PacketSpace::new(ack::AckParams::IMMEDIATE),
             PacketSpace::new(ack::AckParams::IMMEDIATE),
         ];
-        spaces[0].keys = Some(crate::crypto::initial_keys(&p.initial_dcid, p.side));
+        spaces[0].keys = Some(crate::crypto::initial_keys(
+            &p.initial_dcid,
+            p.side,
+            p.version,
+        ));
         let path = Path::new(
             PathId::INITIAL,
             p.remote,

@@ -170,8 +170,18 @@ impl Connection {
                 pn_offset,
                 packet_len,
                 token,
+                version,
                 ..
             } => {
+                if version != self.version {
+                    // Another version than the connection's, fixed by its first packet: not
+                    // ours (RFC 9000 §5.2).
+                    if self.tracing() {
+                        let h = PacketHeader::new(PacketType::Unknown);
+                        self.trace_drop(now, Some(h), packet_len, DropReason::Rejected);
+                    }
+                    return packet_len;
+                }
                 let (pns, kind) = match ty {
                     LongType::Initial => (Pns::Initial, PacketKind::Initial),
                     LongType::Handshake => (Pns::Handshake, PacketKind::Handshake),
@@ -521,15 +531,15 @@ impl Connection {
         let ignore = self.side.is_server()
             || self.peer_initial_scid.is_some()
             || self.state != State::Handshake;
-        let offers_v1 = versions
-            .chunks_exact(4)
-            .any(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]) == packet::VERSION_1);
+        let offers = |version: u32| packet::versions(versions).any(|v| v == version);
+        let offers_v1 = offers(packet::VERSION_1);
         // Our first Initial used a reserved version to elicit this: go on in version 1.
-        let elicited = self.version != packet::VERSION_1 && offers_v1;
+        let elicited = packet::is_reserved_version(self.version) && offers_v1;
+        let lists_ours = offers(self.version);
         if self.tracing() {
             let size = versions.len() + 7;
             let h = PacketHeader::new(PacketType::VersionNegotiation);
-            if ignore || (offers_v1 && !elicited) {
+            if ignore || lists_ours {
                 self.trace_drop(now, Some(h), size, DropReason::Rejected);
             } else {
                 let offered: Vec<u32> = versions
@@ -554,7 +564,7 @@ impl Connection {
             return;
         }
         // A VN listing our own version is forged or stale: ignore it (RFC 9000 §6.2).
-        if ignore || offers_v1 {
+        if ignore || lists_ours {
             return;
         }
         self.set_error(now, ConnectionError::VersionMismatch);
@@ -580,7 +590,8 @@ impl Connection {
     /// Initial packets goes again under them.
     fn restart_initial(&mut self, now: Instant, dcid: ConnectionId) {
         self.remote_cids.set_initial(dcid);
-        space_mut!(self, Pns::Initial).keys = Some(crate::crypto::initial_keys(&dcid, self.side));
+        space_mut!(self, Pns::Initial).keys =
+            Some(crate::crypto::initial_keys(&dcid, self.side, self.version));
         let sp = space_mut!(self, Pns::Initial);
         sp.sent.drain(|_, _| {});
         sp.crypto_send.requeue_unacked();

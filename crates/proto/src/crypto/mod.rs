@@ -83,11 +83,23 @@ fn initial_suite() -> rq::Suite {
         .expect("TLS13_AES_128_GCM_SHA256 supports QUIC")
 }
 
-/// Initial keys derived from the client's first destination connection ID (RFC 9001 §5.2).
-pub fn initial_keys(client_dcid: &[u8], side: Side) -> SpaceKeys {
+/// Initial keys of `version` derived from the client's first destination connection ID
+/// (RFC 9001 §5.2; version 2's salt, RFC 9369 §3.3.1).
+pub fn initial_keys(client_dcid: &[u8], side: Side, version: u32) -> SpaceKeys {
     initial_suite()
-        .keys(client_dcid, rustls_side(side), rq::Version::V1)
+        .keys(client_dcid, rustls_side(side), rustls_version(version))
         .into()
+}
+
+/// rustls's name of `version` (its labels for every key derived from the handshake); a
+/// version qfec does not speak (a reserved one, eliciting Version Negotiation) is keyed as
+/// version 1.
+fn rustls_version(version: u32) -> rq::Version {
+    if version == crate::packet::VERSION_2 {
+        rq::Version::V2
+    } else {
+        rq::Version::V1
+    }
 }
 
 fn rustls_side(side: Side) -> rustls::Side {
@@ -114,13 +126,14 @@ impl TlsSession {
     pub fn client(
         config: &ClientCryptoConfig,
         server_name: &str,
+        version: u32,
         transport_params: Vec<u8>,
     ) -> Result<Self, String> {
         let name = rustls::pki_types::ServerName::try_from(server_name.to_owned())
             .map_err(|e| format!("invalid server name {server_name:?}: {e}"))?;
         let conn = rq::ClientConnection::new(
             config.inner.clone(),
-            rq::Version::V1,
+            rustls_version(version),
             name,
             transport_params,
         )
@@ -128,10 +141,17 @@ impl TlsSession {
         Ok(TlsSession { inner: conn.into() })
     }
 
-    pub fn server(config: &ServerCryptoConfig, transport_params: Vec<u8>) -> Result<Self, String> {
-        let conn =
-            rq::ServerConnection::new(config.inner.clone(), rq::Version::V1, transport_params)
-                .map_err(|e| e.to_string())?;
+    pub fn server(
+        config: &ServerCryptoConfig,
+        version: u32,
+        transport_params: Vec<u8>,
+    ) -> Result<Self, String> {
+        let conn = rq::ServerConnection::new(
+            config.inner.clone(),
+            rustls_version(version),
+            transport_params,
+        )
+        .map_err(|e| e.to_string())?;
         Ok(TlsSession { inner: conn.into() })
     }
 

@@ -3,7 +3,6 @@
 use super::LongType;
 use super::number::write_pn;
 use super::retry::RETRY_TAG_LEN;
-use super::version::VERSION_1;
 use crate::coding::{Reader, Truncated, patch_varint_fixed};
 use crate::types::{ConnectionId, MAX_CID_SIZE};
 
@@ -124,7 +123,7 @@ pub fn parse_header(
         });
     }
     let version = r.u32()?;
-    if version != 0 && version != VERSION_1 {
+    if version != 0 && !super::supported_version(version) {
         let dcid_len = usize::from(r.u8()?);
         let dcid = r.bytes(dcid_len)?;
         let scid_len = usize::from(r.u8()?);
@@ -151,7 +150,7 @@ pub fn parse_header(
     if first & 0x40 == 0 {
         return Err(HeaderError::FixedBitZero);
     }
-    let ty = LongType::from_bits(first >> 4);
+    let ty = LongType::from_bits(first >> 4, version);
     if ty == LongType::Retry {
         let rest = r.rest();
         let token_len = rest
@@ -213,7 +212,7 @@ pub fn write_long_header(
 ) -> LongHeaderOffsets {
     debug_assert!(ty != LongType::Retry, "use write_retry");
     debug_assert!((1..=4).contains(&pn_len));
-    buf.push(0xc0 | (ty.bits() << 4) | (pn_len as u8 - 1));
+    buf.push(0xc0 | (ty.bits(version) << 4) | (pn_len as u8 - 1));
     buf.extend_from_slice(&version.to_be_bytes());
     buf.push(dcid.len() as u8);
     buf.extend_from_slice(dcid);

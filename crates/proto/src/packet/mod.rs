@@ -24,8 +24,8 @@ pub use retry::{
     write_retry, write_stateless_reset,
 };
 pub use version::{
-    VERSION_1, is_reserved_version, reserved_version, supported_version, versions,
-    write_version_negotiation,
+    SUPPORTED_VERSIONS, VERSION_1, VERSION_2, is_reserved_version, reserved_version,
+    supported_version, versions, write_version_negotiation,
 };
 
 /// Long-header packet types (RFC 9000 §17.2).
@@ -38,18 +38,29 @@ pub enum LongType {
 }
 
 impl LongType {
-    /// The two type bits of the first byte (already shifted down).
-    pub fn bits(self) -> u8 {
-        match self {
+    /// The two type bits of the first byte (already shifted down) in `version`: version 2
+    /// numbers the types one further (RFC 9369 §3.2).
+    pub fn bits(self, version: u32) -> u8 {
+        let v1 = match self {
             LongType::Initial => 0,
             LongType::ZeroRtt => 1,
             LongType::Handshake => 2,
             LongType::Retry => 3,
+        };
+        if version == VERSION_2 {
+            (v1 + 1) & 3
+        } else {
+            v1
         }
     }
 
-    pub fn from_bits(bits: u8) -> Self {
-        match bits & 3 {
+    pub fn from_bits(bits: u8, version: u32) -> Self {
+        let v1 = if version == VERSION_2 {
+            bits.wrapping_sub(1) & 3
+        } else {
+            bits & 3
+        };
+        match v1 {
             0 => LongType::Initial,
             1 => LongType::ZeroRtt,
             2 => LongType::Handshake,

@@ -4,7 +4,8 @@
 use rand::RngCore;
 use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 
-use super::version::VERSION_1;
+use super::LongType;
+use super::version::VERSION_2;
 use crate::types::ConnectionId;
 
 pub const RETRY_TAG_LEN: usize = 16;
@@ -18,8 +19,30 @@ const RETRY_NONCE: [u8; 12] = [
     0x46, 0x15, 0x99, 0xd3, 0x5d, 0x63, 0x2b, 0xf2, 0x23, 0x98, 0x25, 0xbb,
 ];
 
-fn retry_key() -> LessSafeKey {
-    LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &RETRY_KEY).expect("valid AES-128 key"))
+/// QUIC v2's (RFC 9369 §3.3.3).
+const RETRY_KEY_V2: [u8; 16] = [
+    0x8f, 0xb4, 0xb0, 0x1b, 0x56, 0xac, 0x48, 0xe2, 0x60, 0xfb, 0xcb, 0xce, 0xad, 0x7c, 0xcc, 0x92,
+];
+const RETRY_NONCE_V2: [u8; 12] = [
+    0xd8, 0x69, 0x69, 0xbc, 0x2d, 0x7c, 0x6d, 0x99, 0x90, 0xef, 0xb0, 0x4a,
+];
+
+/// The Retry key and nonce of `version`.
+fn retry_key(version: u32) -> (LessSafeKey, Nonce) {
+    let (key, nonce) = if version == VERSION_2 {
+        (&RETRY_KEY_V2, RETRY_NONCE_V2)
+    } else {
+        (&RETRY_KEY, RETRY_NONCE)
+    };
+    let key = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, key).expect("valid AES-128 key"));
+    (key, Nonce::assume_unique_for_key(nonce))
+}
+
+/// The version field of a Retry packet (bytes 1-4).
+fn version_of(packet: &[u8]) -> u32 {
+    packet
+        .get(1..5)
+        .map_or(0, |v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]))
 }
 
 /// The Retry pseudo-packet: ODCID length and value prepended to the Retry minus its tag.
@@ -37,8 +60,8 @@ pub fn retry_integrity_tag(
     retry_packet_without_tag: &[u8],
 ) -> [u8; 16] {
     let aad = pseudo_packet(original_dcid, retry_packet_without_tag);
-    let nonce = Nonce::assume_unique_for_key(RETRY_NONCE);
-    let tag = retry_key()
+    let (key, nonce) = retry_key(version_of(retry_packet_without_tag));
+    let tag = key
         .seal_in_place_separate_tag(nonce, Aad::from(&aad[..]), &mut [])
         .expect("sealing an empty plaintext cannot fail");
     let mut out = [0u8; 16];
@@ -46,9 +69,11 @@ pub fn retry_integrity_tag(
     out
 }
 
-/// Writes a complete Retry packet, tag included.
+/// Writes a complete Retry packet of `version`, tag included.
+#[allow(clippy::too_many_arguments)] // mirrors the packet's fields one to one
 pub fn write_retry(
     buf: &mut Vec<u8>,
+    version: u32,
     original_dcid: &ConnectionId,
     dcid: &ConnectionId,
     scid: &ConnectionId,
@@ -56,8 +81,8 @@ pub fn write_retry(
     random_first_byte: u8,
 ) {
     let start = buf.len();
-    buf.push(0xf0 | (random_first_byte & 0x0f));
-    buf.extend_from_slice(&VERSION_1.to_be_bytes());
+    buf.push(0xc0 | (LongType::Retry.bits(version) << 4) | (random_first_byte & 0x0f));
+    buf.extend_from_slice(&version.to_be_bytes());
     buf.push(dcid.len() as u8);
     buf.extend_from_slice(dcid);
     buf.push(scid.len() as u8);
@@ -76,9 +101,8 @@ pub fn verify_retry(original_dcid: &ConnectionId, packet: &[u8]) -> bool {
     let aad = pseudo_packet(original_dcid, body);
     let mut tag = [0u8; RETRY_TAG_LEN];
     tag.copy_from_slice(received);
-    let nonce = Nonce::assume_unique_for_key(RETRY_NONCE);
-    retry_key()
-        .open_in_place(nonce, Aad::from(&aad[..]), &mut tag)
+    let (key, nonce) = retry_key(version_of(packet));
+    key.open_in_place(nonce, Aad::from(&aad[..]), &mut tag)
         .is_ok()
 }
 

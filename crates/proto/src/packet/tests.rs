@@ -41,8 +41,54 @@ fn rfc9001_a4_retry() {
     assert_eq!(integrity_tag, tag);
 
     let mut out = Vec::new();
-    write_retry(&mut out, &odcid, &dcid, &scid, token, 0x0f);
+    write_retry(&mut out, VERSION_1, &odcid, &dcid, &scid, token, 0x0f);
     assert_eq!(out, packet);
+}
+
+/// RFC 9369 Appendix A.4: version 2's Retry (its type bits 0b00, its own key and nonce).
+#[test]
+fn rfc9369_a4_retry() {
+    let odcid = ConnectionId::new(&hex("8394c8f03e515708"));
+    let packet = hex("cf6b3343cf0008f067a5502a4262b5 746f6b656ec8646ce8bfe33952d955 543665dcc7b6");
+    assert!(verify_retry(&odcid, &packet));
+    let ParsedHeader::Retry {
+        version,
+        dcid,
+        scid,
+        token,
+        ..
+    } = parse_header(&packet, 8).unwrap()
+    else {
+        panic!("not a Retry")
+    };
+    assert_eq!(version, VERSION_2);
+    let mut out = Vec::new();
+    write_retry(&mut out, VERSION_2, &odcid, &dcid, &scid, token, 0x0f);
+    assert_eq!(out, packet);
+    // The same packet under version 1's key fails.
+    let mut v1 = packet.clone();
+    v1[1..5].copy_from_slice(&VERSION_1.to_be_bytes());
+    assert!(!verify_retry(&odcid, &v1));
+}
+
+/// Version 2 numbers the long-header types one further (RFC 9369 §3.2); each type comes
+/// back from its bits in its own version.
+#[test]
+fn long_header_types_per_version() {
+    use LongType::*;
+    assert_eq!(
+        [Initial, ZeroRtt, Handshake, Retry].map(|t| t.bits(VERSION_2)),
+        [0b01, 0b10, 0b11, 0b00]
+    );
+    assert_eq!(
+        [Initial, ZeroRtt, Handshake, Retry].map(|t| t.bits(VERSION_1)),
+        [0b00, 0b01, 0b10, 0b11]
+    );
+    for v in [VERSION_1, VERSION_2] {
+        for t in [Initial, ZeroRtt, Handshake, Retry] {
+            assert_eq!(LongType::from_bits(t.bits(v), v), t);
+        }
+    }
 }
 
 #[test]

@@ -5,8 +5,15 @@ use rand::RngCore;
 /// QUIC version 1 (RFC 9000).
 pub const VERSION_1: u32 = 0x0000_0001;
 
+/// QUIC version 2 (RFC 9369): version 1 with other long-header type bits, Initial salt,
+/// Retry key and key-derivation labels.
+pub const VERSION_2: u32 = 0x6b33_43cf;
+
+/// The versions a server accepts, in its order of preference for Version Negotiation.
+pub const SUPPORTED_VERSIONS: [u32; 2] = [VERSION_1, VERSION_2];
+
 pub fn supported_version(v: u32) -> bool {
-    v == VERSION_1
+    SUPPORTED_VERSIONS.contains(&v)
 }
 
 /// Versions of the form 0x?a?a?a?a, reserved to exercise version negotiation (§15).
