@@ -530,6 +530,7 @@ fn main() {
     let mut r = Vec::new();
     packet::write_retry(
         &mut r,
+        packet::VERSION_1,
         &ConnectionId::new(&[1; 8]),
         &ConnectionId::new(&[2; 8]),
         &ConnectionId::new(&[3; 8]),

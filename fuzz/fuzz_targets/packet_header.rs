@@ -67,7 +67,7 @@ fn check_header(data: &[u8], cid_len: usize) {
         } => {
             assert!(ty != LongType::Retry);
             assert!(ty.packet_kind().is_some());
-            assert_eq!(version, packet::VERSION_1);
+            assert!(packet::supported_version(version), "{version:#x}");
             assert!(pn_offset <= packet_len && packet_len <= data.len());
             if ty != LongType::Initial {
                 assert!(token.is_empty());
@@ -108,7 +108,7 @@ fn check_header(data: &[u8], cid_len: usize) {
             token,
             integrity_tag,
         } => {
-            assert_eq!(version, packet::VERSION_1);
+            assert!(packet::supported_version(version), "{version:#x}");
             assert_eq!(
                 token.len() + integrity_tag.len() + 7 + dcid.len() + scid.len(),
                 data.len()
@@ -117,7 +117,7 @@ fn check_header(data: &[u8], cid_len: usize) {
             let odcid = ConnectionId::new(&data[..data.len().min(8)]);
             let _ = packet::verify_retry(&odcid, data);
             let mut buf = Vec::new();
-            packet::write_retry(&mut buf, &odcid, &dcid, &scid, token, data[0]);
+            packet::write_retry(&mut buf, version, &odcid, &dcid, &scid, token, data[0]);
             assert!(packet::verify_retry(&odcid, &buf));
             match parse_header(&buf, cid_len) {
                 Ok(ParsedHeader::Retry {

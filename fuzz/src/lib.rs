@@ -354,11 +354,11 @@ fn check_sent(d: &[u8]) {
     }
 }
 
-/// Seals a client Initial carrying `frames` (zero-padded to a 1200-byte datagram) with the
+/// Seals a client version-1 Initial carrying `frames` (zero-padded to a 1200-byte datagram) with the
 /// Initial keys of `dcid`, as a client would (RFC 9001 §5).
 pub fn seal_initial(dcid: &ConnectionId, scid: &ConnectionId, pn: u64, frames: &[u8]) -> Vec<u8> {
     const PN_LEN: usize = 4;
-    let keys = crypto::initial_keys(dcid, Side::Client);
+    let keys = crypto::initial_keys(dcid, Side::Client, packet::VERSION_1);
     let mut buf = Vec::with_capacity(1300);
     let offs = packet::write_long_header(
         &mut buf,
@@ -408,7 +408,7 @@ pub fn open_initial(datagram: &[u8]) -> Option<(ConnectionId, ConnectionId, Vec<
     else {
         return None;
     };
-    let keys = crypto::initial_keys(&dcid, Side::Server);
+    let keys = crypto::initial_keys(&dcid, Side::Server, packet::VERSION_1);
     let mut pkt = datagram[..packet_len].to_vec();
     let sample = pkt[pn_offset + 4..pn_offset + 4 + crypto::HP_SAMPLE_LEN].to_vec();
     let (head, rest) = pkt.split_at_mut(pn_offset);
