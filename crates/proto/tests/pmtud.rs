@@ -140,3 +140,32 @@ fn a_black_hole_falls_back_to_1200_bytes_and_the_download_finishes() {
     assert!(s.stats().pmtu_black_holes >= 1, "{:?}", s.stats());
     assert!(s.path_stats().mtu <= 1400, "{}", s.path_stats().mtu);
 }
+
+/// A client that moves to a new address searches the new path's MTU afresh (RFC 9000
+/// §14.3): it sends at its starting size again, then probes up to what the path carries.
+#[test]
+fn a_migrated_client_searches_the_new_paths_mtu_again() {
+    let t = transport(4000);
+    let mut pair = Pair::new(6, t.clone(), link(None), link(None));
+    let ch = pair.connect(t);
+    let ok = pair.run_until(Duration::from_secs(5), |p| {
+        while p.server.accept().is_some() {}
+        p.client.connection(ch).unwrap().path_stats().mtu == 4000
+    });
+    assert!(ok, "the first path's MTU was not found");
+    let changes = pair.client.connection(ch).unwrap().stats().path_mtu_changes;
+    let new: std::net::SocketAddr = "10.0.0.1:6000".parse().unwrap();
+    pair.client_addr = new;
+    let now = pair.now;
+    pair.client
+        .connection_mut(ch)
+        .unwrap()
+        .migrate(now, new)
+        .unwrap();
+    assert_eq!(pair.client.connection(ch).unwrap().path_stats().mtu, 1452);
+    let ok = pair.run_until(Duration::from_secs(5), |p| {
+        p.client.connection(ch).unwrap().path_stats().mtu == 4000
+    });
+    assert!(ok, "the new path's MTU was not found");
+    assert!(pair.client.connection(ch).unwrap().stats().path_mtu_changes > changes);
+}

@@ -382,14 +382,18 @@ impl Path {
         std::mem::take(&mut self.challenge_in_packet)
     }
 
-    /// Congestion state afresh (a new network path: RFC 9000 §9.4), the delivery-rate
-    /// sampler kept.
+    /// Congestion state, ECN validation and the path MTU afresh (a new network path: RFC
+    /// 9000 §9.4, §13.4.2, §14.3), the delivery-rate sampler kept.
     pub fn reset_congestion(&mut self, config: &TransportConfig, now: Instant) {
         let mtu = config.max_udp_payload_size;
         self.cc = config.congestion_controller.build(now, mtu);
         self.rtt = RttEstimator::new(config.initial_rtt);
         self.pacer = Pacer::new(config.initial_rtt, self.cc.window(), mtu, now);
         self.ecn.restart();
+        // Another network path: its MTU is searched afresh (RFC 9000 §14.3).
+        if let Some(p) = self.pmtud.as_mut() {
+            self.mtu = usize::from(p.restart());
+        }
     }
 
     /// Our packet `pn` of this path.

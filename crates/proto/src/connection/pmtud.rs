@@ -60,6 +60,9 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub(super) struct Pmtud {
     config: MtuDiscoveryConfig,
+    /// The size the path started from, and the peer's max_udp_payload_size.
+    base: u16,
+    peer_max: u64,
     phase: Phase,
     /// Largest size known to arrive (acknowledged): the path's datagram size.
     lo: u16,
@@ -79,6 +82,8 @@ impl Pmtud {
         let hi = u64::from(config.upper_bound).min(peer_max) as u16;
         Pmtud {
             config,
+            base: mtu,
+            peer_max,
             phase: if hi > mtu {
                 Phase::Searching { hi }
             } else {
@@ -90,6 +95,13 @@ impl Pmtud {
             tries: 0,
             suspicious: 0,
         }
+    }
+
+    /// The path moved to other addresses (migration, a NAT's rebinding to another address):
+    /// what was found holds no more. Returns the size to send at until a probe says more.
+    pub fn restart(&mut self) -> u16 {
+        *self = Pmtud::new(self.config, self.base, self.peer_max);
+        self.base
     }
 
     /// The size of the probe to send now, if one is due (none is out).
