@@ -684,6 +684,47 @@ fn client_gives_up_on_version_negotiation_without_v1() {
     assert!(pair.client.connection(ch).unwrap().error().is_none());
 }
 
+/// A version 2 client does not fall back to version 1 (its TLS keys are version 2's): a
+/// server that offers only version 1 ends the attempt; one that lists version 2 is taken
+/// for forged and ignored.
+#[test]
+fn a_version_2_client_stops_when_the_server_offers_only_version_1() {
+    for (versions, fails) in [(&[1u32][..], true), (&[1, 0x6b33_43cf][..], false)] {
+        let mut pair = Pair::new(
+            20,
+            TransportConfig::default(),
+            LinkSpec::default(),
+            LinkSpec::default(),
+        );
+        let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+        cc.version = qfec_proto::packet::VERSION_2;
+        let ch = pair.connect_with(cc);
+        let mut first = Vec::new();
+        pair.client.poll_transmit(pair.now, 1, &mut first).unwrap();
+        let (dcid, scid) = match qfec_proto::packet::parse_header(&first, 8).unwrap() {
+            qfec_proto::packet::ParsedHeader::Long {
+                dcid,
+                scid,
+                version,
+                ..
+            } => {
+                assert_eq!(version, qfec_proto::packet::VERSION_2);
+                (dcid, scid)
+            }
+            other => panic!("not an Initial: {other:?}"),
+        };
+        let mut vn = Vec::new();
+        qfec_proto::packet::write_version_negotiation(&mut vn, &scid, &dcid, versions, 0x80);
+        pair.client.handle(pair.now, pair.server_addr, &vn);
+        let error = pair.client.connection(ch).unwrap().error().cloned();
+        assert_eq!(
+            error,
+            fails.then_some(ConnectionError::VersionMismatch),
+            "{versions:?}"
+        );
+    }
+}
+
 /// The runner's versionnegotiation: a client that opens with a reserved version gets a
 /// Version Negotiation from the server (its source ID our first destination ID), starts
 /// again in version 1 to a new destination ID, and the connection works; the server's

@@ -553,7 +553,11 @@ impl Connection {
                     now,
                     &ev::Event::VersionInformation {
                         server_versions: &offered,
-                        client_versions: &[packet::VERSION_1],
+                        client_versions: &[if elicited {
+                            packet::VERSION_1
+                        } else {
+                            self.version
+                        }],
                         chosen: elicited.then_some(packet::VERSION_1),
                     },
                 );

@@ -8,7 +8,7 @@ use crate::events::{
     RecoveryMetrics,
 };
 use crate::frame::{FrameRegistry, PacketKind};
-use crate::packet::VERSION_1;
+use crate::packet::{SUPPORTED_VERSIONS, VERSION_1, is_reserved_version};
 use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::ConnectionId;
@@ -23,20 +23,27 @@ impl Connection {
     /// The first events: versions, our parameters, Initial keys, "attempted".
     pub(super) fn trace_start(&mut self, now: Instant, local: &TransportParameters) {
         let side = self.side;
+        // A client speaks the one version it opens with (version 1 after a reserved one that
+        // elicits Version Negotiation); a server any it supports.
+        let ours = [if is_reserved_version(self.version) {
+            VERSION_1
+        } else {
+            self.version
+        }];
         let Some(t) = self.tracer.as_mut() else {
             return;
         };
         let (server_versions, client_versions): (&[u32], &[u32]) = if side.is_client() {
-            (&[], &[VERSION_1])
+            (&[], &ours)
         } else {
-            (&[VERSION_1], &[])
+            (&SUPPORTED_VERSIONS, &[])
         };
         t.emit(
             now,
             &Event::VersionInformation {
                 server_versions,
                 client_versions,
-                chosen: Some(VERSION_1),
+                chosen: (!is_reserved_version(self.version)).then_some(self.version),
             },
         );
         t.emit(
