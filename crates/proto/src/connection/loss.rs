@@ -129,21 +129,15 @@ impl Connection {
             self.on_handshake_confirmed(now);
         }
         let marked = acked.iter().filter(|(_, p)| p.info.ect0).count() as u64;
-        if pns.is_data() && self.paths[pi].pmtud.is_some() {
-            let large = acked.iter().any(|(_, p)| usize::from(p.size) > MIN_MTU);
-            let probes: Vec<u64> = (acked.iter())
-                .filter(|(pn, _)| {
-                    self.paths[pi]
-                        .pmtud
-                        .as_ref()
-                        .is_some_and(|m| m.is_probe(*pn))
-                })
-                .map(|(pn, _)| *pn)
-                .collect();
-            if large && let Some(m) = self.paths[pi].pmtud.as_mut() {
+        if pns.is_data()
+            && let Some(m) = self.paths[pi].pmtud.as_mut()
+        {
+            if acked.iter().any(|(_, p)| usize::from(p.size) > MIN_MTU) {
                 m.on_large_acked();
             }
-            for pn in probes {
+            // At most one probe is out.
+            let probe = acked.iter().map(|(pn, _)| *pn).find(|pn| m.is_probe(*pn));
+            if let Some(pn) = probe {
                 self.on_pmtu_probe_outcome(now, pi, pn, true);
             }
         }
@@ -312,15 +306,10 @@ impl Connection {
         if pns.is_data() && self.paths[pi].pmtud.is_some() {
             // A lost PMTU probe says its size is too large, not that the path is congested
             // (RFC 9000 §14.4): it leaves loss detection here.
-            let mut probes = Vec::new();
-            lost.retain(|(pn, _)| {
-                let probe = (self.paths[pi].pmtud.as_ref()).is_some_and(|m| m.is_probe(*pn));
-                if probe {
-                    probes.push(*pn);
-                }
-                !probe
-            });
-            for pn in probes {
+            let probe = (self.paths[pi].pmtud.as_ref())
+                .and_then(|m| lost.iter().position(|(pn, _)| m.is_probe(*pn)));
+            if let Some(i) = probe {
+                let (pn, _) = lost.remove(i);
                 self.on_pmtu_probe_outcome(now, pi, pn, false);
             }
             let largest = lost

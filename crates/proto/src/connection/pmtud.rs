@@ -284,9 +284,9 @@ impl Connection {
             ect0: marked,
             ..Default::default()
         };
-        let sp = space_mut!(self, pns);
-        sp.next_pn += 1;
-        sp.sent.on_sent(
+        self.record_sent(
+            now,
+            pns,
             pn,
             SentPacket {
                 time_sent: now,
@@ -296,12 +296,9 @@ impl Connection {
                 info,
             },
         );
-        self.stats.packets_sent += 1;
         self.stats.udp_tx_datagrams += 1;
         self.stats.udp_tx_bytes += size as u64;
         self.stats.pmtu_probes_sent += 1;
-        let inflight = self.bytes_in_flight(pi);
-        self.paths[pi].on_in_flight_sent(now, size as u64, inflight);
         self.paths[pi].on_datagram_sent(size as u64);
         if let Some(p) = self.paths[pi].pmtud.as_mut() {
             p.on_probe_sent(pn, size as u16);

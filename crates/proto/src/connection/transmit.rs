@@ -132,7 +132,12 @@ impl Connection {
         }
         let mtu = self.paths[pi].mtu;
         let ecn_before = self.paths[pi].ecn.state();
-        let pto = self.pto_duration(Pns::Data(pi));
+        // The PTO bounds ECN testing only: not computed for every batch after it.
+        let pto = if ecn_before == super::ecn::EcnState::Testing {
+            self.pto_duration(Pns::Data(pi))
+        } else {
+            std::time::Duration::ZERO
+        };
         let ecn = self.paths[pi].ecn.codepoint(now, pto);
         let start = buf.len();
         let mut segment = None;
@@ -540,9 +545,9 @@ impl Connection {
             let after = self.bytes_in_flight(pi) + size as u64;
             info.delivery = self.paths[pi].delivery_snapshot(now, size as u64, after);
         }
-        let sp = space_mut!(self, pns);
-        sp.next_pn += 1;
-        sp.sent.on_sent(
+        self.record_sent(
+            now,
+            pns,
             pn,
             SentPacket {
                 time_sent: now,
@@ -552,12 +557,6 @@ impl Connection {
                 info,
             },
         );
-        self.stats.packets_sent += 1;
-        if in_flight {
-            let inflight = self.bytes_in_flight(pi);
-            self.paths[pi].on_in_flight_sent(now, size as u64, inflight);
-            self.trace_metrics(now);
-        }
         if !ack_eliciting {
             self.ack_only_sent += 1;
         }
@@ -583,6 +582,28 @@ impl Connection {
             }
         }
         true
+    }
+
+    /// Packet `pn` of space `pns` was sealed: loss detection tracks it, and one in flight
+    /// counts toward its path's bytes in flight and congestion control.
+    pub(super) fn record_sent(
+        &mut self,
+        now: Instant,
+        pns: Pns,
+        pn: u64,
+        packet: SentPacket<SentInfo>,
+    ) {
+        let (size, in_flight) = (u64::from(packet.size), packet.in_flight);
+        let sp = space_mut!(self, pns);
+        sp.next_pn += 1;
+        sp.sent.on_sent(pn, packet);
+        self.stats.packets_sent += 1;
+        if in_flight {
+            let pi = pns.path();
+            let inflight = self.bytes_in_flight(pi);
+            self.paths[pi].on_in_flight_sent(now, size, inflight);
+            self.trace_metrics(now);
+        }
     }
 
     /// Writes the ACK (or, with `path_ack`, the PATH_ACK of that path ID) of space `pns`
