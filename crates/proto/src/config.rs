@@ -173,6 +173,11 @@ pub struct ServerConfig {
     pub retry_above_half_open: usize,
     /// Handshakes in progress at most; Initials beyond are dropped.
     pub max_half_open: usize,
+    /// Compatible version negotiation (RFC 9368): answer a client that offers this version
+    /// in it, whatever its first Initial's (version 1 and version 2 are compatible). `None`
+    /// (the default): the first version the client offers that qfec speaks, which is its
+    /// first Initial's unless the client prefers another.
+    pub preferred_version: Option<u32>,
 }
 
 impl ServerConfig {
@@ -186,6 +191,7 @@ impl ServerConfig {
             refuse_connections: false,
             retry_above_half_open: 128,
             max_half_open: 1024,
+            preferred_version: None,
         }
     }
 }
@@ -202,10 +208,15 @@ pub struct ClientConfig {
     /// a Version Negotiation packet, then start again in version 1 when the server lists it
     /// (the interop runner's versionnegotiation case). Off by default: it costs a round trip.
     pub elicit_version_negotiation: bool,
-    /// The QUIC version to speak: [`crate::packet::VERSION_1`] (the default) or
-    /// [`crate::packet::VERSION_2`] (RFC 9369), from the first packet on. A server speaks
-    /// the version of the client's first Initial.
+    /// The QUIC version of the first Initial: [`crate::packet::VERSION_1`] (the default) or
+    /// [`crate::packet::VERSION_2`] (RFC 9369). The server answers in it, or moves the
+    /// connection to another of [`Self::offered_versions`].
     pub version: u32,
+    /// The versions offered in version_information (RFC 9368), most preferred first; the
+    /// server may move the connection to any of them, from its first packet on. Empty (the
+    /// default): `version`, then the other versions qfec speaks. `version` is offered in any
+    /// case (last, when not listed).
+    pub offered_versions: Vec<u32>,
 }
 
 impl ClientConfig {
@@ -216,6 +227,7 @@ impl ClientConfig {
             token: None,
             elicit_version_negotiation: false,
             version: crate::packet::VERSION_1,
+            offered_versions: Vec::new(),
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::crypto::TlsSession;
 use crate::events::{DropReason, Event, PacketEvent, PacketHeader, PacketType};
 use crate::packet::{self, ParsedHeader};
 use crate::time::Instant;
-use crate::transport_params::TransportParameters;
+use crate::transport_params::{TransportParameters, VersionInformation};
 use crate::types::{ConnectionId, DatagramInfo, Side, TransportError, error_code};
 
 /// Index of a connection inside its endpoint.
@@ -32,6 +32,8 @@ pub enum ConnectError {
     InvalidServerName(String),
     TooManyConnections,
     Tls(String),
+    /// `ClientConfig::version` or one of its offered versions is not one qfec speaks.
+    UnsupportedVersion(u32),
 }
 
 impl std::fmt::Display for ConnectError {
@@ -40,6 +42,11 @@ impl std::fmt::Display for ConnectError {
             ConnectError::InvalidServerName(e) => write!(f, "invalid server name: {e}"),
             ConnectError::TooManyConnections => f.write_str("too many connections"),
             ConnectError::Tls(e) => write!(f, "TLS setup failed: {e}"),
+            ConnectError::UnsupportedVersion(v) => write!(
+                f,
+                "QUIC version {v:#x} is not supported: use 1 or 2 (0x{:08x})",
+                packet::VERSION_2
+            ),
         }
     }
 }
@@ -209,25 +216,52 @@ impl Endpoint {
         if self.connection_count() >= self.config.max_connections {
             return Err(ConnectError::TooManyConnections);
         }
+        if let Some(v) = std::iter::once(&config.version)
+            .chain(&config.offered_versions)
+            .find(|v| !packet::supported_version(**v))
+        {
+            return Err(ConnectError::UnsupportedVersion(*v));
+        }
         let dcid = ConnectionId::random(&mut self.rng, 16);
         let scid = self.new_cid();
         let extensions = build_extensions(&config.transport, Side::Client);
         let mut params = local_params(&config.transport, &extensions, self.config.local_cid_len);
         params.initial_source_connection_id = Some(scid);
-        let mut raw = Vec::new();
-        params.encode(&mut raw);
         let version = if config.elicit_version_negotiation {
             packet::reserved_version(&mut self.rng)
         } else {
             config.version
         };
-        let tls = TlsSession::client(&config.crypto, server_name, version, raw).map_err(|e| {
-            if e.contains("server name") {
-                ConnectError::InvalidServerName(e)
-            } else {
-                ConnectError::Tls(e)
+        // RFC 9368 §3. Not when eliciting Version Negotiation: the ClientHello, written now,
+        // goes out again in version 1, which its chosen version would contradict.
+        params.version_information = (!config.elicit_version_negotiation).then(|| {
+            let mut available = config.offered_versions.clone();
+            if available.is_empty() {
+                available.push(version);
+                available.extend(packet::SUPPORTED_VERSIONS.iter().filter(|v| **v != version));
+            } else if !available.contains(&version) {
+                available.push(version);
             }
-        })?;
+            VersionInformation {
+                chosen: version,
+                available,
+            }
+        });
+        let movable = params
+            .version_information
+            .as_ref()
+            .is_some_and(|vi| vi.available.iter().any(|v| *v != version));
+        let mut raw = Vec::new();
+        params.encode(&mut raw);
+        let tls = TlsSession::client(&config.crypto, server_name, version, raw, movable).map_err(
+            |e| {
+                if e.contains("server name") {
+                    ConnectError::InvalidServerName(e)
+                } else {
+                    ConnectError::Tls(e)
+                }
+            },
+        )?;
         let seed = self.rng.next_u64();
         let conn = Connection::new(ConnectionParams {
             side: Side::Client,
@@ -247,6 +281,7 @@ impl Endpoint {
             extensions,
             token: config.token.clone().unwrap_or_default(),
             local_params: params,
+            preferred_version: None,
         });
         let h = self.insert(conn);
         self.route(scid, h);
@@ -546,6 +581,20 @@ impl Endpoint {
         params.initial_source_connection_id = Some(local_cid);
         params.retry_source_connection_id = retry_scid;
         params.stateless_reset_token = Some(self.reset_key.token(&local_cid));
+        // Our versions, the preferred first (RFC 9368 §3); the chosen one changes if the
+        // connection moves to another version once the ClientHello is read.
+        let mut available = packet::SUPPORTED_VERSIONS.to_vec();
+        if let Some(p) = server
+            .preferred_version
+            .filter(|p| packet::supported_version(*p))
+        {
+            available.retain(|v| *v != p);
+            available.insert(0, p);
+        }
+        params.version_information = Some(VersionInformation {
+            chosen: version,
+            available,
+        });
         let mut raw = Vec::new();
         params.encode(&mut raw);
         let tls = TlsSession::server(&server.crypto, version, raw).ok()?;
@@ -568,6 +617,7 @@ impl Endpoint {
             extensions,
             token: Vec::new(),
             local_params: params,
+            preferred_version: server.preferred_version,
         });
         if stale_retry {
             // Answered with CONNECTION_CLOSE from a connection the application never sees;

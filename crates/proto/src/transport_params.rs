@@ -26,6 +26,8 @@ pub mod id {
     pub const ACTIVE_CONNECTION_ID_LIMIT: u64 = 0x0e;
     pub const INITIAL_SOURCE_CONNECTION_ID: u64 = 0x0f;
     pub const RETRY_SOURCE_CONNECTION_ID: u64 = 0x10;
+    /// RFC 9368 §3.
+    pub const VERSION_INFORMATION: u64 = 0x11;
     pub const MAX_DATAGRAM_FRAME_SIZE: u64 = 0x20;
     pub const MIN_ACK_DELAY: u64 = 0xff04_de1b;
     /// draft-ietf-quic-multipath-21 §2.1.
@@ -36,6 +38,18 @@ pub mod id {
 pub const MAX_EXTENSIONS: usize = 32;
 /// Unknown parameters longer than this are ignored.
 pub const MAX_EXTENSION_LEN: usize = 1024;
+
+/// At most this many of a peer's Available Versions are kept; the rest are ignored.
+pub const MAX_AVAILABLE_VERSIONS: usize = 32;
+
+/// RFC 9368's version_information: the version an endpoint chose (the client: its first
+/// Initial's; the server: the negotiated one) and the versions it speaks, most preferred
+/// first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionInformation {
+    pub chosen: u32,
+    pub available: Vec<u32>,
+}
 
 /// The server's preferred_address (RFC 9000 §9.6, §18.2). An address is `None` when sent as
 /// all zeros with port 0.
@@ -75,6 +89,8 @@ pub struct TransportParameters {
     /// Multipath: the largest path ID the endpoint accepts at first (at most 2^32 - 1); sent
     /// by an endpoint that supports multipath QUIC.
     pub initial_max_path_id: Option<u64>,
+    /// Compatible version negotiation (RFC 9368).
+    pub version_information: Option<VersionInformation>,
     /// Other parameters, raw, in received order (bounded by [`MAX_EXTENSIONS`] and
     /// [`MAX_EXTENSION_LEN`]).
     pub extensions: Vec<(u64, Vec<u8>)>,
@@ -103,6 +119,7 @@ impl Default for TransportParameters {
             max_datagram_frame_size: None,
             min_ack_delay: None,
             initial_max_path_id: None,
+            version_information: None,
             extensions: Vec::new(),
         }
     }
@@ -179,6 +196,31 @@ fn parse_preferred(value: &[u8]) -> Result<PreferredAddress, TransportError> {
     })
 }
 
+fn parse_version_information(value: &[u8]) -> Result<VersionInformation, TransportError> {
+    if value.is_empty() || !value.len().is_multiple_of(4) {
+        return Err(tp_error(
+            "version_information not a list of 4-byte versions",
+        ));
+    }
+    let mut versions = value
+        .chunks_exact(4)
+        .map(|v| u32::from_be_bytes([v[0], v[1], v[2], v[3]]));
+    let chosen = versions.next().unwrap_or(0);
+    if chosen == 0 {
+        return Err(tp_error("version_information chooses version 0"));
+    }
+    let mut available = Vec::new();
+    for v in versions {
+        if v == 0 {
+            return Err(tp_error("version_information lists version 0"));
+        }
+        if available.len() < MAX_AVAILABLE_VERSIONS {
+            available.push(v);
+        }
+    }
+    Ok(VersionInformation { chosen, available })
+}
+
 /// A value that must be exactly one varint.
 fn int_value(value: &[u8]) -> Result<u64, TransportError> {
     let mut r = Reader::new(value);
@@ -195,10 +237,10 @@ fn cid_value(value: &[u8]) -> Result<ConnectionId, TransportError> {
 /// Bit in the duplicate-detection mask for a known id.
 fn known_bit(id: u64) -> Option<u32> {
     match id {
-        0..=0x10 => Some(id as u32),
-        id::MAX_DATAGRAM_FRAME_SIZE => Some(17),
-        id::MIN_ACK_DELAY => Some(18),
-        id::INITIAL_MAX_PATH_ID => Some(19),
+        0..=0x11 => Some(id as u32),
+        id::MAX_DATAGRAM_FRAME_SIZE => Some(18),
+        id::MIN_ACK_DELAY => Some(19),
+        id::INITIAL_MAX_PATH_ID => Some(20),
         _ => None,
     }
 }
@@ -273,6 +315,13 @@ impl TransportParameters {
         }
         if let Some(c) = &self.retry_source_connection_id {
             put_param(buf, id::RETRY_SOURCE_CONNECTION_ID, c);
+        }
+        if let Some(vi) = &self.version_information {
+            let v: Vec<u8> = std::iter::once(vi.chosen)
+                .chain(vi.available.iter().copied())
+                .flat_map(u32::to_be_bytes)
+                .collect();
+            put_param(buf, id::VERSION_INFORMATION, &v);
         }
         if let Some(v) = self.max_datagram_frame_size {
             put_int(buf, id::MAX_DATAGRAM_FRAME_SIZE, v);
@@ -353,6 +402,9 @@ impl TransportParameters {
                 }
                 id::RETRY_SOURCE_CONNECTION_ID => {
                     tp.retry_source_connection_id = Some(cid_value(value)?)
+                }
+                id::VERSION_INFORMATION => {
+                    tp.version_information = Some(parse_version_information(value)?)
                 }
                 id::MAX_DATAGRAM_FRAME_SIZE => tp.max_datagram_frame_size = Some(int_value(value)?),
                 id::MIN_ACK_DELAY => tp.min_ack_delay = Some(int_value(value)?),
@@ -488,6 +540,10 @@ mod tests {
             max_datagram_frame_size: Some(65535),
             min_ack_delay: Some(1000),
             initial_max_path_id: Some(2),
+            version_information: Some(VersionInformation {
+                chosen: 0x6b33_43cf,
+                available: vec![0x6b33_43cf, 1, 0x1a2a_3a4a],
+            }),
             extensions: vec![(0x238f_fece01, vec![]), (0x238f_fecd, vec![1, 2, 3])],
         }
     }
@@ -562,6 +618,37 @@ mod tests {
     }
 
     #[test]
+    fn version_information_limits() {
+        let vi = |versions: &[u32]| {
+            let v: Vec<u8> = versions.iter().flat_map(|v| v.to_be_bytes()).collect();
+            let mut b = Vec::new();
+            put_param(&mut b, id::VERSION_INFORMATION, &v);
+            b
+        };
+        // RFC 9368 §3: empty, not a multiple of 4, or a zero version is malformed.
+        err(&vi(&[]), Side::Client);
+        err(&vi(&[0, 1]), Side::Client);
+        err(&vi(&[1, 0]), Side::Server);
+        let mut b = Vec::new();
+        put_param(&mut b, id::VERSION_INFORMATION, &[0, 0, 0, 1, 0]);
+        err(&b, Side::Client);
+        // Only the chosen version: a valid (if odd) list.
+        let tp = TransportParameters::decode(&vi(&[1]), Side::Client).unwrap();
+        assert_eq!(tp.version_information.unwrap().available, Vec::<u32>::new());
+        // A long list is kept up to the local bound.
+        let many: Vec<u32> = (1..=100).collect();
+        let tp = TransportParameters::decode(&vi(&many), Side::Client).unwrap();
+        let kept = tp.version_information.unwrap();
+        assert_eq!(
+            (kept.chosen, kept.available.len()),
+            (1, MAX_AVAILABLE_VERSIONS)
+        );
+        let mut twice = vi(&[1]);
+        twice.extend(vi(&[1]));
+        err(&twice, Side::Client);
+    }
+
+    #[test]
     fn unknown_and_reserved_ids() {
         let mut b = Vec::new();
         put_param(&mut b, 27 + 31 * 5, &[1, 2]);
@@ -626,6 +713,7 @@ mod tests {
             ints in proptest::array::uniform6(0u64..=crate::coding::VARINT_MAX),
             exp in 0u64..=20, mad in 0u64..(1 << 14), limit in 2u64..100, dgram in proptest::option::of(0u64..70000),
             flag: bool, ext in proptest::collection::vec((0x40u64..0x4000, proptest::collection::vec(any::<u8>(), 0..8)), 0..4),
+            versions in proptest::option::of(proptest::collection::vec(1u32.., 1..=MAX_AVAILABLE_VERSIONS + 1)),
         ) {
             let mut tp = TransportParameters {
                 original_destination_connection_id: odcid,
@@ -643,6 +731,7 @@ mod tests {
                 max_datagram_frame_size: dgram,
                 min_ack_delay: flag.then_some(mad * 1000),
                 initial_max_path_id: dgram.map(|d| d % 7),
+                version_information: versions.map(|v| VersionInformation { chosen: v[0], available: v[1..].to_vec() }),
                 disable_active_migration: flag,
                 ..Default::default()
             };

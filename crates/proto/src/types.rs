@@ -158,6 +158,8 @@ pub mod error_code {
     pub const KEY_UPDATE_ERROR: u64 = 0x0e;
     pub const AEAD_LIMIT_REACHED: u64 = 0x0f;
     pub const NO_VIABLE_PATH: u64 = 0x10;
+    /// RFC 9368 §4: version_information contradicts the version in use.
+    pub const VERSION_NEGOTIATION_ERROR: u64 = 0x11;
     /// TLS alerts map to 0x0100 + alert (RFC 9001 §4.8).
     pub const CRYPTO_ERROR_BASE: u64 = 0x0100;
     /// Multipath PATH_ABANDON reasons (draft-ietf-quic-multipath-21 §4.3.1).

@@ -150,6 +150,30 @@ fn accepted_early_data_is_read_before_the_handshake_completes() {
     assert_eq!(c.stats().packets_retransmitted, 0, "nothing was sent twice");
 }
 
+/// A server that prefers version 2 does not move a client that attempts 0-RTT in version 1
+/// (its early data is keyed for version 1): the early data is accepted, in version 1.
+#[test]
+fn early_data_keeps_the_client_s_version() {
+    let (mut pair, crypto, mut later) = resumed_pair(52, true);
+    later.preferred_version = Some(qfec_proto::packet::VERSION_2);
+    pair.server.set_server_config(Some(Arc::new(later)));
+    let request = payload(3000, 52);
+    let (ch, got, early) = early_request(&mut pair, &crypto, &request);
+    assert_eq!(got, request);
+    assert!(early, "read before the handshake completed");
+    let c = pair.client.connection(ch).unwrap();
+    assert_eq!(c.early_data_accepted(), Some(true));
+    assert_eq!(c.version(), qfec_proto::packet::VERSION_1);
+    // Without early data, the same server moves the same client to version 2.
+    let fresh = connect(&mut pair, &ClientCryptoConfig::insecure(&[ALPN]));
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        while p.server.accept().is_some() {}
+        p.client.connection(fresh).unwrap().handshake_confirmed()
+    }));
+    let c = pair.client.connection(fresh).unwrap();
+    assert_eq!(c.version(), qfec_proto::packet::VERSION_2);
+}
+
 #[test]
 fn a_replayed_zero_rtt_flight_is_not_accepted_twice() {
     let (mut pair, crypto, _) = resumed_pair(53, true);

@@ -15,7 +15,13 @@ impl Connection {
     pub(super) fn drive_tls_output(&mut self, now: Instant) {
         loop {
             let mut out = Vec::new();
-            let change = self.tls.write_handshake(&mut out);
+            let change = match self.tls.write_handshake(&mut out) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.close_with_error(now, e);
+                    break;
+                }
+            };
             if !out.is_empty() {
                 space_mut!(self, self.write_space).crypto_send.push(&out);
             }
@@ -65,6 +71,12 @@ impl Connection {
                 "CRYPTO data in 1-RTT from client",
             ));
         }
+        if self.side.is_server() && pns == Pns::Initial {
+            buf = self.server_hello_gate(now, buf)?;
+            if buf.is_empty() {
+                return Ok(());
+            }
+        }
         self.tls.read_handshake(&buf)?;
         if self.side.is_server() && pns == Pns::Initial && self.early.keys.is_none() {
             // Present once the ClientHello offered early data and TLS accepted it.
@@ -106,6 +118,7 @@ impl Connection {
                 },
             );
         }
+        self.check_version_information(params.version_information.as_ref())?;
         // Authenticate the connection IDs used during the handshake (RFC 9000 §7.3).
         if params.initial_source_connection_id != self.peer_initial_scid {
             return Err(TransportError::new(

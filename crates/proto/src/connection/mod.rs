@@ -49,6 +49,7 @@ mod spaces;
 pub mod streams;
 mod trace;
 mod transmit;
+mod version;
 
 pub use ack_frequency::{AckFrequencyPolicy, ParseAckFrequencyPolicyError};
 pub use cid::ResetKey;
@@ -357,9 +358,12 @@ pub struct Connection {
     ack_frequency: ack_frequency::AckFrequencySender,
     /// Client: the destination ID of our first Initial (also the server's original DCID).
     orig_dcid: ConnectionId,
-    /// The version of our long-header packets: version 1, or, in a client's first Initial
-    /// that elicits Version Negotiation, a reserved one.
+    /// The version of our long-header packets: version 1 or 2 (the one compatible version
+    /// negotiation settled on), or, in a client's first Initial that elicits Version
+    /// Negotiation, a reserved one.
     version: u32,
+    /// Compatible version negotiation (RFC 9368).
+    versions: version::Negotiation,
     /// Client: the server's ID from a Retry, which must come back as retry_source_connection_id.
     retry_scid: Option<ConnectionId>,
     /// Client: token to put in Initial packets (from Retry).
@@ -426,8 +430,11 @@ pub(crate) struct ConnectionParams {
     pub extensions: Vec<Box<dyn ConnectionExtension>>,
     /// Client: an address-validation token for the Initial packets (from NEW_TOKEN).
     pub token: Vec<u8>,
-    /// Our transport parameters (as given to TLS), for the trace.
+    /// Our transport parameters (as given to TLS), for the trace and, on a server, to
+    /// start TLS again should compatible version negotiation change the version.
     pub local_params: TransportParameters,
+    /// Server: the version to move a client to when it offers it (RFC 9368).
+    pub preferred_version: Option<u32>,
 }
 
 impl Connection {
@@ -456,6 +463,7 @@ impl Connection {
             &cfg,
             p.now,
         );
+        let versions = version::Negotiation::new(&p);
         let tracer = cfg.events.as_ref().and_then(|f| {
             let info = ev::ConnectionInfo {
                 side: p.side,
@@ -488,6 +496,7 @@ impl Connection {
             ack_frequency: ack_frequency::AckFrequencySender::new(cfg.ack_frequency),
             orig_dcid: p.orig_dcid,
             version: p.version,
+            versions,
             retry_scid: p.retry_scid,
             retry_token: p.token,
             peer_initial_scid: None,
@@ -528,6 +537,12 @@ impl Connection {
     }
 
     // ---- introspection ----
+
+    /// The QUIC version of the connection's long-header packets: its first Initial's, or the
+    /// one compatible version negotiation moved it to.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
 
     pub fn side(&self) -> Side {
         self.side

@@ -147,6 +147,8 @@ impl Connection {
             ParsedHeader::Long { dcid, .. } | ParsedHeader::Short { dcid, .. } => *dcid,
             _ => self.rx_dcid,
         };
+        // A server's Initial from the client in its first version, after we moved to another.
+        let mut original_version = false;
         let (pns, kind, pn_offset, packet_len, scid) = match header {
             ParsedHeader::VersionNegotiation { versions, .. } => {
                 self.on_version_negotiation(now, versions);
@@ -173,9 +175,9 @@ impl Connection {
                 version,
                 ..
             } => {
-                if version != self.version {
-                    // Another version than the connection's, fixed by its first packet: not
-                    // ours (RFC 9000 §5.2).
+                if version != self.version && !self.accept_other_version(now, version, ty) {
+                    // Another version than the connection's, fixed by its first packet (or
+                    // by compatible version negotiation): not ours (RFC 9000 §5.2).
                     if self.tracing() {
                         let h = PacketHeader::new(PacketType::Unknown);
                         self.trace_drop(now, Some(h), packet_len, DropReason::Rejected);
@@ -215,6 +217,7 @@ impl Connection {
                     }
                     return packet_len;
                 }
+                original_version = version != self.version;
                 (pns, kind, pn_offset, packet_len, Some(scid))
             }
             ParsedHeader::Short {
@@ -278,7 +281,8 @@ impl Connection {
         // A datagram that may be a stateless reset is kept for the reset's trace.
         let reset_copy = (maybe_reset && self.tracing()).then(|| rest[..packet_len].to_vec());
         let packet = rest.split_to(packet_len);
-        let Some((pn, payload)) = self.decrypt(now, pns, zero_rtt, packet, pn_offset) else {
+        let decrypted = self.decrypt(now, pns, zero_rtt, original_version, packet, pn_offset);
+        let Some((pn, payload)) = decrypted else {
             if pns.is_data() && maybe_reset {
                 self.on_stateless_reset(now, reset_copy.as_deref().unwrap_or(&[]));
             } else {
@@ -305,6 +309,9 @@ impl Connection {
             return 0;
         }
         self.stats.packets_received += 1;
+        if !original_version && self.side.is_server() {
+            self.on_packet_in_version();
+        }
         space_mut!(self, pns).ecn_received.add(info.ecn);
         if info.local.is_some() && info.remote == self.paths[pi].remote {
             // Replies leave from the address the peer sends to (a server bound to a wildcard
@@ -376,6 +383,7 @@ impl Connection {
         now: Instant,
         pns: Pns,
         zero_rtt: bool,
+        original_version: bool,
         mut pkt: BytesMut,
         pn_offset: usize,
     ) -> Option<(u64, Result<Bytes, TransportError>)> {
@@ -390,6 +398,7 @@ impl Connection {
             let hp = match pns {
                 Pns::Data(_) if zero_rtt => &self.early.keys.as_ref()?.header,
                 Pns::Data(_) => &self.one_rtt.as_ref()?.remote_header,
+                _ if original_version => &self.original_initial_keys()?.header,
                 _ => &space!(self, pns).keys.as_ref()?.remote.header,
             };
             hp.decrypt_in_place(&sample, &mut first[0], pn_bytes).ok()?;
@@ -451,7 +460,11 @@ impl Connection {
                 }
             }
             _ => {
-                let key = &space!(self, pns).keys.as_ref()?.remote.packet;
+                let key = if original_version {
+                    &self.original_initial_keys()?.packet
+                } else {
+                    &space!(self, pns).keys.as_ref()?.remote.packet
+                };
                 (
                     key.decrypt_in_place(pn, header, body).ok()?.len(),
                     KeyUsed::Current,
@@ -594,6 +607,7 @@ impl Connection {
     /// Initial packets goes again under them.
     fn restart_initial(&mut self, now: Instant, dcid: ConnectionId) {
         self.remote_cids.set_initial(dcid);
+        self.versions.restart(dcid, self.version);
         space_mut!(self, Pns::Initial).keys =
             Some(crate::crypto::initial_keys(&dcid, self.side, self.version));
         let sp = space_mut!(self, Pns::Initial);

@@ -4,12 +4,18 @@
 //! [`SpaceKeys`] (packet and header protection). Retry integrity and stateless-reset tokens
 //! are ours and live in `packet` and `endpoint`.
 
+mod client_hello;
 mod config;
 pub mod deterministic;
+mod relabel;
+
+pub use client_hello::{ClientHello, client_hello_len, parse_client_hello};
 
 pub use config::{
     ClientCryptoConfig, ServerCryptoConfig, SkipServerVerification, self_signed_certificate,
 };
+
+use std::sync::Arc;
 
 use rustls::quic::{self as rq, KeyChange};
 
@@ -52,14 +58,24 @@ pub struct PacketKeyPair {
 }
 
 /// The 1-RTT secrets, from which every next key generation derives.
-pub struct NextSecrets(rq::Secrets);
+pub struct NextSecrets(Generations);
+
+enum Generations {
+    Rustls(rq::Secrets),
+    Relabelled(relabel::Generations),
+}
 
 impl NextSecrets {
     pub fn next_packet_keys(&mut self) -> PacketKeyPair {
-        let k = self.0.next_packet_keys();
-        PacketKeyPair {
-            local: k.local,
-            remote: k.remote,
+        match &mut self.0 {
+            Generations::Rustls(s) => {
+                let k = s.next_packet_keys();
+                PacketKeyPair {
+                    local: k.local,
+                    remote: k.remote,
+                }
+            }
+            Generations::Relabelled(g) => g.next_packet_keys(),
         }
     }
 }
@@ -112,6 +128,17 @@ fn rustls_side(side: Side) -> rustls::Side {
 /// A TLS 1.3 handshake carried in CRYPTO frames.
 pub struct TlsSession {
     inner: rq::Connection,
+    side: Side,
+    /// The version whose labels rustls's session derives keys with.
+    created_for: u32,
+    /// A client's version after compatible version negotiation moved it (RFC 9368): keys
+    /// are then derived here from the recorded secrets.
+    moved_to: Option<u32>,
+    /// A client that may be moved: the secrets of its handshake, as rustls logs them.
+    secrets: Option<Arc<relabel::SecretLog>>,
+    /// A server's configuration, kept until TLS reads the ClientHello so that the session
+    /// can start again for another version.
+    server_config: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl std::fmt::Debug for TlsSession {
@@ -123,22 +150,41 @@ impl std::fmt::Debug for TlsSession {
 }
 
 impl TlsSession {
+    /// A client's session for `version`; `movable`: the server may move the connection to
+    /// another version (the client offers others in version_information), so the session
+    /// records its secrets to derive that version's keys.
     pub fn client(
         config: &ClientCryptoConfig,
         server_name: &str,
         version: u32,
         transport_params: Vec<u8>,
+        movable: bool,
     ) -> Result<Self, String> {
         let name = rustls::pki_types::ServerName::try_from(server_name.to_owned())
             .map_err(|e| format!("invalid server name {server_name:?}: {e}"))?;
+        let (rustls_config, secrets) = if movable {
+            let mut c = (*config.inner).clone();
+            let log = Arc::new(relabel::SecretLog::new(c.key_log.clone()));
+            c.key_log = log.clone();
+            (Arc::new(c), Some(log))
+        } else {
+            (config.inner.clone(), None)
+        };
         let conn = rq::ClientConnection::new(
-            config.inner.clone(),
+            rustls_config,
             rustls_version(version),
             name,
             transport_params,
         )
         .map_err(|e| e.to_string())?;
-        Ok(TlsSession { inner: conn.into() })
+        Ok(TlsSession {
+            inner: conn.into(),
+            side: Side::Client,
+            created_for: version,
+            moved_to: None,
+            secrets,
+            server_config: None,
+        })
     }
 
     pub fn server(
@@ -152,23 +198,111 @@ impl TlsSession {
             transport_params,
         )
         .map_err(|e| e.to_string())?;
-        Ok(TlsSession { inner: conn.into() })
+        Ok(TlsSession {
+            inner: conn.into(),
+            side: Side::Server,
+            created_for: version,
+            moved_to: None,
+            secrets: None,
+            server_config: Some(config.inner.clone()),
+        })
+    }
+
+    /// Server, before TLS read anything: start again for `version` with these transport
+    /// parameters (compatible version negotiation chose another version than the client's
+    /// first Initial's).
+    pub fn restart_server(
+        &mut self,
+        version: u32,
+        transport_params: Vec<u8>,
+    ) -> Result<(), String> {
+        let config = self
+            .server_config
+            .clone()
+            .ok_or("the TLS handshake already started")?;
+        let conn = rq::ServerConnection::new(config, rustls_version(version), transport_params)
+            .map_err(|e| e.to_string())?;
+        self.inner = conn.into();
+        self.created_for = version;
+        Ok(())
+    }
+
+    /// Client: the server moved the connection to `version` (RFC 9368); keys from now on are
+    /// that version's. `false` if the session cannot (it records no secrets).
+    pub fn move_to(&mut self, version: u32) -> bool {
+        if version == self.created_for {
+            self.moved_to = None;
+            return true;
+        }
+        if self.secrets.is_none() {
+            return false;
+        }
+        self.moved_to = Some(version);
+        true
     }
 
     /// Feed handshake bytes received in CRYPTO frames, in order.
     pub fn read_handshake(&mut self, data: &[u8]) -> Result<(), TransportError> {
+        self.server_config = None;
         self.inner.read_hs(data).map_err(|e| self.tls_error(e))
     }
 
-    /// Collect handshake bytes to send at the current level; returns keys when the level changes.
-    pub fn write_handshake(&mut self, buf: &mut Vec<u8>) -> Option<KeysReady> {
-        self.inner.write_hs(buf).map(|change| match change {
-            KeyChange::Handshake { keys } => KeysReady::Handshake(keys.into()),
-            KeyChange::OneRtt { keys, next } => KeysReady::OneRtt {
-                keys: keys.into(),
-                next: NextSecrets(next),
+    /// Collect handshake bytes to send at the current level; returns keys when the level
+    /// changes. Fails only when keys for a version the session moved to cannot be derived.
+    pub fn write_handshake(
+        &mut self,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<KeysReady>, TransportError> {
+        let Some(change) = self.inner.write_hs(buf) else {
+            return Ok(None);
+        };
+        let Some(version) = self.moved_to else {
+            if let (KeyChange::OneRtt { .. }, Some(log)) = (&change, &self.secrets) {
+                // Not moved by the time the handshake ends: the secrets have no more use.
+                log.clear();
+            }
+            return Ok(Some(match change {
+                KeyChange::Handshake { keys } => KeysReady::Handshake(keys.into()),
+                KeyChange::OneRtt { keys, next } => KeysReady::OneRtt {
+                    keys: keys.into(),
+                    next: NextSecrets(Generations::Rustls(next)),
+                },
+            }));
+        };
+        // rustls's keys carry the labels of the version it was created for: derive the
+        // moved-to version's from the same secrets.
+        let fail = |what: &str| {
+            TransportError::new(
+                error_code::INTERNAL_ERROR,
+                format!("no {what} for the keys of version {version:#x}"),
+            )
+        };
+        let suite = self
+            .inner
+            .negotiated_cipher_suite()
+            .and_then(|s| s.tls13())
+            .ok_or_else(|| fail("TLS 1.3 cipher suite"))?;
+        let keys = relabel::VersionKeys::new(suite, version).ok_or_else(|| fail("QUIC AEAD"))?;
+        let log = self
+            .secrets
+            .as_ref()
+            .ok_or_else(|| fail("recorded secrets"))?;
+        let (client, server) = match change {
+            KeyChange::Handshake { .. } => (relabel::CLIENT_HANDSHAKE, relabel::SERVER_HANDSHAKE),
+            KeyChange::OneRtt { .. } => (relabel::CLIENT_TRAFFIC, relabel::SERVER_TRAFFIC),
+        };
+        let client = log.take(client).ok_or_else(|| fail(client))?;
+        let server = log.take(server).ok_or_else(|| fail(server))?;
+        let space = keys.space_keys(self.side, &client, &server);
+        Ok(Some(match change {
+            KeyChange::Handshake { .. } => KeysReady::Handshake(space),
+            KeyChange::OneRtt { .. } => KeysReady::OneRtt {
+                keys: space,
+                next: NextSecrets(Generations::Relabelled(relabel::Generations::after(
+                    keys, self.side, &client, &server,
+                ))),
             },
-        })
+        }))
     }
 
     pub fn is_handshaking(&self) -> bool {
