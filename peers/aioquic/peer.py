@@ -355,6 +355,13 @@ async def run_client(args):
     config = configuration(is_client=True, http3=args.http3)
     if args.quic_version == 2:
         config.supported_versions = [QuicProtocolVersion.VERSION_2]
+    if args.prefer_version is not None:
+        # Open in --quic-version, offer this one first (RFC 9368 compatible negotiation).
+        v1, v2 = QuicProtocolVersion.VERSION_1, QuicProtocolVersion.VERSION_2
+        first = v2 if args.quic_version == 2 else v1
+        preferred = v2 if args.prefer_version == 2 else v1
+        config.original_version = first
+        config.supported_versions = [preferred] + ([first] if first != preferred else [])
     if args.insecure:
         config.verify_mode = ssl.CERT_NONE
     elif args.ca:
@@ -390,6 +397,8 @@ async def run_client(args):
             results = await asyncio.gather(
                 *(client.get(path) for _, _, path in urls), return_exceptions=True
             )
+            # The version the connection ended in (aioquic keeps it private).
+            version = client._quic._version
     except ConnectionError:
         closed = made[0].closed if made else None
         reason = f"{closed.reason_phrase} (error {closed.error_code})" if closed else "failed"
@@ -411,6 +420,7 @@ async def run_client(args):
         f"total {total} bytes in {end:.3f} s ({mbps(total, end):.1f} Mb/s goodput), handshake "
         f"{handshake * 1000:.1f} ms, {complete} of {len(urls)} files"
     )
+    print(f"QUIC version {version:#x}")
     return 0 if complete == len(urls) else 1
 
 
@@ -430,6 +440,12 @@ def main():
         choices=[1, 2],
         default=1,
         help="QUIC version to speak from the first packet on (2: RFC 9369)",
+    )
+    c.add_argument(
+        "--prefer-version",
+        type=int,
+        choices=[1, 2],
+        help="offer this QUIC version first: a server may move the connection to it (RFC 9368)",
     )
     trust = c.add_mutually_exclusive_group()
     trust.add_argument("--insecure", action="store_true", help="do not verify the certificate")

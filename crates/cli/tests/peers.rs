@@ -199,7 +199,7 @@ fn qfec_client_from(peer: &Peer) {
 }
 
 /// `qfec_client_from`, with `extra` options for `qfec client`.
-fn qfec_client_from_with(peer: &Peer, extra: &[&str]) {
+fn qfec_client_from_with(peer: &Peer, extra: &[&str]) -> String {
     let tag = extra.concat().replace('-', "");
     let (root, files) = site(&format!("peers-{}-server-root{tag}", peer.name));
     let out = temp_dir(&format!("peers-{}-server-out{tag}", peer.name));
@@ -221,21 +221,29 @@ fn qfec_client_from_with(peer: &Peer, extra: &[&str]) {
         assert_eq!(got.len(), data.len(), "{n} from {}", peer.name);
         assert_eq!(Sha256::digest(&got), Sha256::digest(data), "{n}");
     }
+    stdout
 }
 
 /// The peer's client downloads both files from `qfec server`; its report names each file
 /// with its size and SHA-256, as qfec client's does.
-fn peer_client_from_qfec(peer: &Peer) {
-    peer_client_from_qfec_with(peer, &[]);
+fn peer_client_from_qfec(peer: &Peer) -> String {
+    peer_client_from_qfec_with(peer, &[])
 }
 
 /// `peer_client_from_qfec`, with `extra` options for the peer's client.
-fn peer_client_from_qfec_with(peer: &Peer, extra: &[&str]) {
-    let tag = extra.concat().replace('-', "");
+fn peer_client_from_qfec_with(peer: &Peer, extra: &[&str]) -> String {
+    peer_client_from_qfec_server_with(peer, &[], extra)
+}
+
+/// `peer_client_from_qfec_with`, with `server_extra` options for `qfec server`; returns the
+/// peer's report.
+fn peer_client_from_qfec_server_with(peer: &Peer, server_extra: &[&str], extra: &[&str]) -> String {
+    let tag = [server_extra, extra].concat().concat().replace('-', "");
     let (root, files) = site(&format!("peers-{}-client-root{tag}", peer.name));
     let server = format!(
-        "exec {QFEC} server --listen $QFEC_EMU_SERVER:4433 --root '{}'",
-        root.display()
+        "exec {QFEC} server --listen $QFEC_EMU_SERVER:4433 --root '{}' {}",
+        root.display(),
+        server_extra.join(" ")
     );
     let mut client: Vec<String> = peer
         .program
@@ -248,6 +256,7 @@ fn peer_client_from_qfec_with(peer: &Peer, extra: &[&str]) {
     let stdout = through_emulator(&server, &client);
     assert_reported(&stdout, &files, peer.name);
     assert!(stdout.contains("2 of 2 files"), "{stdout}");
+    stdout
 }
 
 /// `qfec client`, offering h3 and hq-interop as it does by default, downloads three files at
@@ -360,6 +369,32 @@ fn qfec_client_downloads_over_quic_v2_from_aioquic_server_through_the_emulator()
     {
         qfec_client_from_with(&peer, &["--quic-version", "2"]);
     }
+}
+
+/// Compatible version negotiation (RFC 9368) with aioquic, which implements it on both
+/// ends: a qfec client opening in version 1 and preferring 2 is moved to version 2 by
+/// aioquic's server (which follows the client's preference); aioquic's client opening in
+/// version 1 is moved to version 2 by `qfec server`, whether the client prefers it or the
+/// server does (`--prefer-version 2`). Files intact by SHA-256 each time.
+#[test]
+fn compatible_version_negotiation_with_aioquic_both_ways_through_the_emulator() {
+    let Some(peer) = Peer::aioquic() else { return };
+    if !emulation_available() {
+        return;
+    }
+    let out = qfec_client_from_with(&peer, &["--quic-version", "1", "--prefer-version", "2"]);
+    assert!(
+        out.contains("QUIC version 2: the server moved the connection from version 1"),
+        "{out}"
+    );
+    let moved = format!("QUIC version {:#x}", qfec_proto::packet::VERSION_2);
+    let out = peer_client_from_qfec_with(&peer, &["--prefer-version", "2"]);
+    assert!(out.contains(&moved), "{out}");
+    let out = peer_client_from_qfec_server_with(&peer, &["--prefer-version", "2"], &[]);
+    assert!(out.contains(&moved), "{out}");
+    // Without a preference on either side, version 1 throughout.
+    let out = peer_client_from_qfec(&peer);
+    assert!(out.contains("QUIC version 0x1"), "{out}");
 }
 
 /// quic-go's and aioquic's clients speaking version 2 only (their `--quic-version 2`):

@@ -82,17 +82,22 @@ pub struct ClientArgs {
     /// default so that it never competes with the transfer for the cores).
     #[arg(long)]
     sha256: bool,
-    /// The QUIC version to speak from the first packet on: 1 (RFC 9000) or 2 (RFC 9369).
-    /// A server that does not speak version 2 answers it with Version Negotiation, and the
-    /// client then stops (it does not fall back).
+    /// The QUIC version of the first packet: 1 (RFC 9000) or 2 (RFC 9369). The client offers
+    /// the other one too, and the server may move the connection to it (compatible version
+    /// negotiation, RFC 9368). A server that does not speak version 2 answers it with
+    /// Version Negotiation, and the client then stops (it does not fall back).
     #[arg(long, default_value = "1", value_parser = parse_quic_version, value_name = "1|2", conflicts_with = "tcp")]
     quic_version: u32,
+    /// Offer this version first, 1 or 2: a server that speaks it moves the connection to it
+    /// without a round trip (RFC 9368), whatever --quic-version opened with.
+    #[arg(long, value_parser = parse_quic_version, value_name = "1|2", conflicts_with = "tcp")]
+    prefer_version: Option<u32>,
     #[command(flatten)]
     transport: TransportArgs,
 }
 
 /// `--quic-version`: 1 or 2.
-fn parse_quic_version(s: &str) -> Result<u32, String> {
+pub(super) fn parse_quic_version(s: &str) -> Result<u32, String> {
     match s {
         "1" => Ok(qfec_proto::packet::VERSION_1),
         "2" => Ok(qfec_proto::packet::VERSION_2),
@@ -213,6 +218,9 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
     let mut client = ClientConfig::new(crypto);
     client.transport = Arc::new(args.transport.transport()?);
     client.version = args.quic_version;
+    if let Some(p) = args.prefer_version {
+        client.offered_versions = vec![p, args.quic_version];
+    }
     let options = FetchOptions {
         output: args.output.clone(),
         timeout: args.timeout,
@@ -549,6 +557,8 @@ pub struct HqClient {
     /// Whether the server accepted our 0-RTT requests, if we sent any.
     early_data: Option<bool>,
     token: Option<Vec<u8>>,
+    /// The QUIC version the connection opened with, and the one it speaks now.
+    versions: Option<(u32, u32)>,
 }
 
 impl HqClient {
@@ -601,6 +611,7 @@ impl HqClient {
             established: false,
             early_data: None,
             token: None,
+            versions: None,
         }
     }
 
@@ -688,6 +699,22 @@ impl HqClient {
         if self.keys_updated {
             lines.push("1-RTT keys updated once, by us".to_string());
         }
+        // (Not after a Version Negotiation restart from a reserved version.)
+        let moved = |(a, b): &(u32, u32)| a != b && qfec_proto::packet::supported_version(*a);
+        if let Some((opened, now)) = self.versions.filter(moved) {
+            let name = |v: u32| {
+                if v == qfec_proto::packet::VERSION_2 {
+                    2
+                } else {
+                    1
+                }
+            };
+            lines.push(format!(
+                "QUIC version {}: the server moved the connection from version {} (RFC 9368)",
+                name(now),
+                name(opened)
+            ));
+        }
         lines.extend(self.paths.report());
         match self.early_data {
             Some(true) => lines.push("0-RTT: requests sent early, accepted".to_string()),
@@ -702,6 +729,7 @@ impl HqClient {
             established: self.established,
             early_data: self.early_data,
             token: self.token.take(),
+            version: self.versions.map(|(_, now)| now),
         })
     }
 }
@@ -730,6 +758,8 @@ pub struct Outcome {
     pub early_data: Option<bool>,
     /// The server's NEW_TOKEN, for the next connection to it.
     pub token: Option<Vec<u8>>,
+    /// The QUIC version the connection ended in (after any move by the server).
+    pub version: Option<u32>,
 }
 
 impl Outcome {
@@ -785,6 +815,8 @@ impl Application for HqClient {
         let received = self.downloads.iter().map(|d| d.bytes).sum();
         self.paths.poll(now, conn, received);
         self.established |= conn.handshake_confirmed();
+        let v = conn.version();
+        self.versions = Some((self.versions.map_or(v, |(opened, _)| opened), v));
         if self.key_update && conn.handshake_confirmed() && conn.force_key_update() {
             self.key_update = false;
             self.keys_updated = true;

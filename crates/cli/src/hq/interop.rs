@@ -52,6 +52,10 @@ enum Case {
     /// on in version 1; a handshake is what counts (the runner requests no file). A server
     /// answers any unknown version anyway.
     VersionNegotiation,
+    /// The transfer, opened in version 1 offering version 2 first; the server moves the
+    /// connection to version 2 (compatible version negotiation, RFC 9368), and a client
+    /// fails the case if it did not.
+    V2,
 }
 
 impl Case {
@@ -68,6 +72,7 @@ impl Case {
             "http3" => Case::Http3,
             "ecn" => Case::Ecn,
             "versionnegotiation" => Case::VersionNegotiation,
+            "v2" => Case::V2,
             _ => return None,
         })
     }
@@ -124,6 +129,9 @@ fn server(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     let mut server = ServerConfig::new(crypto);
     server.transport = Arc::new(args.transport.transport()?);
     server.retry = case == Case::Retry;
+    if case == Case::V2 {
+        server.preferred_version = Some(qfec_proto::packet::VERSION_2);
+    }
     serve(args.listen, &env_path("WWW", "/www"), server, None)
 }
 
@@ -156,6 +164,11 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     let mut config = ClientConfig::new(crypto);
     config.transport = Arc::new(args.transport.transport()?);
     config.elicit_version_negotiation = case == Case::VersionNegotiation;
+    if case == Case::V2 {
+        use qfec_proto::packet::{VERSION_1, VERSION_2};
+        config.version = VERSION_1;
+        config.offered_versions = vec![VERSION_2, VERSION_1];
+    }
     let options = FetchOptions {
         output: Some(env_path("DOWNLOADS", "/downloads")),
         timeout: args.timeout,
@@ -190,6 +203,10 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         }
         if case == Case::ZeroRtt && i > 0 && outcome.early_data != Some(true) {
             eprintln!("qfec interop: the server did not accept the 0-RTT requests");
+            failed = true;
+        }
+        if case == Case::V2 && outcome.version != Some(qfec_proto::packet::VERSION_2) {
+            eprintln!("qfec interop: the server did not move the connection to version 2");
             failed = true;
         }
         config.token = outcome.token.clone().or(config.token);

@@ -21,8 +21,9 @@ use crate::tls;
 
 /// The server's own options that only QUIC has (for `--tcp` to refuse, with the transport
 /// options of `QUIC_TRANSPORT_ONLY`).
-const QUIC_SERVER_ONLY: [&str; 5] = [
+const QUIC_SERVER_ONLY: [&str; 6] = [
     "retry",
+    "prefer_version",
     "retry_above_half_open",
     "max_half_open",
     "early_data",
@@ -62,6 +63,11 @@ pub struct ServerArgs {
     /// Handshakes in progress at most; Initials beyond are dropped.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_half_open: usize,
+    /// Move clients that offer this QUIC version to it, 1 or 2, from the server's first
+    /// packet on (compatible version negotiation, RFC 9368; version 1 and 2 are
+    /// compatible). By default the server answers in the first version the client offers.
+    #[arg(long, value_name = "1|2", value_parser = super::client::parse_quic_version)]
+    prefer_version: Option<u32>,
     /// Accept requests in 0-RTT from clients resuming a session. Each session ticket works
     /// once, but another server (or this one restarted) cannot detect a replayed request.
     #[arg(long)]
@@ -96,6 +102,7 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     let mut server = ServerConfig::new(crypto);
     server.transport = Arc::new(args.transport.transport()?);
     server.retry = args.retry;
+    server.preferred_version = args.prefer_version;
     server.retry_above_half_open = args.retry_above_half_open;
     server.max_half_open = args.max_half_open;
     serve(args.listen, &args.root, server, args.seed)

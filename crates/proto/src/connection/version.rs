@@ -269,17 +269,15 @@ impl Connection {
                     ));
                 }
             }
-            Some(vi) => {
-                if vi.chosen != self.version {
-                    return Err(err("the server's chosen version is not the one in use"));
-                }
+            Some(vi) if vi.chosen != self.version => {
+                return Err(err("the server's chosen version is not the one in use"));
             }
             None if self.versions.moved => {
                 return Err(err(
                     "the server changed the version without version_information",
                 ));
             }
-            None => {}
+            _ => {}
         }
         Ok(())
     }
