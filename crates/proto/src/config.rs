@@ -74,6 +74,9 @@ pub struct TransportConfig {
     pub keep_alive_interval: Option<Duration>,
     /// Connection IDs we let the peer hold for us.
     pub active_connection_id_limit: u64,
+    /// Client: move to the server's preferred_address once the handshake is confirmed
+    /// (RFC 9000 §9.6; back to the first address if it does not validate). On by default.
+    pub use_preferred_address: bool,
     /// Largest DATAGRAM frame accepted (RFC 9221); None disables the extension.
     pub max_datagram_frame_size: Option<u64>,
     /// Received datagrams kept for the application before the oldest is dropped.
@@ -127,6 +130,7 @@ impl Default for TransportConfig {
             mtu_discovery: None,
             keep_alive_interval: None,
             active_connection_id_limit: 4,
+            use_preferred_address: true,
             max_datagram_frame_size: None,
             datagram_receive_buffer: 1024,
             crypto_buffer: 64 * 1024,
@@ -173,6 +177,12 @@ pub struct ServerConfig {
     pub retry_above_half_open: usize,
     /// Handshakes in progress at most; Initials beyond are dropped.
     pub max_half_open: usize,
+    /// An address of the server's that clients should move to once the handshake is
+    /// confirmed (RFC 9000 §9.6), sent in the preferred_address transport parameter with a
+    /// connection ID of its own. The caller receives on it too (e.g. a second socket). An
+    /// unspecified IP (0.0.0.0 or ::) takes the IP the client's Initial came to, so that a
+    /// server listening on a wildcard address can name another port.
+    pub preferred_address: Option<std::net::SocketAddr>,
     /// Compatible version negotiation (RFC 9368): answer a client that offers this version
     /// in it, whatever its first Initial's (version 1 and version 2 are compatible). `None`
     /// (the default): the first version the client offers that qfec speaks, which is its
@@ -191,6 +201,7 @@ impl ServerConfig {
             refuse_connections: false,
             retry_above_half_open: 128,
             max_half_open: 1024,
+            preferred_address: None,
             preferred_version: None,
         }
     }

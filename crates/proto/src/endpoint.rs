@@ -19,7 +19,7 @@ use crate::crypto::TlsSession;
 use crate::events::{DropReason, Event, PacketEvent, PacketHeader, PacketType};
 use crate::packet::{self, ParsedHeader};
 use crate::time::Instant;
-use crate::transport_params::{TransportParameters, VersionInformation};
+use crate::transport_params::{PreferredAddress, TransportParameters, VersionInformation};
 use crate::types::{ConnectionId, DatagramInfo, Side, TransportError, error_code};
 
 /// Index of a connection inside its endpoint.
@@ -595,6 +595,8 @@ impl Endpoint {
             chosen: version,
             available,
         });
+        let preferred = self.preferred_address(&server, info);
+        params.preferred_address = preferred.clone();
         let mut raw = Vec::new();
         params.encode(&mut raw);
         let tls = TlsSession::server(&server.crypto, version, raw).ok()?;
@@ -636,6 +638,9 @@ impl Endpoint {
         }
         let h = self.insert(conn);
         self.route(local_cid, h);
+        if let Some(pa) = preferred {
+            self.route(pa.cid, h);
+        }
         self.initial_routes.insert((remote, dcid), h);
         self.half_open += 1;
         if let Some(slot) = self.slot_mut(h.0) {
@@ -647,6 +652,35 @@ impl Endpoint {
         }
         self.touch(h.0, now);
         (!stale_retry).then_some(h)
+    }
+
+    /// The preferred_address parameter for a connection whose first Initial came with
+    /// `info` (RFC 9000 §9.6): the configured address (an unspecified IP taking the one the
+    /// Initial came to), with a connection ID of its own. None without an address of the
+    /// client's family, or with zero-length connection IDs (§18.2).
+    fn preferred_address(
+        &mut self,
+        server: &ServerConfig,
+        info: DatagramInfo,
+    ) -> Option<PreferredAddress> {
+        let mut addr = server.preferred_address?;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(info.local?.ip());
+        }
+        if self.config.local_cid_len == 0 || addr.is_ipv4() != info.remote.is_ipv4() {
+            return None;
+        }
+        let cid = self.new_cid();
+        let (ipv4, ipv6) = match addr {
+            SocketAddr::V4(a) => (Some(a), None),
+            SocketAddr::V6(a) => (None, Some(a)),
+        };
+        Some(PreferredAddress {
+            ipv4,
+            ipv6,
+            cid,
+            reset_token: self.reset_key.token(&cid),
+        })
     }
 
     /// An address-validation token: AEAD-sealed (kind, issue time, client address, and for

@@ -55,6 +55,9 @@ struct InFlight {
     data: Vec<u8>,
     /// The IP header's ECN codepoint.
     ecn: Option<EcnCodepoint>,
+    /// A server address other than `Pair::server_addr` the datagram goes to (to the server)
+    /// or comes from (to the client): a server's preferred address.
+    server_side: Option<SocketAddr>,
 }
 
 /// A second (third, ...) network path between the client and the server: the client's
@@ -135,6 +138,9 @@ pub struct Datagram<'a> {
     pub data: &'a [u8],
     /// The ECN codepoint it was sent with.
     pub ecn: Option<EcnCodepoint>,
+    /// The server address it goes to or comes from when not `Pair::server_addr` (a
+    /// preferred address).
+    pub server_side: Option<SocketAddr>,
 }
 
 impl Datagram<'_> {
@@ -256,14 +262,27 @@ impl Pair {
                 let seg = t.segment_size.unwrap_or(t.size);
                 let datagrams: Vec<Vec<u8>> =
                     self.buf[..t.size].chunks(seg).map(|c| c.to_vec()).collect();
+                let other = if to_server {
+                    Some(t.destination)
+                } else {
+                    t.source
+                };
+                let server_side = other.filter(|a| *a != self.server_addr && link == 0);
                 for d in datagrams {
-                    self.enqueue(to_server, link, d, t.ecn);
+                    self.enqueue(to_server, link, d, t.ecn, server_side);
                 }
             }
         }
     }
 
-    fn enqueue(&mut self, to_server: bool, link: usize, data: Vec<u8>, ecn: Option<EcnCodepoint>) {
+    fn enqueue(
+        &mut self,
+        to_server: bool,
+        link: usize,
+        data: Vec<u8>,
+        ecn: Option<EcnCodepoint>,
+        server_side: Option<SocketAddr>,
+    ) {
         let dir = if to_server { 0 } else { 1 };
         let spec = match (link, to_server) {
             (0, true) => &self.c2s,
@@ -295,6 +314,7 @@ impl Pair {
             now: self.now,
             data: &data,
             ecn,
+            server_side,
         };
         if let Some(hook) = self.drop_hook.as_mut()
             && hook(&d)
@@ -333,6 +353,7 @@ impl Pair {
             link,
             data,
             ecn,
+            server_side,
         });
     }
 
@@ -369,14 +390,14 @@ impl Pair {
                 self.delivered[0] += 1;
                 let info = DatagramInfo {
                     remote: client_side,
-                    local: None,
+                    local: p.server_side,
                     ecn: p.ecn,
                 };
                 self.server.handle(self.now, info, &p.data);
             } else {
                 self.delivered[1] += 1;
                 let info = DatagramInfo {
-                    remote: self.server_addr,
+                    remote: p.server_side.unwrap_or(self.server_addr),
                     local: (p.link > 0).then_some(client_side),
                     ecn: p.ecn,
                 };

@@ -71,6 +71,13 @@ impl LocalCids {
         seq
     }
 
+    /// The ID of our preferred_address transport parameter: sequence number 1 of path 0,
+    /// already known to the peer (no NEW_CONNECTION_ID).
+    pub fn add_preferred_address_cid(&mut self, cid: ConnectionId) {
+        debug_assert_eq!(self.next_seq(PathId::INITIAL), 1);
+        self.insert(PathId::INITIAL, cid);
+    }
+
     /// Our oldest ID still active (the one long headers carry).
     pub fn first(&self) -> Option<ConnectionId> {
         self.active.values().next().copied()

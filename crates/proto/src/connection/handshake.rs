@@ -2,6 +2,7 @@
 //! transport parameter checks (RFC 9000 §7.3, §18) and handshake completion.
 
 use super::keys::OneRttKeys;
+use super::path::PathId;
 use super::spaces::{HANDSHAKE_PATH, Pns};
 use super::{Connection, Event, HandshakePhase, State};
 use crate::crypto::KeysReady;
@@ -142,6 +143,11 @@ impl Connection {
             if let Some(token) = params.stateless_reset_token {
                 self.remote_cids.set_initial_reset_token(token);
             }
+            if let Some(pa) = &params.preferred_address {
+                // The preferred address's ID has sequence number 1 (RFC 9000 §5.1.1).
+                self.remote_cids
+                    .on_new_cid(PathId::INITIAL, 1, 0, pa.cid, pa.reset_token)?;
+            }
         }
         self.streams.set_peer_params(&params);
         self.paths[HANDSHAKE_PATH].on_peer_max_udp_payload(
@@ -235,6 +241,7 @@ impl Connection {
         self.paths[HANDSHAKE_PATH].peer_validated_address = true;
         self.trace_state(now, ev::ConnectionState::HandshakeConfirmed);
         self.discard_space(now, Pns::Handshake);
+        self.move_to_preferred_address(now);
     }
 
     /// Resends unacknowledged CRYPTO data of `space` before the PTO, a few times per

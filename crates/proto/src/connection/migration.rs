@@ -74,6 +74,45 @@ impl Connection {
         Ok(())
     }
 
+    /// Client, once the handshake is confirmed: moves to the server's preferred_address of
+    /// our path's address family, if it gave one (RFC 9000 §9.6.1), under the connection ID
+    /// that came with it. The new server address is validated with a PATH_CHALLENGE, and
+    /// congestion control and the RTT estimate start afresh (§9.4); if the challenge goes
+    /// unanswered the path goes back to the server's first address (§9.3.2).
+    pub(super) fn move_to_preferred_address(&mut self, now: Instant) {
+        if self.side.is_server() || !self.config.use_preferred_address || self.multipath.is_some() {
+            return;
+        }
+        let Some(params) = self.peer_params.as_ref() else {
+            return;
+        };
+        let Some(pa) = &params.preferred_address else {
+            return;
+        };
+        let remote = self.paths[HANDSHAKE_PATH].remote;
+        let to = match remote {
+            SocketAddr::V4(_) => pa.ipv4.map(SocketAddr::V4),
+            SocketAddr::V6(_) => pa.ipv6.map(SocketAddr::V6),
+        };
+        let Some(to) = to.filter(|to| *to != remote) else {
+            return;
+        };
+        // The preferred address's ID (sequence 1) is the lowest spare one.
+        if !self.remote_cids.rotate(PathId::INITIAL) {
+            return;
+        }
+        let mut data = [0u8; 8];
+        rand::RngCore::fill_bytes(&mut self.rng, &mut data);
+        let deadline = now + self.validation_timeout();
+        tracing::debug!(from = %remote, %to, "moving to the server's preferred address");
+        let path = &mut self.paths[HANDSHAKE_PATH];
+        path.migrate(to, 0, data, deadline);
+        path.opened_locally();
+        path.reset_congestion(&self.config, now);
+        self.pending.ping = true;
+        self.stats.preferred_address_moves += 1;
+    }
+
     /// Server: the client's newest packet on its current address used our ID `dcid`. When
     /// the client moves to another of our IDs (as it does migrating on purpose, RFC 9000
     /// §9.5, or to stay unlinkable), we answer under a new ID of its own, so that nothing

@@ -223,6 +223,8 @@ pub struct ConnectionStats {
     pub ack_frequency_applied: u64,
     /// Times we moved the connection to a new local address ([`Connection::migrate`]).
     pub migrations: u64,
+    /// Client: moves to the server's preferred_address (RFC 9000 §9.6), 0 or 1.
+    pub preferred_address_moves: u64,
     /// CE marks the peer reported on our packets (ECN, RFC 9000 §13.4).
     pub ecn_ce_reported: u64,
     /// ACK frames that reported new CE marks: each is a congestion event to the controller,
@@ -464,6 +466,11 @@ impl Connection {
             p.now,
         );
         let versions = version::Negotiation::new(&p);
+        let mut local_cids = LocalCids::new(p.local_cid);
+        if let Some(pa) = &p.local_params.preferred_address {
+            // Sequence number 1 (RFC 9000 §5.1.1); NEW_CONNECTION_ID frames go on from 2.
+            local_cids.add_preferred_address_cid(pa.cid);
+        }
         let tracer = cfg.events.as_ref().and_then(|f| {
             let info = ev::ConnectionInfo {
                 side: p.side,
@@ -483,7 +490,7 @@ impl Connection {
             write_space: Pns::Initial,
             paths: vec![path],
             streams: Streams::new(p.side, &cfg),
-            local_cids: LocalCids::new(p.local_cid),
+            local_cids,
             remote_cids: PeerCids::new(p.remote_cid, cfg.active_connection_id_limit),
             advertised_max_path_id: p
                 .local_params
