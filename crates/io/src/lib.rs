@@ -69,6 +69,9 @@ pub struct Driver {
     /// A socket to move to, and when.
     pending_migration: Option<(Instant, std::net::UdpSocket)>,
     migrations: Vec<Migration>,
+    /// A second socket of a server's (its preferred address, RFC 9000 §9.6): datagrams
+    /// come in on it too, and leave from it when a path's local address is its.
+    second: Option<UdpIo>,
 }
 
 impl Driver {
@@ -89,7 +92,16 @@ impl Driver {
             connected: None,
             pending_migration: None,
             migrations: Vec::new(),
+            second: None,
         })
+    }
+
+    /// Receives on `socket` as well (a server's preferred address, the address of its
+    /// `ServerConfig::preferred_address`): its datagrams go to the same endpoint, and
+    /// replies to them leave from it.
+    pub fn add_socket(&mut self, socket: std::net::UdpSocket) -> io::Result<()> {
+        self.second = Some(UdpIo::from_std(socket)?);
+        Ok(())
     }
 
     /// Talks to `remote` only, so that an ICMP port unreachable from it is noticed: `run`
@@ -171,29 +183,10 @@ impl Driver {
     pub async fn run<A: Application>(&mut self, app: &mut A) -> io::Result<()> {
         loop {
             let now = self.clock.now();
-            // Input first: everything the socket holds now.
-            let mut received = 0;
-            while received < 256 {
-                match self.io.try_recv_buf(&mut self.recv_buf) {
-                    Ok(Some((mut batch, info, segment))) => {
-                        received += 1;
-                        let seg = segment.unwrap_or(batch.len()).max(1);
-                        while !batch.is_empty() {
-                            let datagram = batch.split_to(seg.min(batch.len()));
-                            self.stats.rx_datagrams += 1;
-                            self.endpoint.handle_buf(now, info, datagram);
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) if is_transient(&e) => break,
-                    Err(e)
-                        if e.kind() == io::ErrorKind::ConnectionRefused
-                            && self.connected.is_none() =>
-                    {
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                }
+            // Input first: everything the sockets hold now.
+            let mut received = self.receive(now, false)?;
+            if self.second.is_some() {
+                received += self.receive(now, true)?;
             }
             let now = self.clock.now();
             // Not before the handshake is confirmed (RFC 9000 §9).
@@ -236,6 +229,12 @@ impl Driver {
             let sleep = timeout.map(|t| self.clock.to_std(t));
             tokio::select! {
                 r = self.io.readable() => r?,
+                r = async {
+                    match &self.second {
+                        Some(io) => io.readable().await,
+                        None => std::future::pending().await,
+                    }
+                } => r?,
                 _ = async {
                     match sleep {
                         Some(t) => tokio::time::sleep_until(t.into()).await,
@@ -244,6 +243,38 @@ impl Driver {
                 } => {}
             }
         }
+    }
+
+    /// Hands what a socket (the second one with `second`) holds now to the endpoint, at most
+    /// 256 batches; returns how many.
+    fn receive(&mut self, now: Instant, second: bool) -> io::Result<usize> {
+        let mut received = 0;
+        while received < 256 {
+            let io = match (&self.second, second) {
+                (Some(io), true) => io,
+                _ => &self.io,
+            };
+            match io.try_recv_buf(&mut self.recv_buf) {
+                Ok(Some((mut batch, info, segment))) => {
+                    received += 1;
+                    let seg = segment.unwrap_or(batch.len()).max(1);
+                    while !batch.is_empty() {
+                        let datagram = batch.split_to(seg.min(batch.len()));
+                        self.stats.rx_datagrams += 1;
+                        self.endpoint.handle_buf(now, info, datagram);
+                    }
+                }
+                Ok(None) => break,
+                Err(e) if is_transient(&e) => break,
+                Err(e)
+                    if e.kind() == io::ErrorKind::ConnectionRefused && self.connected.is_none() =>
+                {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(received)
     }
 
     /// Sends everything the endpoint has ready.
@@ -265,9 +296,21 @@ impl Driver {
             self.stats.tx_datagrams +=
                 t.size.div_ceil(t.segment_size.unwrap_or(t.size).max(1)) as u64;
             self.stats.tx_calls += 1;
+            if let Some(c) = self.connected
+                && c != t.destination
+            {
+                // The connection moved to another server address (its preferred one, or
+                // back): the socket follows, so that the kernel lets its answers in.
+                self.io.connect(t.destination)?;
+                self.connected = Some(t.destination);
+            }
+            // From the second socket when the path's local address is its.
+            let io = match (&mut self.second, t.source) {
+                (Some(io), Some(src)) if io.local_addr().is_ok_and(|a| same_socket(a, src)) => io,
+                _ => &mut self.io,
+            };
             loop {
-                match self
-                    .io
+                match io
                     .send(t.destination, t.source, t.ecn, data, t.segment_size)
                     .await
                 {
@@ -291,6 +334,12 @@ impl Driver {
             }
         }
     }
+}
+
+/// Whether a datagram from `source` leaves from a socket bound to `bound` (its port, and
+/// its IP unless it is a wildcard).
+fn same_socket(bound: SocketAddr, source: SocketAddr) -> bool {
+    bound.port() == source.port() && (bound.ip().is_unspecified() || bound.ip() == source.ip())
 }
 
 fn is_transient(e: &io::Error) -> bool {

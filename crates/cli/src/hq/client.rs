@@ -88,6 +88,10 @@ pub struct ClientArgs {
     /// Version Negotiation, and the client then stops (it does not fall back).
     #[arg(long, default_value = "1", value_parser = parse_quic_version, value_name = "1|2", conflicts_with = "tcp")]
     quic_version: u32,
+    /// Stay on the server's first address even when it offers a preferred one (by default
+    /// the client moves there once the handshake is confirmed, RFC 9000 §9.6).
+    #[arg(long, conflicts_with = "tcp")]
+    no_preferred_address: bool,
     /// Offer this version first, 1 or 2: a server that speaks it moves the connection to it
     /// without a round trip (RFC 9368), whatever --quic-version opened with.
     #[arg(long, value_parser = parse_quic_version, value_name = "1|2", conflicts_with = "tcp")]
@@ -216,7 +220,9 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         crypto = crypto.with_keylog();
     }
     let mut client = ClientConfig::new(crypto);
-    client.transport = Arc::new(args.transport.transport()?);
+    let mut transport = args.transport.transport()?;
+    transport.use_preferred_address = !args.no_preferred_address;
+    client.transport = Arc::new(transport);
     client.version = args.quic_version;
     if let Some(p) = args.prefer_version {
         client.offered_versions = vec![p, args.quic_version];
@@ -559,6 +565,9 @@ pub struct HqClient {
     token: Option<Vec<u8>>,
     /// The QUIC version the connection opened with, and the one it speaks now.
     versions: Option<(u32, u32)>,
+    /// The server's address the connection opened with, the one it uses now, and whether
+    /// it tried the server's preferred address.
+    remotes: Option<(SocketAddr, SocketAddr, bool)>,
 }
 
 impl HqClient {
@@ -612,6 +621,7 @@ impl HqClient {
             early_data: None,
             token: None,
             versions: None,
+            remotes: None,
         }
     }
 
@@ -699,6 +709,15 @@ impl HqClient {
         if self.keys_updated {
             lines.push("1-RTT keys updated once, by us".to_string());
         }
+        match self.remotes {
+            Some((first, now, true)) if first != now => lines.push(format!(
+                "moved to the server's preferred address {now} (RFC 9000 §9.6)"
+            )),
+            Some((first, _, true)) => lines.push(format!(
+                "the server's preferred address did not answer: back to {first}"
+            )),
+            _ => {}
+        }
         // (Not after a Version Negotiation restart from a reserved version.)
         let moved = |(a, b): &(u32, u32)| a != b && qfec_proto::packet::supported_version(*a);
         if let Some((opened, now)) = self.versions.filter(moved) {
@@ -730,6 +749,9 @@ impl HqClient {
             early_data: self.early_data,
             token: self.token.take(),
             version: self.versions.map(|(_, now)| now),
+            moved_to_preferred_address: self
+                .remotes
+                .is_some_and(|(first, now, tried)| tried && first != now),
         })
     }
 }
@@ -760,6 +782,8 @@ pub struct Outcome {
     pub token: Option<Vec<u8>>,
     /// The QUIC version the connection ended in (after any move by the server).
     pub version: Option<u32>,
+    /// The connection ended on the server's preferred address (RFC 9000 §9.6).
+    pub moved_to_preferred_address: bool,
 }
 
 impl Outcome {
@@ -817,6 +841,9 @@ impl Application for HqClient {
         self.established |= conn.handshake_confirmed();
         let v = conn.version();
         self.versions = Some((self.versions.map_or(v, |(opened, _)| opened), v));
+        let r = conn.remote_address();
+        let tried = conn.stats().preferred_address_moves > 0;
+        self.remotes = Some((self.remotes.map_or(r, |(first, _, _)| first), r, tried));
         if self.key_update && conn.handshake_confirmed() && conn.force_key_update() {
             self.key_update = false;
             self.keys_updated = true;

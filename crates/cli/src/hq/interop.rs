@@ -56,6 +56,9 @@ enum Case {
     /// connection to version 2 (compatible version negotiation, RFC 9368), and a client
     /// fails the case if it did not.
     V2,
+    /// The transfer; the server offers a preferred address (RFC 9000 §9.6) and the client
+    /// moves there once the handshake is confirmed, failing the case if it did not.
+    ConnectionMigration,
 }
 
 impl Case {
@@ -73,6 +76,7 @@ impl Case {
             "ecn" => Case::Ecn,
             "versionnegotiation" => Case::VersionNegotiation,
             "v2" => Case::V2,
+            "connectionmigration" => Case::ConnectionMigration,
             _ => return None,
         })
     }
@@ -132,7 +136,22 @@ fn server(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     if case == Case::V2 {
         server.preferred_version = Some(qfec_proto::packet::VERSION_2);
     }
-    serve(args.listen, &env_path("WWW", "/www"), server, None)
+    // connectionmigration: a preferred address on the next port (any free one when the
+    // listening port is), for the client to move to.
+    let preferred = (case == Case::ConnectionMigration).then(|| {
+        let port = match args.listen.port() {
+            0 => 0,
+            p => p.wrapping_add(1),
+        };
+        SocketAddr::new(args.listen.ip(), port)
+    });
+    serve(
+        args.listen,
+        &env_path("WWW", "/www"),
+        server,
+        None,
+        preferred,
+    )
 }
 
 fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
@@ -203,6 +222,12 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
         }
         if case == Case::ZeroRtt && i > 0 && outcome.early_data != Some(true) {
             eprintln!("qfec interop: the server did not accept the 0-RTT requests");
+            failed = true;
+        }
+        if case == Case::ConnectionMigration && !outcome.moved_to_preferred_address {
+            eprintln!(
+                "qfec interop: the connection did not move to the server's preferred address"
+            );
             failed = true;
         }
         if case == Case::V2 && outcome.version != Some(qfec_proto::packet::VERSION_2) {

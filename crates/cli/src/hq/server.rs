@@ -21,8 +21,9 @@ use crate::tls;
 
 /// The server's own options that only QUIC has (for `--tcp` to refuse, with the transport
 /// options of `QUIC_TRANSPORT_ONLY`).
-const QUIC_SERVER_ONLY: [&str; 6] = [
+const QUIC_SERVER_ONLY: [&str; 7] = [
     "retry",
+    "preferred_address",
     "prefer_version",
     "retry_above_half_open",
     "max_half_open",
@@ -63,6 +64,12 @@ pub struct ServerArgs {
     /// Handshakes in progress at most; Initials beyond are dropped.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_half_open: usize,
+    /// Also receive on ADDR and ask clients to move there once the handshake is confirmed
+    /// (the preferred_address transport parameter, RFC 9000 §9.6). Port 0 picks a free
+    /// port; an unspecified IP (0.0.0.0 or [::]) names, to each client, the IP its first
+    /// packet came to.
+    #[arg(long, value_name = "ADDR", value_parser = crate::parse_socket_addr)]
+    preferred_address: Option<SocketAddr>,
     /// Move clients that offer this QUIC version to it, 1 or 2, from the server's first
     /// packet on (compatible version negotiation, RFC 9368; version 1 and 2 are
     /// compatible). By default the server answers in the first version the client offers.
@@ -105,7 +112,13 @@ pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     server.preferred_version = args.prefer_version;
     server.retry_above_half_open = args.retry_above_half_open;
     server.max_half_open = args.max_half_open;
-    serve(args.listen, &args.root, server, args.seed)
+    serve(
+        args.listen,
+        &args.root,
+        server,
+        args.seed,
+        args.preferred_address,
+    )
 }
 
 /// The certificate chain and key of --cert and --key, or a fresh self-signed pair.
@@ -135,23 +148,42 @@ fn certificate(
 }
 
 /// Serves the files under `root` on `listen` until killed: HTTP/3 or hq-interop, as each
-/// client's ALPN chooses; a line per request on standard error.
+/// client's ALPN chooses; a line per request on standard error. With `preferred`, a second
+/// socket there is the preferred address offered to clients.
 pub fn serve(
     listen: SocketAddr,
     root: &Path,
-    server: ServerConfig,
+    mut server: ServerConfig,
     seed: Option<u64>,
+    preferred: Option<SocketAddr>,
 ) -> Result<ExitCode> {
     let files = Files::new(root)
         .with_context(|| format!("cannot resolve the root directory {}", root.display()))?;
     let root = files.root().to_path_buf();
+    let second = preferred
+        .map(|addr| {
+            std::net::UdpSocket::bind(addr)
+                .with_context(|| format!("cannot listen on --preferred-address {addr}"))
+        })
+        .transpose()?;
+    if let Some(s) = &second {
+        server.preferred_address = Some(s.local_addr()?);
+    }
     let endpoint = new_endpoint(Some(Arc::new(server)), seed)?;
     let rt = runtime()?;
     rt.block_on(async move {
         let mut driver =
             Driver::bind(listen, endpoint).with_context(|| format!("cannot listen on {listen}"))?;
+        let also = match second {
+            Some(s) => {
+                let addr = s.local_addr()?;
+                driver.add_socket(s)?;
+                format!(" and on preferred address {addr}")
+            }
+            None => String::new(),
+        };
         eprintln!(
-            "qfec server: listening on {} serving {} (HTTP/3 and hq-interop)",
+            "qfec server: listening on {}{also} serving {} (HTTP/3 and hq-interop)",
             driver.local_addr()?,
             root.display()
         );
