@@ -1042,6 +1042,12 @@ impl Connection {
             });
             space_mut!(self, pns).probes = 0;
             let mut payload = Vec::new();
+            if pns == Pns::Data(HANDSHAKE_PATH) && self.multipath.is_none() {
+                // What arrived last is acknowledged with the close, so that the peer knows
+                // its last data got here (a client closing as soon as its download ends).
+                let ack_room = room.saturating_sub(64 + reason.len() + TAG_LEN + 32);
+                self.write_ack(now, pns, None, &mut payload, ack_room, 0);
+            }
             f.encode(&mut payload);
             self.build_raw_packet(now, pns, buf, start + limit, &payload);
         }
