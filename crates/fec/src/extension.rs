@@ -55,6 +55,7 @@ impl FecExtension {
     pub fn stats(&self) -> FecStats {
         let mut s = self.stats;
         s.sending = self.sender.as_ref().and_then(|x| x.scheme());
+        s.symbol_size = self.sender.as_ref().and_then(|x| x.symbol_size());
         s.receiving = self.receiver.as_ref().and_then(|x| x.scheme());
         s
     }

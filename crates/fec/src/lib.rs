@@ -100,6 +100,8 @@ impl FecConfig {
 pub struct FecStats {
     /// The scheme we encode with, once encoding started.
     pub sending: Option<SchemeId>,
+    /// The symbol size of the code we encode with (it follows the path's datagram size).
+    pub symbol_size: Option<usize>,
     /// The scheme the peer's repair symbols use, once one arrived.
     pub receiving: Option<SchemeId>,
     pub source_symbols_sent: u64,

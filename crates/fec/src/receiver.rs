@@ -23,8 +23,9 @@ const MAX_SID_RANGES: usize = 1024;
 const MAX_ACK_RANGES: usize = 32;
 /// Packets carrying SYMBOL_ACKs tracked until acknowledged or lost.
 const MAX_ACKS_IN_FLIGHT: usize = 64;
-/// Times the peer may change the decoder's shape.
-const MAX_DECODER_CHANGES: u32 = 16;
+/// Times the peer may change the decoder's shape (its controller's scheme changes, and its
+/// path's datagram size as PMTU discovery moves it).
+const MAX_DECODER_CHANGES: u32 = 32;
 /// Largest coding window a decoder is built for (the RLC window field's limit).
 const MAX_WINDOW: u64 = 4095;
 
@@ -136,25 +137,31 @@ impl Receiver {
         insert_bounded(&mut self.received, sid);
         stats.source_symbols_received += 1;
         let data = trim_padding(rest);
+        if data.len() > self.max_symbol {
+            return Err(violation("source symbol larger than our packets"));
+        }
         match &mut self.decoder {
+            // Larger than the decoder's symbols: the peer's path took larger datagrams and
+            // its next code has larger symbols; kept for the decoder its first repair makes.
+            Some(d) if data.len() > d.shape.symbol_size => self.keep_early(sid, data),
             Some(d) => {
-                if data.len() > d.shape.symbol_size {
-                    return Err(violation("source symbol larger than the symbol size"));
-                }
                 let mut out = std::mem::take(&mut self.scratch);
                 // Older than the decoder's span: nothing to do with it.
                 let _ = d.dec.add_source(sid, data, &mut out);
                 self.deliver(cx, &mut out, stats);
                 self.scratch = out;
             }
-            None => {
-                if self.early.len() as u64 >= self.max_window.clamp(1, MAX_WINDOW) {
-                    self.early.pop_front();
-                }
-                self.early.push_back((sid, data.to_vec()));
-            }
+            None => self.keep_early(sid, data),
         }
         Ok(FrameOutcome::Continue)
+    }
+
+    /// A source symbol for a decoder yet to be built (at most a window's worth are kept).
+    fn keep_early(&mut self, sid: u64, data: &[u8]) {
+        if self.early.len() as u64 >= self.max_window.clamp(1, MAX_WINDOW) {
+            self.early.pop_front();
+        }
+        self.early.push_back((sid, data.to_vec()));
     }
 
     /// A REPAIR frame.
@@ -274,10 +281,13 @@ impl Receiver {
             .decoder(shape.symbol_size, limits)
             .map_err(|_| violation("REPAIR shape our decoder cannot take"))?;
         let mut out = Vec::new();
-        for (sid, data) in self.early.drain(..) {
-            if data.len() > shape.symbol_size {
-                return Err(violation("source symbol larger than the symbol size"));
-            }
+        // Those larger than its symbols wait for a code of their size.
+        let (fit, larger): (VecDeque<_>, VecDeque<_>) = self
+            .early
+            .drain(..)
+            .partition(|(_, data)| data.len() <= shape.symbol_size);
+        self.early = larger;
+        for (sid, data) in fit {
             let _ = dec.add_source(sid, &data, &mut out);
         }
         self.decoder = Some(Decoder {

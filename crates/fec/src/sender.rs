@@ -27,6 +27,8 @@ struct Code {
     id: SchemeId,
     enc: Box<dyn FecEncoder>,
     symbol_size: usize,
+    /// The packet payload its symbols were sized for.
+    basis: usize,
     /// Block codes: source symbols per block group (k * depth); 0 for RLC.
     group: u64,
     /// Block codes: source symbols in the current group; RLC: since the last repair.
@@ -74,6 +76,7 @@ impl Code {
             id,
             enc,
             symbol_size,
+            basis: max_payload,
             group,
             unprotected: 0,
             rs,
@@ -185,17 +188,19 @@ pub(crate) struct Sender {
     fresh: Vec<RepairSymbol>,
     /// Largest 1-RTT payload seen: a repair that cannot fit is dropped, not waited for.
     max_payload: usize,
-    /// The packet payload the first code's symbols were sized for: every later code keeps
-    /// that size, whatever PMTU discovery makes of the path's datagrams, because the peer's
-    /// decoder takes its symbol size from the repairs it has seen and refuses larger source
-    /// symbols until a repair of a new size arrives.
-    symbol_basis: Option<usize>,
     /// The packet whose SYMBOL_ACK frames are being processed, and the SIDs they visited.
     ack_budget: (Option<PacketId>, usize),
     /// Packets that carried repair symbols, in packet-number order (kept for feedback only).
     repair_pns: VecDeque<PacketId>,
     /// The packet being built carries a repair symbol.
     repair_in_packet: bool,
+}
+
+/// Whether a code sized for packet payloads of `basis` makes way for one sized for `now`:
+/// when packets shrank (its repairs would no longer fit), or grew by an eighth or more (a
+/// PMTU raise; smaller changes are not worth a new decoder at the peer).
+fn follows_path(basis: usize, now: usize) -> bool {
+    now < basis || now >= basis + basis / 8
 }
 
 impl Sender {
@@ -221,7 +226,6 @@ impl Sender {
             repairs: VecDeque::new(),
             fresh: Vec::new(),
             max_payload: usize::MAX,
-            symbol_basis: None,
             ack_budget: (None, 0),
             repair_pns: VecDeque::new(),
             repair_in_packet: false,
@@ -231,6 +235,11 @@ impl Sender {
     /// The scheme in use (or about to be), for statistics.
     pub fn scheme(&self) -> Option<SchemeId> {
         self.code.as_ref().map(|c| c.id)
+    }
+
+    /// The symbol size of the code in use, for statistics.
+    pub fn symbol_size(&self) -> Option<usize> {
+        self.code.as_ref().map(|c| c.symbol_size)
     }
 
     fn unprotected(&self) -> u64 {
@@ -259,6 +268,17 @@ impl Sender {
                 self.idle = false;
             }
         }
+        if self
+            .code
+            .as_ref()
+            .is_some_and(|c| follows_path(c.basis, self.max_payload))
+        {
+            // PMTU discovery changed the path's datagrams: a code sized for them, after
+            // one repair for what the old one holds (the peer builds a decoder of the new
+            // size from the new code's first repair).
+            self.flush(u32::from(self.unprotected() > 0));
+            self.code = None;
+        }
         if self.code.is_some() {
             return true;
         }
@@ -269,10 +289,7 @@ impl Sender {
             .controller
             .scheme(self.window)
             .filter(|s| self.peer_schemes.contains(&SchemeId::of(s)))
-            .and_then(|s| {
-                let basis = *self.symbol_basis.get_or_insert(self.max_payload);
-                Some((s, Code::new(s, basis)?))
-            });
+            .and_then(|s| Some((s, Code::new(s, self.max_payload)?)));
         let scheme = code.as_ref().map(|(s, _)| *s);
         if cx.tracing() && scheme != self.traced_scheme {
             self.traced_scheme = scheme;

@@ -190,13 +190,13 @@ fn every_scheme_recovers_losses_with_fewer_retransmissions() {
     }
 }
 
-/// Regression: PMTU discovery grows the path's datagrams under a running code. A code the
-/// sender built after that (adaptive FEC changes codes as it goes) had larger symbols than
-/// the receiver's decoder, whose shape came from the earlier code's repairs, and the
-/// receiver closed the connection ("source symbol larger than the symbol size"). Symbols keep
-/// the size of the first code now, whatever the path's datagram size.
+/// PMTU discovery grows the path's datagrams under a running code: the sender starts a code
+/// whose symbols fill the larger packets, and the receiver keeps the larger source symbols
+/// that arrive before that code's first repair for the decoder the repair makes. (Regression:
+/// the receiver once closed the connection on a source symbol larger than its decoder's,
+/// "source symbol larger than the symbol size".)
 #[test]
-fn fec_under_pmtu_discovery_keeps_its_symbol_size() {
+fn fec_symbols_follow_pmtu_discovery() {
     for scheme in ["adaptive", "rlc", "rs", "rquic"] {
         let pmtud = |mut t: TransportConfig| {
             t.mtu_discovery = Some(qfec_proto::MtuDiscoveryConfig {
@@ -224,5 +224,10 @@ fn fec_under_pmtu_discovery_keeps_its_symbol_size() {
         );
         let st = common::stats(&pair, &x, true).unwrap();
         assert!(st.symbols_recovered > 0, "{scheme}: {st:?}");
+        let sender = common::stats(&pair, &x, false).unwrap();
+        assert!(
+            sender.symbol_size.is_some_and(|s| s > 3000),
+            "{scheme}: the server's symbols follow its datagrams: {sender:?}"
+        );
     }
 }
