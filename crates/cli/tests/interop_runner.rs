@@ -1417,9 +1417,23 @@ fn mtus_in_qlog(dir: &Path) -> Vec<u64> {
         .find(|p| !p.to_string_lossy().contains("endpoint_"))
         .unwrap_or_else(|| panic!("no qlog in {dir:?}"));
     let log = qfec_qlog::validate::validate(&std::fs::read(file).unwrap()).unwrap();
-    log.named("quic:mtu_updated")
+    let mtus: Vec<u64> = log
+        .named("quic:mtu_updated")
         .filter_map(|e| e["data"]["new"].as_u64())
-        .collect()
+        .collect();
+    // Every raise follows an acknowledged probe, marked as one (is_mtu_probe_packet).
+    let probes: Vec<u64> = log
+        .named("quic:packet_sent")
+        .filter(|e| e["data"]["is_mtu_probe_packet"] == true)
+        .filter_map(|e| e["data"]["raw"]["length"].as_u64())
+        .collect();
+    for m in &mtus {
+        assert!(
+            *m <= 1452 || probes.iter().any(|p| p == m),
+            "a raise to {m} with no probe of that size: {probes:?}"
+        );
+    }
+    mtus
 }
 
 /// PMTU discovery (on by default, `--pmtu auto`): over loopback the client finds the

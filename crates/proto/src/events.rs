@@ -226,6 +226,8 @@ pub struct PacketEvent<'a> {
     pub stateless_reset_token: Option<[u8; 16]>,
     /// Why a packet was sent, when not for new data.
     pub trigger: Option<PacketSentTrigger>,
+    /// A path MTU discovery probe (PING and PADDING of the size probed).
+    pub is_mtu_probe: bool,
 }
 
 impl<'a> PacketEvent<'a> {
@@ -237,6 +239,7 @@ impl<'a> PacketEvent<'a> {
             supported_versions: &[],
             stateless_reset_token: None,
             trigger: None,
+            is_mtu_probe: false,
         }
     }
 }

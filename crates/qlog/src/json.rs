@@ -227,6 +227,9 @@ fn packet(p: &PacketEvent<'_>) -> Value {
     if let Some(t) = &p.stateless_reset_token {
         m.insert("stateless_reset_token".into(), hex(t).into());
     }
+    if p.is_mtu_probe {
+        m.insert("is_mtu_probe_packet".into(), true.into());
+    }
     if let Some(t) = p.trigger {
         let t = match t {
             qfec_proto::events::PacketSentTrigger::PtoProbe => "pto_probe",

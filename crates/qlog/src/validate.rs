@@ -367,6 +367,11 @@ fn check_event(e: &Value) -> Check {
             check_raw(d, false)?;
             hexstring(d, "stateless_reset_token")?;
             if ty == "packet_sent" {
+                if d.get("is_mtu_probe_packet")
+                    .is_some_and(|v| !v.is_boolean())
+                {
+                    return Err("\"is_mtu_probe_packet\" is not a boolean".into());
+                }
                 one_of(
                     d,
                     "trigger",

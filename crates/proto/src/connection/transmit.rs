@@ -535,7 +535,7 @@ impl Connection {
         }
         let size = buf.len() - packet_start + TAG_LEN;
         if self.tracing() {
-            self.trace_sent(now, pns, pn, size, probe, &buf[payload_start..]);
+            self.trace_sent(now, pns, pn, size, probe, false, &buf[payload_start..]);
         }
         self.seal(pns, buf, packet_start, pn_offset, pn_len, long.as_ref());
         debug_assert_eq!(size, buf.len() - packet_start);
@@ -1097,7 +1097,7 @@ impl Connection {
         if self.tracing() {
             let pn = space_mut!(self, pns).next_pn;
             let size = buf.len() - packet_start + TAG_LEN;
-            self.trace_sent(now, pns, pn, size, false, &buf[payload_start..]);
+            self.trace_sent(now, pns, pn, size, false, false, &buf[payload_start..]);
         }
         self.seal(pns, buf, packet_start, pn_offset, pn_len, long.as_ref());
         space_mut!(self, pns).next_pn += 1;
@@ -1113,6 +1113,7 @@ impl Connection {
         pn: u64,
         size: usize,
         probe: bool,
+        mtu_probe: bool,
         payload: &[u8],
     ) {
         if self
@@ -1143,6 +1144,7 @@ impl Connection {
         }
         let mut p = ev::PacketEvent::new(h, &[], size);
         p.trigger = probe.then_some(ev::PacketSentTrigger::PtoProbe);
+        p.is_mtu_probe = mtu_probe;
         self.trace_packet(now, true, payload, p);
     }
 }
