@@ -276,7 +276,8 @@ impl Connection {
         let end = start + size - crate::crypto::TAG_LEN;
         crate::frame::encode_padding(buf, end.saturating_sub(buf.len()));
         if self.tracing() {
-            self.trace_sent(now, pns, pn, size, false, true, &buf[payload_start..]);
+            let sent_for = super::transmit::SentFor::MtuProbe;
+            self.trace_sent(now, pns, pn, size, sent_for, &buf[payload_start..]);
         }
         self.seal(pns, buf, start, pn_offset, pn_len, long.as_ref());
         let marked = self.paths[pi].ecn.marking();

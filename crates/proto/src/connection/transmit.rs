@@ -47,6 +47,16 @@ struct Allowance {
     data: bool,
 }
 
+/// What a traced packet was sent for, beyond its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SentFor {
+    Data,
+    /// A probe after a PTO.
+    PtoProbe,
+    /// A path MTU discovery probe.
+    MtuProbe,
+}
+
 impl Connection {
     /// Writes the next datagram to send into `buf`, if any. `max_datagrams` > 1 allows a batch
     /// of equal-size 1-RTT datagrams for segmentation offload.
@@ -535,7 +545,12 @@ impl Connection {
         }
         let size = buf.len() - packet_start + TAG_LEN;
         if self.tracing() {
-            self.trace_sent(now, pns, pn, size, probe, false, &buf[payload_start..]);
+            let sent_for = if probe {
+                SentFor::PtoProbe
+            } else {
+                SentFor::Data
+            };
+            self.trace_sent(now, pns, pn, size, sent_for, &buf[payload_start..]);
         }
         self.seal(pns, buf, packet_start, pn_offset, pn_len, long.as_ref());
         debug_assert_eq!(size, buf.len() - packet_start);
@@ -1097,7 +1112,7 @@ impl Connection {
         if self.tracing() {
             let pn = space_mut!(self, pns).next_pn;
             let size = buf.len() - packet_start + TAG_LEN;
-            self.trace_sent(now, pns, pn, size, false, false, &buf[payload_start..]);
+            self.trace_sent(now, pns, pn, size, SentFor::Data, &buf[payload_start..]);
         }
         self.seal(pns, buf, packet_start, pn_offset, pn_len, long.as_ref());
         space_mut!(self, pns).next_pn += 1;
@@ -1112,8 +1127,7 @@ impl Connection {
         pns: Pns,
         pn: u64,
         size: usize,
-        probe: bool,
-        mtu_probe: bool,
+        sent_for: SentFor,
         payload: &[u8],
     ) {
         if self
@@ -1143,8 +1157,8 @@ impl Connection {
             });
         }
         let mut p = ev::PacketEvent::new(h, &[], size);
-        p.trigger = probe.then_some(ev::PacketSentTrigger::PtoProbe);
-        p.is_mtu_probe = mtu_probe;
+        p.trigger = (sent_for == SentFor::PtoProbe).then_some(ev::PacketSentTrigger::PtoProbe);
+        p.is_mtu_probe = sent_for == SentFor::MtuProbe;
         self.trace_packet(now, true, payload, p);
     }
 }
