@@ -186,3 +186,56 @@ fn unsupported_versions_are_refused_at_connect() {
         assert!(e.to_string().contains("not supported"), "{e}");
     }
 }
+
+/// A forged version 2 Initial to the client (right connection IDs, garbage inside) moves
+/// nothing: the client moves only once a packet of the other version decrypts, so the
+/// server's real answer in version 1 still completes the handshake.
+#[test]
+fn a_forged_packet_of_another_version_moves_nothing() {
+    let mut pair = Pair::new(
+        81,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    // The client's SCID, from its first Initial.
+    let scid: Rc<RefCell<Option<Vec<u8>>>> = Rc::default();
+    let seen = scid.clone();
+    pair.drop_hook = Some(Box::new(move |d| {
+        if d.to_server && seen.borrow().is_none() {
+            let dl = usize::from(d.data[5]);
+            let sl = usize::from(d.data[6 + dl]);
+            *seen.borrow_mut() = Some(d.data[7 + dl..7 + dl + sl].to_vec());
+        }
+        false
+    }));
+    // It offers version 2 (after version 1, so the server has no reason to move it).
+    let cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
+    let ch = pair.connect_with(cc);
+    pair.run_until(Duration::from_millis(1), |_| false);
+    let dcid = scid.borrow().clone().expect("the client sent its Initial");
+    // Version 2's Initial type bits are 0b01.
+    let mut forged = vec![0xd3];
+    forged.extend_from_slice(&VERSION_2.to_be_bytes());
+    forged.push(dcid.len() as u8);
+    forged.extend_from_slice(&dcid);
+    forged.push(8);
+    forged.extend_from_slice(&[7; 8]);
+    forged.push(0); // no token
+    forged.extend_from_slice(&[0x44, 0x00]); // length 1024
+    forged.extend(std::iter::repeat_n(0x5a, 1024));
+    let info = qfec_proto::DatagramInfo {
+        remote: pair.server_addr,
+        local: None,
+        ecn: None,
+    };
+    let now = pair.now;
+    pair.client.handle(now, info, &forged);
+    assert_eq!(pair.client.connection(ch).unwrap().version(), VERSION_1);
+    let mut sh = None;
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        sh = sh.or(p.server.accept());
+        p.client.connection(ch).unwrap().handshake_confirmed()
+    }));
+    assert_eq!(pair.client.connection(ch).unwrap().version(), VERSION_1);
+}

@@ -147,8 +147,10 @@ impl Connection {
             ParsedHeader::Long { dcid, .. } | ParsedHeader::Short { dcid, .. } => *dcid,
             _ => self.rx_dcid,
         };
-        // A server's Initial from the client in its first version, after we moved to another.
-        let mut original_version = false;
+        // An Initial in a version other than the connection's: a server reading the client's
+        // first version after moving, a client reading the server's first packet, which
+        // moves it to another version if it decrypts.
+        let mut other_version = false;
         let (pns, kind, pn_offset, packet_len, scid) = match header {
             ParsedHeader::VersionNegotiation { versions, .. } => {
                 self.on_version_negotiation(now, versions);
@@ -175,7 +177,7 @@ impl Connection {
                 version,
                 ..
             } => {
-                if version != self.version && !self.accept_other_version(now, version, ty) {
+                if version != self.version && !self.accept_other_version(version, ty) {
                     // Another version than the connection's, fixed by its first packet (or
                     // by compatible version negotiation): not ours (RFC 9000 §5.2).
                     if self.tracing() {
@@ -217,7 +219,7 @@ impl Connection {
                     }
                     return packet_len;
                 }
-                original_version = version != self.version;
+                other_version = version != self.version;
                 (pns, kind, pn_offset, packet_len, Some(scid))
             }
             ParsedHeader::Short {
@@ -281,7 +283,7 @@ impl Connection {
         // A datagram that may be a stateless reset is kept for the reset's trace.
         let reset_copy = (maybe_reset && self.tracing()).then(|| rest[..packet_len].to_vec());
         let packet = rest.split_to(packet_len);
-        let decrypted = self.decrypt(now, pns, zero_rtt, original_version, packet, pn_offset);
+        let decrypted = self.decrypt(now, pns, zero_rtt, other_version, packet, pn_offset);
         let Some((pn, payload)) = decrypted else {
             if pns.is_data() && maybe_reset {
                 self.on_stateless_reset(now, reset_copy.as_deref().unwrap_or(&[]));
@@ -309,7 +311,9 @@ impl Connection {
             return 0;
         }
         self.stats.packets_received += 1;
-        if !original_version && self.side.is_server() {
+        if other_version {
+            self.on_other_version_read(now);
+        } else if self.side.is_server() {
             self.on_packet_in_version();
         }
         space_mut!(self, pns).ecn_received.add(info.ecn);
@@ -383,7 +387,7 @@ impl Connection {
         now: Instant,
         pns: Pns,
         zero_rtt: bool,
-        original_version: bool,
+        other_version: bool,
         mut pkt: BytesMut,
         pn_offset: usize,
     ) -> Option<(u64, Result<Bytes, TransportError>)> {
@@ -398,7 +402,7 @@ impl Connection {
             let hp = match pns {
                 Pns::Data(_) if zero_rtt => &self.early.keys.as_ref()?.header,
                 Pns::Data(_) => &self.one_rtt.as_ref()?.remote_header,
-                _ if original_version => &self.original_initial_keys()?.header,
+                _ if other_version => &self.other_version_keys()?.header,
                 _ => &space!(self, pns).keys.as_ref()?.remote.header,
             };
             hp.decrypt_in_place(&sample, &mut first[0], pn_bytes).ok()?;
@@ -460,8 +464,8 @@ impl Connection {
                 }
             }
             _ => {
-                let key = if original_version {
-                    &self.original_initial_keys()?.packet
+                let key = if other_version {
+                    &self.other_version_keys()?.packet
                 } else {
                     &space!(self, pns).keys.as_ref()?.remote.packet
                 };

@@ -35,6 +35,9 @@ pub(super) struct Negotiation {
     /// Server after a move: the original version's Initial keys, to read the client's
     /// Initials sent before it saw ours.
     original_initial: Option<DirectionalKeys>,
+    /// Client: the version the server's packet being read would move us to, with its
+    /// Initial keys; the move happens only once the packet decrypts under them.
+    candidate: Option<(u32, crypto::SpaceKeys)>,
     /// Client: the server moved us.
     pub moved: bool,
 }
@@ -62,6 +65,7 @@ impl Negotiation {
             }),
             client_hello: Vec::new(),
             original_initial: None,
+            candidate: None,
             moved: false,
         }
     }
@@ -186,35 +190,53 @@ impl Connection {
         Ok(())
     }
 
-    /// A long-header packet in `version`, not the connection's. `true`: read it (the client
-    /// was moved to this version here, or it is a server's Initial in the client's original
-    /// version, read with [`Self::original_initial_keys`]).
-    pub(super) fn accept_other_version(
-        &mut self,
-        now: Instant,
-        version: u32,
-        ty: LongType,
-    ) -> bool {
+    /// A long-header packet in `version`, not the connection's. `true`: try to read it with
+    /// [`Self::other_version_keys`]: a server's Initial from the client in its original
+    /// version, or a client's first packet from the server, which moves the connection to a
+    /// version we offered once it decrypts ([`Self::on_other_version_read`]), so that a
+    /// forged packet moves nothing.
+    pub(super) fn accept_other_version(&mut self, version: u32, ty: LongType) -> bool {
+        self.versions.candidate = None;
         if ty != LongType::Initial {
             return false;
         }
         if self.side.is_server() {
             return version == self.versions.original && self.versions.original_initial.is_some();
         }
-        // Client: the server's first packet may move us to a version we offered.
         if self.peer_initial_scid.is_some()
             || self.versions.moved
             || !self.versions.offered.contains(&version)
             || !compatible(self.version, version)
-            || !self.tls.move_to(version)
+            || !self.tls.can_move_to(version)
         {
             return false;
         }
+        let dcid = self.versions.initial_dcid;
+        let keys = crypto::initial_keys(&dcid, self.side, version);
+        self.versions.candidate = Some((version, keys));
+        true
+    }
+
+    /// The remote Initial keys of the other version a packet is read in.
+    pub(super) fn other_version_keys(&self) -> Option<&DirectionalKeys> {
+        match &self.versions.candidate {
+            Some((_, keys)) => Some(&keys.remote),
+            None => self.versions.original_initial.as_ref(),
+        }
+    }
+
+    /// A packet of another version decrypted: a client moves to that version (the server's
+    /// packet is authentic); for a server it was the client's original version, read again.
+    pub(super) fn on_other_version_read(&mut self, now: Instant) {
+        let Some((version, keys)) = self.versions.candidate.take() else {
+            return;
+        };
+        let moved = self.tls.move_to(version);
+        debug_assert!(moved, "checked by can_move_to");
         let from = self.version;
         self.version = version;
         self.versions.moved = true;
-        let dcid = self.versions.initial_dcid;
-        space_mut!(self, Pns::Initial).keys = Some(crypto::initial_keys(&dcid, self.side, version));
+        space_mut!(self, Pns::Initial).keys = Some(keys);
         // 0-RTT went out keyed for the first version; no more of it.
         self.early.keys = None;
         tracing::debug!(
@@ -233,12 +255,6 @@ impl Connection {
                 },
             );
         }
-        true
-    }
-
-    /// Server: the original version's Initial keys, while the client may still send them.
-    pub(super) fn original_initial_keys(&self) -> Option<&DirectionalKeys> {
-        self.versions.original_initial.as_ref()
     }
 
     /// A packet in the connection's version arrived: a server stops reading the client's

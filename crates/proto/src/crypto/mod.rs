@@ -227,17 +227,18 @@ impl TlsSession {
         Ok(())
     }
 
+    /// Client: whether [`Self::move_to`] can give keys of `version` (it records the secrets).
+    pub fn can_move_to(&self, version: u32) -> bool {
+        version == self.created_for || self.secrets.is_some()
+    }
+
     /// Client: the server moved the connection to `version` (RFC 9368); keys from now on are
     /// that version's. `false` if the session cannot (it records no secrets).
     pub fn move_to(&mut self, version: u32) -> bool {
-        if version == self.created_for {
-            self.moved_to = None;
-            return true;
-        }
-        if self.secrets.is_none() {
+        if !self.can_move_to(version) {
             return false;
         }
-        self.moved_to = Some(version);
+        self.moved_to = (version != self.created_for).then_some(version);
         true
     }
 
