@@ -667,7 +667,11 @@ impl Endpoint {
         if addr.ip().is_unspecified() {
             addr.set_ip(info.local?.ip());
         }
-        if self.config.local_cid_len == 0 || addr.is_ipv4() != info.remote.is_ipv4() {
+        // A dual-stack socket sees IPv4 peers as IPv4-mapped IPv6 addresses; the parameter
+        // names them in its IPv4 field, where an IPv4 client looks.
+        addr.set_ip(addr.ip().to_canonical());
+        let client_v4 = info.remote.ip().to_canonical().is_ipv4();
+        if self.config.local_cid_len == 0 || addr.is_ipv4() != client_v4 {
             return None;
         }
         let cid = self.new_cid();
