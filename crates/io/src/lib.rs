@@ -71,7 +71,7 @@ pub struct Driver {
     migrations: Vec<Migration>,
     /// A second socket of a server's (its preferred address, RFC 9000 §9.6): datagrams
     /// come in on it too, and leave from it when a path's local address is its.
-    second: Option<UdpIo>,
+    second: Option<(UdpIo, SocketAddr)>,
 }
 
 impl Driver {
@@ -100,7 +100,9 @@ impl Driver {
     /// `ServerConfig::preferred_address`): its datagrams go to the same endpoint, and
     /// replies to them leave from it.
     pub fn add_socket(&mut self, socket: std::net::UdpSocket) -> io::Result<()> {
-        self.second = Some(UdpIo::from_std(socket)?);
+        let io = UdpIo::from_std(socket)?;
+        let addr = io.local_addr()?;
+        self.second = Some((io, addr));
         Ok(())
     }
 
@@ -231,7 +233,7 @@ impl Driver {
                 r = self.io.readable() => r?,
                 r = async {
                     match &self.second {
-                        Some(io) => io.readable().await,
+                        Some((io, _)) => io.readable().await,
                         None => std::future::pending().await,
                     }
                 } => r?,
@@ -251,7 +253,7 @@ impl Driver {
         let mut received = 0;
         while received < 256 {
             let io = match (&self.second, second) {
-                (Some(io), true) => io,
+                (Some((io, _)), true) => io,
                 _ => &self.io,
             };
             match io.try_recv_buf(&mut self.recv_buf) {
@@ -306,7 +308,7 @@ impl Driver {
             }
             // From the second socket when the path's local address is its.
             let io = match (&mut self.second, t.source) {
-                (Some(io), Some(src)) if io.local_addr().is_ok_and(|a| same_socket(a, src)) => io,
+                (Some((io, bound)), Some(src)) if same_socket(*bound, src) => io,
                 _ => &mut self.io,
             };
             loop {
