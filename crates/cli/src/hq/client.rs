@@ -225,7 +225,10 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
     client.transport = Arc::new(transport);
     client.version = args.quic_version;
     if let Some(p) = args.prefer_version {
-        client.offered_versions = vec![p, args.quic_version];
+        client.offered_versions = vec![p];
+        if p != args.quic_version {
+            client.offered_versions.push(args.quic_version);
+        }
     }
     let options = FetchOptions {
         output: args.output.clone(),
