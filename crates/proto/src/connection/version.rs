@@ -106,8 +106,8 @@ impl Connection {
         }
         let hello = std::mem::take(&mut n.client_hello);
         let start = n.server.take().expect("checked above");
-        if let Some(to) = self.choose_version(&hello[..len], start.preferred)? {
-            self.move_server_to(now, to, start.params)?;
+        if let Some((to, client_versions)) = self.choose_version(&hello[..len], start.preferred)? {
+            self.move_server_to(now, to, start.params, &client_versions)?;
         }
         Ok(hello)
     }
@@ -115,12 +115,13 @@ impl Connection {
     /// The version a server answers in: with `preferred` set, that one if the client offers
     /// it; otherwise the first of the client's Available Versions that qfec speaks. Only a
     /// version compatible with the client's, and not when the client attempts 0-RTT (its
-    /// early data is keyed for its own version).
+    /// early data is keyed for its own version). With the version, the client's Available
+    /// Versions.
     fn choose_version(
         &self,
         hello: &[u8],
         preferred: Option<u32>,
-    ) -> Result<Option<u32>, TransportError> {
+    ) -> Result<Option<(u32, Vec<u32>)>, TransportError> {
         let Some(hello) = crypto::parse_client_hello(hello) else {
             return Ok(None); // TLS refuses it with the right alert
         };
@@ -144,7 +145,7 @@ impl Connection {
                 None => return Ok(None),
             },
         };
-        Ok((to != original).then_some(to))
+        Ok((to != original).then_some((to, vi.available)))
     }
 
     fn move_server_to(
@@ -152,6 +153,7 @@ impl Connection {
         now: Instant,
         to: u32,
         mut params: TransportParameters,
+        client_versions: &[u32],
     ) -> Result<(), TransportError> {
         let from = self.version;
         if let Some(vi) = params.version_information.as_mut() {
@@ -173,7 +175,7 @@ impl Connection {
             "compatible version negotiation: answering in another version"
         );
         if self.tracing() {
-            let offered = params
+            let ours = params
                 .version_information
                 .as_ref()
                 .map(|vi| vi.available.clone())
@@ -181,8 +183,8 @@ impl Connection {
             self.trace(
                 now,
                 &ev::Event::VersionInformation {
-                    server_versions: &offered,
-                    client_versions: &[from],
+                    server_versions: &ours,
+                    client_versions,
                     chosen: Some(to),
                 },
             );
