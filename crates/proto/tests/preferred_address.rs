@@ -24,14 +24,8 @@ fn download(
     let mut pair = Pair::with_server(
         seed,
         TransportConfig::default(),
-        LinkSpec {
-            delay: Duration::from_millis(10),
-            ..LinkSpec::default()
-        },
-        LinkSpec {
-            delay: Duration::from_millis(10),
-            ..LinkSpec::default()
-        },
+        LinkSpec::default(),
+        LinkSpec::default(),
         |s| s.preferred_address = Some(preferred),
     );
     let to_preferred = Rc::new(Cell::new(0));
