@@ -262,6 +262,16 @@ impl ConnectionExtension for FecExtension {
             || self.receiver.as_ref().is_some_and(|r| r.wants_to_send())
     }
 
+    fn poll_timeout(&self) -> Option<qfec_proto::Instant> {
+        self.sender.as_ref()?.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, cx: &mut ExtensionCx<'_>) {
+        if let Some(s) = self.sender.as_mut() {
+            s.handle_timeout(cx.now);
+        }
+    }
+
     fn next_packet_hint(&self) -> Option<qfec_proto::PacketHint> {
         self.sender.as_ref()?.next_packet_hint()
     }

@@ -184,6 +184,8 @@ pub(crate) struct Sender {
     /// the scheme that made it (the code may change while they wait) and the deadline after
     /// which it is useless (see `Code::covered_deadline`).
     repairs: VecDeque<(SchemeId, RepairSymbol, Option<Instant>)>,
+    /// The waiting repair symbols are a tail's, held until then (`RedundancyController::tail_gap`).
+    held_until: Option<Instant>,
     /// Scratch for the encoder's output.
     fresh: Vec<RepairSymbol>,
     /// Largest 1-RTT payload seen: a repair that cannot fit is dropped, not waited for.
@@ -224,6 +226,7 @@ impl Sender {
             region_sid: None,
             sids: SidMap::default(),
             repairs: VecDeque::new(),
+            held_until: None,
             fresh: Vec::new(),
             max_payload: usize::MAX,
             ack_budget: (None, 0),
@@ -334,6 +337,9 @@ impl Sender {
 
     /// Bytes the next REPAIR frame needs (0 if it can never fit a packet).
     pub fn room_wanted(&self) -> usize {
+        if self.held_until.is_some() {
+            return 0;
+        }
         match self.repairs.front() {
             Some((id, r, _)) if repair_len(*id, r) <= self.max_payload => repair_len(*id, r),
             _ => 0,
@@ -341,7 +347,19 @@ impl Sender {
     }
 
     pub fn wants_to_send(&self) -> bool {
-        !self.repairs.is_empty()
+        !self.repairs.is_empty() && self.held_until.is_none()
+    }
+
+    /// When held tail repair may leave.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.held_until
+    }
+
+    /// Releases held tail repair once its time has come.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.held_until.is_some_and(|t| now >= t) {
+            self.held_until = None;
+        }
     }
 
     /// What the next packet is: a waiting repair symbol of the block group just closed, else
@@ -376,6 +394,9 @@ impl Sender {
         stats: &mut FecStats,
     ) -> bool {
         self.max_payload = cx.max_packet_payload();
+        if self.held_until.is_some() {
+            return false;
+        }
         let start = buf.len();
         // When a repair sent now reaches the peer, at the earliest.
         let mut arrival = None;
@@ -494,14 +515,23 @@ impl Sender {
         let rcx = RedundancyCx::new(cx, unprotected, self.mode);
         // The application ran out of data (for now): protect the tail at once, so that a
         // tail loss does not wait for a probe timeout.
-        let repairs = if self.controller.protect_now(&rcx) {
-            1
+        let (repairs, gap) = if self.controller.protect_now(&rcx) {
+            (1, Duration::ZERO)
         } else if !cx.app_data_pending() {
-            self.controller.protect_tail(&rcx)
+            let repairs = self.controller.protect_tail(&rcx);
+            let gap = if repairs > 0 && code.covered_deadline().is_none() {
+                self.controller.tail_gap(&rcx)
+            } else {
+                Duration::ZERO
+            };
+            (repairs, gap)
         } else {
-            0
+            (0, Duration::ZERO)
         };
         self.flush(repairs);
+        if !gap.is_zero() && self.held_until.is_none() && !self.repairs.is_empty() {
+            self.held_until = Some(cx.now + gap);
+        }
     }
 
     /// Protects the unprotected source symbols now: closes the block, or sends `repairs`

@@ -40,7 +40,10 @@
 //! timeout at the tail) and, in `mask` mode, the congestion-window cut.
 //! - *The tail.* When the application runs out of data, the packets still in flight can only
 //!   be repaired by retransmission after a timeout. Repair sent after the last data packet
-//!   delays no data, so it only costs bytes: the tail gets the fewest repairs m (0 to 3) that
+//!   delays no data, so it only costs bytes, as long as it does not share a link-layer
+//!   aggregate with the data (an 802.11 A-MPDU is delivered whole, so two repairs in it
+//!   delayed a 10 kB file on `wlan-n` by 2 %): it waits an eighth of the minimum RTT, at most
+//!   5 ms, unless what it covers has a deadline. The tail gets the fewest repairs m (0 to 3) that
 //!   leave less than a 1 % chance of more than m losses among the in-flight packets and the
 //!   repairs. Before the connection saw a channel loss of its own, m is capped by the room
 //!   left in the congestion window (the prior alone does not hold data back). m is 0 while
@@ -82,6 +85,12 @@ const MID_FLOW_REPAIRS_PER_LOSS: f64 = 3.0;
 const MAX_TAIL_REPAIRS: u32 = 3;
 /// Chance of an unrepaired tail the tail repair aims below.
 const TAIL_TARGET: f64 = 0.01;
+/// The tail repair waits this fraction of the minimum RTT (at most `TAIL_GAP_MAX`) after
+/// the last data packet, so that it does not ride in the same link-layer aggregate.
+const TAIL_GAP_RTT_DIVISOR: u32 = 8;
+/// Longest wait of the tail repair: an 802.11n PPDU's longest airtime (aPPDUMaxTime, 10 ms)
+/// halved.
+const TAIL_GAP_MAX: Duration = Duration::from_millis(5);
 /// Interval meaning "no repair at the code's own cadence".
 const NO_CADENCE: u16 = u16::MAX;
 
@@ -381,6 +390,10 @@ impl RedundancyController for Adaptive {
         // Only the prior speaks: no more than the window lets out in this round trip.
         let room = path.cwnd.saturating_sub(path.bytes_in_flight + size) / size;
         m.min(u32::try_from(room).unwrap_or(u32::MAX))
+    }
+
+    fn tail_gap(&self, cx: &RedundancyCx<'_, '_>) -> Duration {
+        (cx.path().min_rtt / TAIL_GAP_RTT_DIVISOR).min(TAIL_GAP_MAX)
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use qfec_erasure::{Field, Scheme};
 use qfec_proto::{ConnectionStats, ExtensionCx, Instant, PathStats, RecoveredLossMode};
@@ -117,6 +118,12 @@ pub trait RedundancyController: Send + fmt::Debug {
     /// whatever the count; RLC sends that many repairs over its window.
     fn protect_tail(&mut self, _cx: &RedundancyCx<'_, '_>) -> u32 {
         1
+    }
+
+    /// How long the tail repair `protect_tail` asked for waits before it may leave (zero: at
+    /// once). Not asked when a symbol it covers has a deadline.
+    fn tail_gap(&self, _cx: &RedundancyCx<'_, '_>) -> Duration {
+        Duration::ZERO
     }
 
     /// Whether to receive `on_feedback` (it costs a lookup per acknowledged packet).
