@@ -113,6 +113,11 @@ fn one_loss_on(mode: RecoveredLossMode, down: LinkSpec) -> qfec_proto::Connectio
     let sh = x.server.unwrap();
     let c = pair.server.connection(sh).unwrap();
     assert_eq!(common::stats(&pair, &x, false).unwrap().peer_recovered, 1);
+    // Regression: a packet the peer recovered was lost on the wire all the same, and the
+    // path's loss pattern (what the real-time repair and the multipath schedulers read)
+    // counts it; it counted only the losses loss detection declared.
+    let loss = c.path_stats().loss;
+    assert!(loss.rate > 0.0 && loss.samples > 500.0, "{loss:?}");
     c.stats()
 }
 

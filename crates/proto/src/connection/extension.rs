@@ -535,6 +535,10 @@ impl Connection {
         let pn = packet.pn;
         if let Some(p) = space_mut!(self, Pns::Data(pi)).sent.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
+            if p.ack_eliciting {
+                // Lost on the wire all the same: the path's loss pattern counts it.
+                self.paths[pi].losses.on_lost([pn]);
+            }
             if p.in_flight && self.paths[pi].on_recovered_in_flight(now, &p, mode) {
                 self.stats.congestion_events += 1;
             }
