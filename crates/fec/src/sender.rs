@@ -512,14 +512,15 @@ impl Sender {
         if unprotected == 0 {
             return;
         }
-        let rcx = RedundancyCx::new(cx, unprotected, self.mode);
+        let rcx =
+            RedundancyCx::new(cx, unprotected, self.mode).with_deadline(code.covered_deadline());
         // The application ran out of data (for now): protect the tail at once, so that a
         // tail loss does not wait for a probe timeout.
         let (repairs, gap) = if self.controller.protect_now(&rcx) {
             (1, Duration::ZERO)
         } else if !cx.app_data_pending() {
             let repairs = self.controller.protect_tail(&rcx);
-            let gap = if repairs > 0 && code.covered_deadline().is_none() {
+            let gap = if repairs > 0 && rcx.deadline.is_none() {
                 self.controller.tail_gap(&rcx)
             } else {
                 Duration::ZERO

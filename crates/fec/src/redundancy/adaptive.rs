@@ -49,6 +49,16 @@
 //!   left in the congestion window (the prior alone does not hold data back). m is 0 while
 //!   the smoothed RTT shows a standing queue (the repair would queue behind the data, or be
 //!   dropped with it).
+//! - *After a message with a deadline* (real-time DATAGRAMs). Nothing but repair arrives in
+//!   time, so the code stays on for the rest of the connection once such data is seen, and
+//!   the repair after each message is sized on a Gilbert channel (a lossless good state, a
+//!   lossy bad state) fitted to the loss rate and the path's mean loss burst: the fewest m
+//!   (at most 16) that leave less than 0.1 % chance of more than m losses among the message's
+//!   packets and the m repairs after them, which bursts would take together. The burst length
+//!   starts from a prior of 2 packets worth 3 bursts. Under congestion control m stays
+//!   within what the window lets out now (at least one), so repair never delays the next
+//!   message. Independent losses at 1 % get one repair for an 8-packet message; bursts of
+//!   8 packets at the same rate get many more.
 //! - *Within the flow.* In `mask` mode a recovered loss costs neither a retransmission nor a
 //!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
@@ -83,6 +93,14 @@ const MID_FLOW_MIN_LOSS: f64 = 0.005;
 const MID_FLOW_REPAIRS_PER_LOSS: f64 = 3.0;
 /// Largest tail repair.
 const MAX_TAIL_REPAIRS: u32 = 3;
+/// Mean loss burst (packets) assumed before the path has shown its own.
+const PRIOR_BURST: f64 = 2.0;
+/// Loss bursts the burst-length prior is worth.
+const PRIOR_BURSTS: f64 = 3.0;
+/// Largest repair after a message with a deadline.
+const MAX_DEADLINE_REPAIRS: u32 = 16;
+/// Chance of an unrepairable message the repair after it aims below.
+const DEADLINE_TARGET: f64 = 1e-3;
 /// Chance of an unrepaired tail the tail repair aims below.
 const TAIL_TARGET: f64 = 0.01;
 /// The tail repair waits this fraction of the minimum RTT (at most `TAIL_GAP_MAX`) after
@@ -230,6 +248,53 @@ pub(crate) fn tail_repairs(in_flight: u64, p: f64, protect: bool) -> u32 {
 }
 
 /// The sender's counters when last read.
+/// P(more than `m` of `n` consecutive packets lost) on the Gilbert channel with loss rate
+/// `rate` and mean loss burst `burst` (packets), from its stationary state.
+fn gilbert_tail(n: usize, rate: f64, burst: f64, m: usize) -> f64 {
+    if n <= m {
+        return 0.0;
+    }
+    let rate = rate.clamp(0.0, 0.999);
+    let r = 1.0 / burst.max(1.0);
+    let q = (rate * r / (1.0 - rate)).min(1.0);
+    // Probability of k losses so far, ending in the good and in the bad state.
+    let (mut g, mut b) = (vec![0.0; n + 1], vec![0.0; n + 1]);
+    g[0] = 1.0 - rate;
+    b[1] = rate;
+    for i in 1..n {
+        for k in (0..=i).rev() {
+            let (gk, bk) = (g[k], b[k]);
+            g[k] = gk * (1.0 - q) + bk * r;
+            b[k + 1] += gk * q + bk * (1.0 - r);
+            b[k] -= bk;
+        }
+    }
+    (m + 1..=n)
+        .map(|k| g[k] + b[k])
+        .sum::<f64>()
+        .clamp(0.0, 1.0)
+}
+
+/// Repair symbols after a message of `n` packets with a deadline: the fewest m that leave
+/// less than `DEADLINE_TARGET` chance of more than m losses among its packets and the repairs
+/// that follow them, on the Gilbert channel of the measured loss rate and burst.
+fn deadline_repairs(n: u64, rate: f64, burst: f64) -> u32 {
+    if n == 0 || rate <= 0.0 {
+        return 0;
+    }
+    (1..=MAX_DEADLINE_REPAIRS)
+        .find(|&m| gilbert_tail(n as usize + m as usize, rate, burst, m as usize) < DEADLINE_TARGET)
+        .unwrap_or(MAX_DEADLINE_REPAIRS)
+}
+
+/// The path's mean loss burst, after a prior of `PRIOR_BURSTS` bursts of `PRIOR_BURST`
+/// packets: a connection that has seen few losses does not take them for single ones.
+fn burst_with_prior(loss: qfec_proto::recovery::LossEstimate) -> f64 {
+    let lost = loss.rate * loss.samples;
+    let bursts = lost / loss.mean_burst.max(1.0);
+    (lost + PRIOR_BURST * PRIOR_BURSTS) / (bursts + PRIOR_BURSTS)
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Counters {
     sent: u64,
@@ -247,6 +312,8 @@ pub struct Adaptive {
     /// Interval to use when the code is next built.
     wanted: u16,
     last_change: Option<Instant>,
+    /// Protected data with deadlines was seen (real-time DATAGRAMs).
+    deadlines: bool,
 }
 
 impl Adaptive {
@@ -257,6 +324,7 @@ impl Adaptive {
             interval: None,
             wanted: NO_CADENCE,
             last_change: None,
+            deadlines: false,
         }
     }
 
@@ -286,10 +354,16 @@ impl Adaptive {
         };
     }
 
+    /// Whether a code is wanted: for data with deadlines always (nothing else repairs it in
+    /// time), else while the loss estimate says so.
+    fn protects(&self) -> bool {
+        self.deadlines || self.loss.protect()
+    }
+
     /// The interval of the code wanted now; `None`: no code. Repair between data packets
     /// needs a channel loss of the connection's own, not the prior alone.
     fn want(&self, mode: RecoveredLossMode) -> Option<u16> {
-        if !self.loss.protect() {
+        if !self.protects() {
             None
         } else if self.loss.any() {
             Some(mid_flow_interval(self.loss.rate(), mode))
@@ -305,7 +379,7 @@ impl RedundancyController for Adaptive {
     }
 
     fn scheme(&mut self, max_span: u64) -> Option<Scheme> {
-        if !self.loss.protect() {
+        if !self.protects() {
             self.interval = None;
             return None;
         }
@@ -377,6 +451,17 @@ impl RedundancyController for Adaptive {
             // delay): a repair would wait behind the retransmissions it races, or be dropped
             // by the same full queue.
             return 0;
+        }
+        if cx.deadline.is_some() {
+            // Real-time data: no retransmission will come in time, so the repair right after
+            // the message is all it gets. The code stays for the rest of the connection.
+            self.deadlines = true;
+            let burst = burst_with_prior(path.loss);
+            let m = deadline_repairs(cx.unprotected.clamp(1, 64), self.loss.rate(), burst);
+            // Within what the congestion window lets out now: a repair held back would
+            // delay the next message.
+            let room = path.cwnd.saturating_sub(path.bytes_in_flight) / cx.packet_size().max(1);
+            return m.min(u32::try_from(room).unwrap_or(u32::MAX)).max(1);
         }
         let size = cx.packet_size().max(1);
         let in_flight = path.bytes_in_flight.div_ceil(size) + 1;
@@ -499,5 +584,45 @@ mod tests {
         assert_eq!(tail_repairs(3, 0.03, true), 1);
         assert!((binomial_tail(4, 0.5, 1) - 11.0 / 16.0).abs() < 1e-12);
         assert_eq!(binomial_tail(3, 0.2, 3), 0.0);
+    }
+
+    #[test]
+    fn gilbert_tail_is_binomial_without_bursts_and_exact_on_small_cases() {
+        // Mean burst 1 / (1 - p) at rate p: each state moves to the bad one with
+        // probability p, so losses are independent (a Bernoulli channel's runs).
+        for (n, p, m) in [(10, 0.05, 1), (20, 0.2, 3), (9, 0.02, 2)] {
+            let g = gilbert_tail(n, p, 1.0 / (1.0 - p), m);
+            let b = binomial_tail(n as u64, p, m as u64);
+            assert!((g - b).abs() < 1e-12, "n {n} p {p} m {m}: {g} vs {b}");
+        }
+        // Two packets, rate 0.1, mean burst 2 (r = 0.5, q = 1/18): both lost with
+        // 0.1 * 0.5.
+        assert!((gilbert_tail(2, 0.1, 2.0, 1) - 0.05).abs() < 1e-12);
+        assert_eq!(gilbert_tail(3, 0.5, 4.0, 3), 0.0);
+    }
+
+    #[test]
+    fn a_message_with_a_deadline_gets_more_repair_on_a_bursty_path() {
+        // 8 packets at 1 % loss: single losses need one repair; bursts of 8 need many.
+        let single = deadline_repairs(8, 0.01, 1.0);
+        let bursty = deadline_repairs(8, 0.01, 8.0);
+        assert!(single <= 2, "{single}");
+        assert!(bursty > 2 * single, "{bursty} vs {single}");
+        assert_eq!(deadline_repairs(8, 0.4, 40.0), MAX_DEADLINE_REPAIRS);
+        assert_eq!(deadline_repairs(0, 0.01, 2.0), 0);
+        // Before the path has shown bursts of its own, the prior's 2 packets speak; with
+        // many measured single losses, the measurement does.
+        let fresh = qfec_proto::recovery::LossEstimate {
+            rate: 0.0,
+            mean_burst: 1.0,
+            samples: 0.0,
+        };
+        assert!((burst_with_prior(fresh) - PRIOR_BURST).abs() < 1e-12);
+        let measured = qfec_proto::recovery::LossEstimate {
+            rate: 0.02,
+            mean_burst: 1.0,
+            samples: 10_000.0,
+        };
+        assert!(burst_with_prior(measured) < 1.02);
     }
 }

@@ -26,6 +26,9 @@ pub struct RedundancyCx<'c, 'a> {
     pub unprotected: u64,
     /// How losses the peer recovers reach our congestion control.
     pub mode: RecoveredLossMode,
+    /// After which a repair sent now is of no use (the latest deadline of the symbols it
+    /// covers); `None` when one of them has none (stream data).
+    pub deadline: Option<Instant>,
 }
 
 impl<'c, 'a> RedundancyCx<'c, 'a> {
@@ -34,7 +37,13 @@ impl<'c, 'a> RedundancyCx<'c, 'a> {
             cx,
             unprotected,
             mode,
+            deadline: None,
         }
+    }
+
+    pub(crate) fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// Largest payload of a full-size 1-RTT packet: the size of a packet, roughly.
