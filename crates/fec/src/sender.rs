@@ -512,13 +512,14 @@ impl Sender {
         if unprotected == 0 {
             return;
         }
-        let rcx =
-            RedundancyCx::new(cx, unprotected, self.mode).with_deadline(code.covered_deadline());
+        let rcx = RedundancyCx::new(cx, unprotected, self.mode);
         // The application ran out of data (for now): protect the tail at once, so that a
         // tail loss does not wait for a probe timeout.
         let (repairs, gap) = if self.controller.protect_now(&rcx) {
             (1, Duration::ZERO)
         } else if !cx.app_data_pending() {
+            // Only a tail looks at the deadlines (a walk over the code's span).
+            let rcx = rcx.with_deadline(code.covered_deadline());
             let repairs = self.controller.protect_tail(&rcx);
             let gap = if repairs > 0 && rcx.deadline.is_none() {
                 self.controller.tail_gap(&rcx)

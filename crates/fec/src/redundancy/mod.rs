@@ -26,8 +26,9 @@ pub struct RedundancyCx<'c, 'a> {
     pub unprotected: u64,
     /// How losses the peer recovers reach our congestion control.
     pub mode: RecoveredLossMode,
-    /// After which a repair sent now is of no use (the latest deadline of the symbols it
-    /// covers); `None` when one of them has none (stream data).
+    /// For `protect_tail` and `tail_gap`: after which a repair sent now is of no use (the
+    /// latest deadline of the symbols it covers); `None` when one of them has none (stream
+    /// data), and for the other questions.
     pub deadline: Option<Instant>,
 }
 
