@@ -148,6 +148,12 @@ pub struct EndpointConfig {
     pub local_cid_len: usize,
     /// Largest number of connections accepted at once.
     pub max_connections: usize,
+    /// Peer addresses whose paths' loss pattern the endpoint remembers
+    /// ([`crate::path_memory`]); 0 remembers nothing, and a server then neither seals the
+    /// estimate into its tokens nor reads it from them.
+    pub path_memory_capacity: usize,
+    /// How long a remembered path stays good after the last connection that updated it.
+    pub path_memory_lifetime: std::time::Duration,
 }
 
 impl Default for EndpointConfig {
@@ -155,6 +161,8 @@ impl Default for EndpointConfig {
         EndpointConfig {
             local_cid_len: 8,
             max_connections: 100_000,
+            path_memory_capacity: 4096,
+            path_memory_lifetime: std::time::Duration::from_secs(3600),
         }
     }
 }

@@ -18,6 +18,8 @@ use crate::connection::{
 use crate::crypto::TlsSession;
 use crate::events::{DropReason, Event, PacketEvent, PacketHeader, PacketType};
 use crate::packet::{self, ParsedHeader};
+use crate::path_memory::PathMemory;
+use crate::recovery::LossEstimate;
 use crate::time::Instant;
 use crate::transport_params::{PreferredAddress, TransportParameters, VersionInformation};
 use crate::types::{ConnectionId, DatagramInfo, Side, TransportError, error_code};
@@ -86,6 +88,8 @@ pub struct Endpoint {
     active: Vec<usize>,
     /// Connections by their peer's address: a stateless reset is looked for among these only.
     by_remote: HashMap<SocketAddr, Vec<usize>>,
+    /// The loss pattern of the paths to peer addresses, from connections that ended.
+    memory: PathMemory,
 }
 
 /// A connection and what the endpoint files about it.
@@ -104,6 +108,8 @@ struct Slot {
     active: bool,
     /// Refused by the endpoint: the application never heard of it, so the endpoint frees it.
     refused: bool,
+    /// Server: the path's packets behind the last NEW_TOKEN token issued (`None`: none yet).
+    token_samples: Option<f64>,
 }
 
 impl Slot {
@@ -118,6 +124,7 @@ impl Slot {
             dirty: false,
             active: false,
             refused: false,
+            token_samples: None,
         }
     }
 }
@@ -181,7 +188,6 @@ impl Endpoint {
                 .expect("32-byte key"),
         );
         Endpoint {
-            config,
             server,
             connections: Vec::new(),
             free: Vec::new(),
@@ -198,6 +204,8 @@ impl Endpoint {
             dirty: Vec::new(),
             active: Vec::new(),
             by_remote: HashMap::new(),
+            memory: PathMemory::new(config.path_memory_capacity, config.path_memory_lifetime),
+            config,
         }
     }
 
@@ -282,6 +290,7 @@ impl Endpoint {
             token: config.token.clone().unwrap_or_default(),
             local_params: params,
             preferred_version: None,
+            remembered_loss: self.memory.get(now, remote.ip()),
         });
         let h = self.insert(conn);
         self.route(scid, h);
@@ -564,7 +573,7 @@ impl Endpoint {
         let stale_retry = matches!(valid, Some(ValidToken::StaleRetry));
         let (orig_dcid, retry_scid, validated) = if let Some(ValidToken::Retry(orig)) = valid {
             (orig, Some(dcid), true)
-        } else if let Some(ValidToken::NewToken) = valid {
+        } else if let Some(ValidToken::NewToken(_)) = valid {
             (dcid, None, true)
         } else if stale_retry {
             (dcid, None, false)
@@ -574,6 +583,13 @@ impl Endpoint {
         } else {
             (dcid, None, false)
         };
+        // What the path to this address showed before: the endpoint's memory, else what the
+        // client's token carried (from an earlier connection to this server or another
+        // instance sharing its token key).
+        let remembered_loss = self.memory.get(now, remote.ip()).or(match valid {
+            Some(ValidToken::NewToken(loss)) if self.config.path_memory_capacity > 0 => loss,
+            _ => None,
+        });
         let local_cid = self.new_cid();
         let extensions = build_extensions(&server.transport, Side::Server);
         let mut params = local_params(&server.transport, &extensions, self.config.local_cid_len);
@@ -620,6 +636,7 @@ impl Endpoint {
             token: Vec::new(),
             local_params: params,
             preferred_version: server.preferred_version,
+            remembered_loss,
         });
         if stale_retry {
             // Answered with CONNECTION_CLOSE from a connection the application never sees;
@@ -688,22 +705,24 @@ impl Endpoint {
     }
 
     /// An address-validation token: AEAD-sealed (kind, issue time, client address, and for
-    /// Retry tokens the original DCID). NEW_TOKEN tokens bind the IP address only, since a
-    /// client's next connection comes from another port.
-    fn seal_token(
-        &mut self,
-        now: Instant,
-        kind: TokenKind,
-        remote: SocketAddr,
-        orig_dcid: Option<&ConnectionId>,
-    ) -> Vec<u8> {
+    /// Retry tokens the original DCID, for NEW_TOKEN tokens what the path to the client
+    /// showed). NEW_TOKEN tokens bind the IP address only, since a client's next connection
+    /// comes from another port.
+    fn seal_token(&mut self, now: Instant, remote: SocketAddr, what: SealedToken<'_>) -> Vec<u8> {
+        let kind = match what {
+            SealedToken::Retry(_) => TokenKind::Retry,
+            SealedToken::NewToken(_) => TokenKind::NewToken,
+        };
         let mut plain = Vec::with_capacity(64);
         plain.push(kind as u8);
         plain.extend_from_slice(&now.as_nanos().to_be_bytes());
         encode_addr(&mut plain, remote, kind == TokenKind::Retry);
-        if let Some(dcid) = orig_dcid {
-            plain.push(dcid.len() as u8);
-            plain.extend_from_slice(dcid);
+        match what {
+            SealedToken::Retry(dcid) => {
+                plain.push(dcid.len() as u8);
+                plain.extend_from_slice(dcid);
+            }
+            SealedToken::NewToken(loss) => crate::path_memory::encode(&mut plain, loss),
         }
         let mut nonce = [0u8; 12];
         self.rng.fill_bytes(&mut nonce);
@@ -728,7 +747,7 @@ impl Endpoint {
         scid: ConnectionId,
     ) {
         let remote = info.remote;
-        let token = self.seal_token(now, TokenKind::Retry, remote, Some(&dcid));
+        let token = self.seal_token(now, remote, SealedToken::Retry(&dcid));
         let new_scid = self.new_cid();
         let mut buf = Vec::new();
         let first: u8 = self.rng.r#gen();
@@ -787,8 +806,63 @@ impl Endpoint {
                 let len = r.u8().ok()? as usize;
                 ConnectionId::try_new(r.bytes(len).ok()?).map(ValidToken::Retry)
             }
-            TokenKind::NewToken => Some(ValidToken::NewToken),
+            TokenKind::NewToken => Some(ValidToken::NewToken(
+                crate::path_memory::decode(&mut r).flatten(),
+            )),
         }
+    }
+
+    /// Server: a NEW_TOKEN token, which lets the client's next connection skip address
+    /// validation and carries what the path showed, once the handshake is confirmed and again
+    /// each time the path's estimate rests on four times the packets (from 16): at most a
+    /// handful per connection.
+    fn maybe_issue_token(&mut self, idx: usize, now: Instant, drained: bool) {
+        if drained
+            || self
+                .server
+                .as_ref()
+                .and_then(|s| s.new_token_lifetime)
+                .is_none()
+        {
+            return;
+        }
+        let Some(slot) = self.connections.get(idx).and_then(|c| c.as_ref()) else {
+            return;
+        };
+        if !slot.conn.side().is_server()
+            || !slot.conn.handshake_confirmed()
+            || slot.conn.is_closed()
+        {
+            return;
+        }
+        let own = slot.conn.path_stats().loss;
+        if slot
+            .token_samples
+            .is_some_and(|at| own.samples < (4.0 * at).max(TOKEN_REFRESH_SAMPLES))
+        {
+            return;
+        }
+        let remote = slot.conn.remote_address();
+        let remembers = self.config.path_memory_capacity > 0;
+        let loss = match (
+            self.memory.get(now, remote.ip()),
+            own.samples > 0.0 && remembers,
+        ) {
+            (Some(old), true) => Some(crate::path_memory::merge(old, own)),
+            (Some(old), false) => Some(old),
+            (None, true) => Some(own),
+            (None, false) => slot.conn.remembered_loss(),
+        };
+        let token = self.seal_token(now, remote, SealedToken::NewToken(loss));
+        if let Some(slot) = self.slot_mut(idx) {
+            slot.token_samples = Some(own.samples);
+            slot.conn.issue_token(token);
+        }
+    }
+
+    /// What the endpoint remembers of the paths to `ip` (see [`crate::path_memory`]).
+    pub fn remembered_loss(&self, now: Instant, ip: std::net::IpAddr) -> Option<LossEstimate> {
+        self.memory.get(now, ip)
     }
 
     /// The connection to `remote` whose peer's reset token ends `data`, if any.
@@ -909,17 +983,18 @@ impl Endpoint {
         {
             self.initial_routes.remove(&key);
             self.half_open -= 1;
-            // A token lets the client's next connection skip address validation.
-            let remote = slot.conn.remote_address();
-            let lifetime = self.server.as_ref().and_then(|s| s.new_token_lifetime);
-            if slot.conn.handshake_confirmed() && lifetime.is_some() {
-                let token = self.seal_token(now, TokenKind::NewToken, remote, None);
-                if let Some(slot) = self.slot_mut(idx) {
-                    slot.conn.issue_token(token);
-                }
-            }
         }
+        self.maybe_issue_token(idx, now, drained);
         if drained {
+            // What the path showed goes to the memory, from connections whose peer proved
+            // its address only: a spoofed handshake must not teach it losses.
+            if let Some(slot) = self.connections.get(idx).and_then(|c| c.as_ref())
+                && slot.conn.handshake_confirmed()
+            {
+                let ip = slot.conn.remote_address().ip();
+                let loss = slot.conn.path_stats().loss;
+                self.memory.record(now, ip, loss);
+            }
             self.remove(idx);
             if self.connections[idx].as_ref().is_some_and(|s| s.refused) {
                 self.release(h);
@@ -1042,11 +1117,22 @@ enum TokenKind {
 enum ValidToken {
     /// From our Retry: the client's original destination connection ID.
     Retry(ConnectionId),
-    NewToken,
+    /// From our NEW_TOKEN: what the path to the client showed when it was issued.
+    NewToken(Option<LossEstimate>),
     /// From our Retry, but expired or from another address: the client will not take a
     /// second Retry, so it is told INVALID_TOKEN (RFC 9000 §8.1.2).
     StaleRetry,
 }
+
+/// What a token seals besides its kind, time and address.
+enum SealedToken<'a> {
+    /// The client's original destination connection ID.
+    Retry(&'a ConnectionId),
+    NewToken(Option<LossEstimate>),
+}
+
+/// Packets a path's estimate must rest on before a token carries it anew.
+const TOKEN_REFRESH_SAMPLES: f64 = 16.0;
 
 fn encode_addr(buf: &mut Vec<u8>, addr: SocketAddr, with_port: bool) {
     match addr.ip() {

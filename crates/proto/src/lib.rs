@@ -79,6 +79,7 @@
 pub mod coding;
 pub mod frame;
 pub mod packet;
+pub mod path_memory;
 pub mod range_set;
 pub mod recovery;
 pub mod time;

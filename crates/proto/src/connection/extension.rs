@@ -156,6 +156,13 @@ impl ExtensionCx<'_> {
         self.conn.path_ids().filter_map(|id| self.conn.stats_of(id))
     }
 
+    /// What the endpoint knew of the path to the peer when the connection began (see
+    /// [`Connection::remembered_loss`]): a prior for estimates the connection has not
+    /// measured yet.
+    pub fn remembered_loss(&self) -> Option<crate::recovery::LossEstimate> {
+        self.conn.remembered_loss
+    }
+
     pub fn stats(&self) -> &ConnectionStats {
         &self.conn.stats
     }

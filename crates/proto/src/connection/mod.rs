@@ -384,6 +384,8 @@ pub struct Connection {
     pending: PendingFrames,
     /// Client: the latest NEW_TOKEN from the server, for a later connection to it.
     received_token: Option<Vec<u8>>,
+    /// What the endpoint knew of the path to the peer's address when the connection began.
+    remembered_loss: Option<crate::recovery::LossEstimate>,
     /// 0-RTT: its keys, and a client's record of what it sent with them.
     early: EarlyData,
     /// Datagrams received (RFC 9221) waiting for the application.
@@ -437,6 +439,9 @@ pub(crate) struct ConnectionParams {
     pub local_params: TransportParameters,
     /// Server: the version to move a client to when it offers it (RFC 9368).
     pub preferred_version: Option<u32>,
+    /// What the endpoint knew of the path to `remote`: its memory of earlier connections,
+    /// or (server) the estimate the client's NEW_TOKEN token carried.
+    pub remembered_loss: Option<crate::recovery::LossEstimate>,
 }
 
 impl Connection {
@@ -518,6 +523,7 @@ impl Connection {
             handshake_speedups: 4,
             pending: PendingFrames::default(),
             received_token: None,
+            remembered_loss: p.remembered_loss,
             early: EarlyData::default(),
             datagrams_in: VecDeque::new(),
             datagrams_out: VecDeque::new(),
@@ -742,6 +748,13 @@ impl Connection {
     /// address validation (no Retry, no amplification limit).
     pub fn new_token(&self) -> Option<&[u8]> {
         self.received_token.as_deref()
+    }
+
+    /// What the endpoint knew of the path to the peer's address when the connection began
+    /// (earlier connections' losses, see [`crate::path_memory`]); `None` for a peer it has
+    /// not talked with, or not lately.
+    pub fn remembered_loss(&self) -> Option<crate::recovery::LossEstimate> {
+        self.remembered_loss
     }
 
     /// Server: offers the client `token` in a NEW_TOKEN frame.
