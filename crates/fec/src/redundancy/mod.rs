@@ -71,6 +71,12 @@ impl<'c, 'a> RedundancyCx<'c, 'a> {
         self.cx.app_data_pending_bytes()
     }
 
+    /// What the endpoint remembered of the path when the connection began (earlier
+    /// connections' losses), if anything.
+    pub fn remembered_loss(&self) -> Option<qfec_proto::recovery::LossEstimate> {
+        self.cx.remembered_loss()
+    }
+
     /// The connection's counters (packets sent, lost, retransmitted, ...).
     pub fn stats(&self) -> &ConnectionStats {
         self.cx.stats()
