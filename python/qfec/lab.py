@@ -50,8 +50,8 @@ Value = Union[str, int, float, Sequence[Union[str, int, float]], range, None]
 # The options that repeat on the command line rather than taking a comma-separated list.
 _REPEATED = {"workload", "path"}
 # The options that are numbers or switches on the command line.
-_INTEGER = {"flows", "initial_window", "ack_threshold"}
-_SWITCH = {"no_pacing", "hystart"}
+_INTEGER = {"flows", "initial_window", "earlier_connections", "ack_threshold"}
+_SWITCH = {"no_pacing", "hystart", "no_path_memory"}
 # Options a campaign spec may hold besides run()'s experiment options.
 _RUN_ONLY = {"threads", "progress"}
 
@@ -178,6 +178,8 @@ def run(
     no_pacing: bool = False,
     hystart: bool = False,
     initial_window: int | None = None,
+    earlier_connections: int | None = None,
+    no_path_memory: bool = False,
     ack_frequency: Value = None,
     ack_threshold: int | None = None,
     max_ack_delay: str | None = None,
@@ -204,6 +206,9 @@ def run(
       variant's ratio to ``none``, ``xi``).
     - ``rate``, ``rtt``, ``queue``: override the first path (``"10Mbps"``, ``"80ms"``,
       ``"bdp"``); ``path``: more paths (multipath); ``flows``, ``stagger``: several flows.
+    - ``earlier_connections``: a returning client, which made that many connections with
+      the same workload before the measured one (the endpoints remember the path;
+      ``no_path_memory=True`` makes them forget it, the control).
     - ``shard``: ``"I/N"``, only that slice (every variant of a point and seed together).
     - ``threads``: worker threads (0: every core); ``progress``: a line on stderr every
       few seconds.

@@ -88,6 +88,15 @@ pub struct SweepArgs {
     /// 000 and 003 used, starts at 32).
     #[arg(long, value_name = "PACKETS")]
     pub initial_window: Option<u32>,
+    /// A returning client: before the measured connection it made N connections with the
+    /// same workload over the same links, one after another, so that the measured one
+    /// starts with what the endpoints remembered of the path and the server's NEW_TOKEN.
+    #[arg(long, value_name = "N")]
+    pub earlier_connections: Option<u32>,
+    /// The endpoints forget the path between connections (no memory of earlier connections'
+    /// losses, none in NEW_TOKEN tokens): the control for --earlier-connections.
+    #[arg(long)]
+    pub no_path_memory: bool,
     /// What data senders ask of their peer's ACKs (draft-ietf-quic-ack-frequency): none,
     /// bquic (paper 001's decimation: 1 ACK per 10 packets or min(25 ms, min_rtt/4)) or
     /// adaptive (past slow start, an ACK per eighth of the window or quarter RTT); a list
@@ -234,6 +243,9 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
     if args.hystart {
         base.protocol.hystart = Some(true);
     }
+    if args.no_path_memory {
+        base.protocol.path_memory = Some(false);
+    }
     if let Some(n) = args.initial_window {
         if !(1..=10_000).contains(&n) {
             return Err(format!(
@@ -241,6 +253,15 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
             ));
         }
         base.protocol.initial_window_packets = Some(n);
+    }
+    if let Some(n) = args.earlier_connections {
+        let max = crate::quic::MAX_EARLIER_CONNECTIONS;
+        if n > max {
+            return Err(format!(
+                "--earlier-connections {n}: give 0 to {max} connections, e.g. 1"
+            ));
+        }
+        base.protocol.earlier_connections = Some(n);
     }
     if let Some(n) = args.ack_threshold {
         base.protocol.ack_eliciting_threshold = Some(n);

@@ -533,6 +533,15 @@ pub struct ProtocolSettings {
     /// default), `backup`, `single`, `rr`, `highrb` or `fec-aware` (`qfec_proto::Scheduler`).
     #[serde(default, with = "text")]
     pub scheduler: Option<Scheduler>,
+    /// A returning client: it made this many connections before, with the same workload,
+    /// one after another over the same links; the run measures the last one, which starts
+    /// with what the endpoints remembered of the path and the server's NEW_TOKEN token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_connections: Option<u32>,
+    /// `false`: the endpoints remember nothing of the path between connections (no memory
+    /// of earlier connections, no estimate in NEW_TOKEN tokens); on unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_memory: Option<bool>,
     #[serde(default)]
     pub extra: BTreeMap<String, toml::Value>,
 }

@@ -220,6 +220,47 @@ fn adaptive_costs_a_clean_path_bytes_not_time() {
     }
 }
 
+/// A returning client (issue 22): the endpoints remember the path from the earlier
+/// connections, so `adaptive` starts from what the path showed instead of its 2 % prior. On
+/// a clean path the measured connection's tail gets less repair than a new client's, and
+/// none once the path has been seen clean long enough; the control without path memory
+/// sends a new client's repair. The earlier connections are the same either way, so plain
+/// QUIC's measured connection is too.
+#[test]
+fn a_returning_client_starts_from_what_the_path_showed() {
+    let w = Workload::Files {
+        sizes: vec![10_000],
+    };
+    for seed in 1..=2 {
+        let run = |fec: Option<&str>, memory: bool, earlier: u32| {
+            let protocol = ProtocolSettings {
+                fec: fec.map(|f| qfec_fec::parse_fec(f).unwrap().unwrap()),
+                earlier_connections: Some(earlier),
+                path_memory: Some(memory),
+                ..ProtocolSettings::default()
+            };
+            let rec = quic::run(&spec("wlan", 0.0, seed, w.clone(), protocol));
+            assert!(rec.completed, "{fec:?} {memory} {earlier}: {:?}", rec.error);
+            assert_eq!(
+                rec.app_bytes, 10_000,
+                "the measured connection's bytes only"
+            );
+            rec
+        };
+        assert_eq!(run(Some("adaptive"), true, 0).repair_symbols, 2);
+        assert_eq!(run(Some("adaptive"), false, 1).repair_symbols, 2);
+        let returning = run(Some("adaptive"), true, 1);
+        assert_eq!(returning.repair_symbols, 1);
+        assert_eq!(run(Some("adaptive"), true, 1), returning, "deterministic");
+        assert_eq!(run(Some("adaptive"), true, 25).repair_symbols, 0);
+        let (a, b) = (run(None, true, 1), run(None, false, 1));
+        assert_eq!(
+            (a.completion_time_s, a.bytes_on_wire),
+            (b.completion_time_s, b.bytes_on_wire)
+        );
+    }
+}
+
 /// The no-regression rule of `--fec on` at 0 % loss: on every preset, for a short and a
 /// longer download, no slower than plain QUIC by more than 2 %. Regression: on 802.11n
 /// (`wlan-n`) a 10 kB file's two tail repairs rode in the data's A-MPDU and delayed its

@@ -162,6 +162,22 @@ pub struct ClientApp {
     error: Option<String>,
     /// Multipath: the paths to open and what each path did (boxed: idle on one path).
     paths: Box<Paths>,
+    /// A returning client: the connections still to make before the measured one.
+    earlier: Option<Box<Earlier>>,
+}
+
+/// A returning client's earlier connections: each runs the whole workload, closes, and once
+/// it drained the next connects with the server's latest NEW_TOKEN token; only the last is
+/// measured. What the endpoints learned of the path (their memory, the token) carries over.
+struct Earlier {
+    left: u32,
+    config: ClientConfig,
+    server: SocketAddr,
+    workload: Workload,
+    /// The addresses multipath opens paths from, for each connection anew.
+    locals: Vec<SocketAddr>,
+    /// A finished earlier connection waiting to drain.
+    closing: bool,
 }
 
 /// A multipath client's paths: the local addresses it still has to open a path from (once
@@ -219,12 +235,37 @@ impl ClientApp {
     /// Once connected (multipath negotiated, handshake confirmed), opens a path to `server`
     /// from each of `locals`: addresses of its own besides the one it connects from.
     pub fn with_paths(mut self, locals: Vec<SocketAddr>, server: SocketAddr) -> Self {
+        if let Some(e) = self.earlier.as_mut() {
+            e.locals.clone_from(&locals);
+        }
         if !locals.is_empty() {
             self.paths = Box::new(Paths {
                 to_open: locals,
                 server: Some(server),
                 seen: Default::default(),
             });
+        }
+        self
+    }
+
+    /// A returning client: `n` connections with the same workload (to `server`, with
+    /// `config`) come before the measured one, each after the previous one drained.
+    pub fn with_earlier_connections(
+        mut self,
+        n: u32,
+        config: ClientConfig,
+        server: SocketAddr,
+        workload: &Workload,
+    ) -> Self {
+        if n > 0 {
+            self.earlier = Some(Box::new(Earlier {
+                left: n,
+                config,
+                server,
+                workload: workload.clone(),
+                locals: Vec::new(),
+                closing: false,
+            }));
         }
         self
     }
@@ -282,7 +323,38 @@ impl ClientApp {
             established_at: None,
             error: None,
             paths: Box::default(),
+            earlier: None,
         }
+    }
+
+    /// A returning client whose earlier connection finished: once it drained, the next one
+    /// connects with the server's token and the measurement starts over.
+    fn next_connection(&mut self, now: Instant, ep: &mut Endpoint) {
+        let Some(e) = self.earlier.as_mut().filter(|e| e.closing) else {
+            return;
+        };
+        let old = self.conn.and_then(|h| ep.connection(h));
+        if old.is_some_and(|c| !c.is_drained()) {
+            return;
+        }
+        let mut config = e.config.clone();
+        config.token = old.and_then(|c| c.new_token()).map(<[u8]>::to_vec);
+        let h = match ep.connect(now, config, e.server, "localhost") {
+            Ok(h) => h,
+            Err(err) => {
+                self.error = Some(format!("cannot connect again: {err}"));
+                return;
+            }
+        };
+        if let Some(old) = self.conn.replace(h) {
+            ep.release(old);
+        }
+        e.closing = false;
+        e.left -= 1;
+        let (workload, locals, server) = (e.workload.clone(), e.locals.clone(), e.server);
+        let earlier = self.earlier.take().filter(|e| e.left > 0);
+        *self = Self::build(Some(h), &workload, now).with_paths(locals, server);
+        self.earlier = earlier;
     }
 
     /// Application bytes read per [`BIN`](crate::trace::BIN) from time 0.
@@ -303,6 +375,12 @@ impl ClientApp {
     }
 
     fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
+        if self.earlier.as_ref().is_some_and(|e| e.closing) {
+            self.next_connection(now, ep);
+            if self.earlier.as_ref().is_some_and(|e| e.closing) {
+                return;
+            }
+        }
         if self.conn.is_none() {
             if now < self.start {
                 return;
@@ -398,8 +476,11 @@ impl ClientApp {
             }
         };
         if finished {
-            self.done_at = Some(now);
             c.close(now, 0, b"done");
+            match self.earlier.as_mut() {
+                Some(e) => e.closing = true,
+                None => self.done_at = Some(now),
+            }
         }
     }
 

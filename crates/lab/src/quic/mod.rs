@@ -51,6 +51,9 @@ pub fn alpn_of(workload: &Workload) -> &'static [u8] {
     }
 }
 
+/// Most earlier connections of a returning client.
+pub const MAX_EARLIER_CONNECTIONS: u32 = 100;
+
 /// Largest DATAGRAM frame both sides accept in the real-time workload.
 const MAX_DATAGRAM: u64 = 1400;
 
@@ -62,6 +65,20 @@ pub fn transport_config(
     workload: &Workload,
     side: Side,
 ) -> Result<TransportConfig, String> {
+    if let Some(n) = settings.earlier_connections {
+        if n > MAX_EARLIER_CONNECTIONS {
+            return Err(format!(
+                "protocol.earlier_connections = {n}: give at most {MAX_EARLIER_CONNECTIONS}"
+            ));
+        }
+        if n > 0 && matches!(workload, Workload::Realtime(_)) {
+            return Err(
+                "protocol.earlier_connections: a returning client is for downloads \
+                 (bulk, files, page), not the real-time workload"
+                    .into(),
+            );
+        }
+    }
     let mut t = TransportConfig::default();
     let cc = settings.congestion.unwrap_or(CongestionControl::Cubic);
     t.congestion_controller = match (settings.initial_window_packets, settings.hystart) {
@@ -310,19 +327,24 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         let alpn = alpn_of(&f.workload);
         let mut server_cfg = ServerConfig::new(deterministic::server_config(&[alpn]));
         server_cfg.transport = server_transport;
+        let ep_config = Arc::new(EndpointConfig {
+            path_memory_capacity: match f.protocol.path_memory {
+                Some(false) => 0,
+                _ => EndpointConfig::default().path_memory_capacity,
+            },
+            ..EndpointConfig::default()
+        });
         let server_ep = Endpoint::new(
-            Arc::new(EndpointConfig::default()),
+            ep_config.clone(),
             Some(Arc::new(server_cfg)),
             spec.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ salt,
         );
-        let mut client_ep = Endpoint::new(
-            Arc::new(EndpointConfig::default()),
-            None,
-            spec.seed ^ 0xc11e ^ salt,
-        );
+        let mut client_ep = Endpoint::new(ep_config, None, spec.seed ^ 0xc11e ^ salt);
         let mut client_cfg = ClientConfig::new(deterministic::client_config(&[alpn]));
         client_cfg.transport = client_transport;
         let flow_start = start + f.start;
+        let earlier = f.protocol.earlier_connections.unwrap_or(0);
+        let returning = (earlier > 0).then(|| client_cfg.clone());
         let app = if f.start.is_zero() {
             match client_ep.connect(start, client_cfg, server, "localhost") {
                 Ok(h) => ClientApp::new(h, &f.workload, start),
@@ -337,6 +359,10 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         let locals = (1..=spec.extra_paths.len())
             .map(|k| path_addr(client, k))
             .collect();
+        let app = match returning {
+            Some(cfg) => app.with_earlier_connections(earlier, cfg, server, &f.workload),
+            None => app,
+        };
         let app = app.with_paths(locals, server);
         let s = sim.add_node(
             server,

@@ -63,7 +63,9 @@ struct Source {
 }
 
 pub struct ServerApp {
+    /// The latest connection accepted: a returning client's earlier ones are left to close.
     conn: Option<ConnectionHandle>,
+    workload: Workload,
     /// A page workload: its objects over HTTP/3.
     h3: Option<qfec_http::h3::H3Server>,
     responses: Vec<Response>,
@@ -87,25 +89,10 @@ impl ServerApp {
             }),
             _ => None,
         };
-        let h3 = match workload {
-            Workload::Page(p) => Some(qfec_http::h3::H3Server::new(std::rc::Rc::new(
-                super::content::PageContent {
-                    sizes: p.objects.iter().map(|o| o.bytes).collect(),
-                    content: Content::new(),
-                },
-            ))),
-            // The real-time source over HTTP datagrams, once the client asked for `/live`.
-            Workload::Realtime(spec) if spec.delivery == Delivery::H3Datagram => Some(
-                qfec_http::h3::H3Server::new(std::rc::Rc::new(
-                    qfec_http::content::Memory::default(),
-                ))
-                .with_datagram_path("/live"),
-            ),
-            _ => None,
-        };
         ServerApp {
             conn: None,
-            h3,
+            h3: h3_server(workload),
+            workload: workload.clone(),
             responses: Vec::new(),
             source,
             content: Content::new(),
@@ -117,6 +104,14 @@ impl ServerApp {
 
     fn drive(&mut self, now: Instant, ep: &mut Endpoint) {
         while let Some(h) = ep.accept() {
+            if self.conn.is_some() {
+                // A returning client: its new connection is served from scratch.
+                self.responses.clear();
+                self.h3 = h3_server(&self.workload);
+                self.rtt_trace.clear();
+                self.cwnd_trace.clear();
+                self.next_trace = now;
+            }
             self.conn = Some(h);
         }
         let Some(c) = self.conn.and_then(|h| ep.connection_mut(h)) else {
@@ -252,6 +247,24 @@ impl Application for ServerApp {
 
     fn poll_timeout(&self) -> Option<Instant> {
         self.source.as_ref().and_then(|s| s.next_at)
+    }
+}
+
+/// The HTTP/3 server of a workload that runs over HTTP/3.
+fn h3_server(workload: &Workload) -> Option<qfec_http::h3::H3Server> {
+    match workload {
+        Workload::Page(p) => Some(qfec_http::h3::H3Server::new(std::rc::Rc::new(
+            super::content::PageContent {
+                sizes: p.objects.iter().map(|o| o.bytes).collect(),
+                content: Content::new(),
+            },
+        ))),
+        // The real-time source over HTTP datagrams, once the client asked for `/live`.
+        Workload::Realtime(spec) if spec.delivery == Delivery::H3Datagram => Some(
+            qfec_http::h3::H3Server::new(std::rc::Rc::new(qfec_http::content::Memory::default()))
+                .with_datagram_path("/live"),
+        ),
+        _ => None,
     }
 }
 
