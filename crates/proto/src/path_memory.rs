@@ -56,10 +56,7 @@ impl PathMemory {
             return;
         }
         let ip = ip.to_canonical();
-        let loss = match self.get(now, ip) {
-            Some(old) => merge(old, loss),
-            None => merge(LossEstimate::default(), loss),
-        };
+        let loss = merge(self.get(now, ip).unwrap_or_default(), loss);
         if !self.entries.contains_key(&ip) && self.entries.len() >= self.capacity {
             // The least recently updated address goes (ties: the lowest address).
             if let Some(oldest) = self
@@ -87,24 +84,6 @@ impl PathMemory {
 /// Two estimates of one path as one: losses, bursts and packets add up, the older estimate
 /// first scaled down so that the sum stays within [`MAX_REMEMBERED_SAMPLES`] packets.
 pub fn merge(old: LossEstimate, new: LossEstimate) -> LossEstimate {
-    let clean = |e: LossEstimate| {
-        let samples = if e.samples.is_finite() {
-            e.samples.max(0.0)
-        } else {
-            0.0
-        };
-        let rate = if e.rate.is_finite() {
-            e.rate.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        let burst = if e.mean_burst.is_finite() {
-            e.mean_burst.max(1.0)
-        } else {
-            1.0
-        };
-        (samples.min(MAX_REMEMBERED_SAMPLES), rate, burst)
-    };
     let (ns, nr, nb) = clean(new);
     let (os, or, ob) = clean(old);
     let keep = (MAX_REMEMBERED_SAMPLES - ns).max(0.0).min(os);
@@ -123,15 +102,23 @@ pub fn merge(old: LossEstimate, new: LossEstimate) -> LossEstimate {
     }
 }
 
+/// (packets, rate, mean burst) of an estimate, each in range (at most
+/// [`MAX_REMEMBERED_SAMPLES`] packets) whatever numbers it holds.
+fn clean(e: LossEstimate) -> (f64, f64, f64) {
+    let or = |x: f64, default: f64| if x.is_finite() { x } else { default };
+    (
+        or(e.samples, 0.0).clamp(0.0, MAX_REMEMBERED_SAMPLES),
+        or(e.rate, 0.0).clamp(0.0, 1.0),
+        or(e.mean_burst, 1.0).max(1.0),
+    )
+}
+
 /// An estimate as a NEW_TOKEN token carries it: loss rate in units of 1/65535, mean burst
 /// in hundredths of a packet, packets (each 2 bytes, saturating).
 pub(crate) fn encode(buf: &mut Vec<u8>, loss: Option<LossEstimate>) {
     let (rate, burst, samples) = match loss {
         Some(l) => {
-            let (s, r, b) = {
-                let m = merge(LossEstimate::default(), l);
-                (m.samples, m.rate, m.mean_burst)
-            };
+            let (s, r, b) = clean(l);
             (
                 (r * 65535.0).round() as u16,
                 (b * 100.0).round().min(65535.0) as u16,

@@ -49,6 +49,24 @@ fn ip(addr: std::net::SocketAddr) -> IpAddr {
     addr.ip()
 }
 
+/// The NEW_TOKEN token client connection `ch` kept.
+fn token_of(pair: &Pair, ch: ConnectionHandle) -> Vec<u8> {
+    pair.client
+        .connection(ch)
+        .unwrap()
+        .new_token()
+        .expect("the server offered a token")
+        .to_vec()
+}
+
+/// A server endpoint as `Pair` makes it, with `config` (a restart: same seed, same token
+/// key, empty memory).
+fn server_endpoint(config: EndpointConfig, seed: u64) -> Endpoint {
+    let mut sc = ServerConfig::new(server_crypto());
+    sc.transport = Arc::new(TransportConfig::default());
+    Endpoint::new(Arc::new(config), Some(Arc::new(sc)), seed)
+}
+
 #[test]
 fn the_next_connection_starts_from_what_the_path_showed() {
     let mut pair = lossy_pair(71, 0.05);
@@ -66,13 +84,7 @@ fn the_next_connection_starts_from_what_the_path_showed() {
             .is_none(),
         "the first connection knew nothing"
     );
-    let token = pair
-        .client
-        .connection(ch)
-        .unwrap()
-        .new_token()
-        .unwrap()
-        .to_vec();
+    let token = token_of(&pair, ch);
     let remembered = pair
         .server
         .remembered_loss(pair.now, ip(pair.client_addr))
@@ -105,17 +117,9 @@ fn the_next_connection_starts_from_what_the_path_showed() {
 
     // A restarted server (same token key, empty memory) learns it from the token, which
     // the server refreshed as the connection learned its path.
-    let token2 = pair
-        .client
-        .connection(ch2)
-        .unwrap()
-        .new_token()
-        .unwrap()
-        .to_vec();
+    let token2 = token_of(&pair, ch2);
     assert_ne!(token2, token);
-    let mut sc = ServerConfig::new(server_crypto());
-    sc.transport = Arc::new(TransportConfig::default());
-    pair.server = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 71);
+    pair.server = server_endpoint(EndpointConfig::default(), 71);
     assert!(
         pair.server
             .remembered_loss(pair.now, ip(pair.client_addr))
@@ -169,33 +173,21 @@ fn a_clean_path_is_remembered_clean_and_nothing_without_a_handshake() {
 #[test]
 fn an_endpoint_without_memory_remembers_nothing_and_tokens_carry_nothing() {
     let mut pair = lossy_pair(74, 0.05);
-    let forgetful = || {
-        Arc::new(EndpointConfig {
-            path_memory_capacity: 0,
-            ..EndpointConfig::default()
-        })
+    let forgetful = || EndpointConfig {
+        path_memory_capacity: 0,
+        ..EndpointConfig::default()
     };
-    let mut sc = ServerConfig::new(server_crypto());
-    sc.transport = Arc::new(TransportConfig::default());
-    pair.server = Endpoint::new(forgetful(), Some(Arc::new(sc)), 74);
-    pair.client = Endpoint::new(forgetful(), None, 74 ^ 0x5555);
+    pair.server = server_endpoint(forgetful(), 74);
+    pair.client = Endpoint::new(Arc::new(forgetful()), None, 74 ^ 0x5555);
     let (ch, _) = visit(&mut pair, None);
     assert!(
         pair.server
             .remembered_loss(pair.now, ip(pair.client_addr))
             .is_none()
     );
-    let token = pair
-        .client
-        .connection(ch)
-        .unwrap()
-        .new_token()
-        .unwrap()
-        .to_vec();
+    let token = token_of(&pair, ch);
     // Even a server that remembers reads nothing from that token.
-    let mut sc = ServerConfig::new(server_crypto());
-    sc.transport = Arc::new(TransportConfig::default());
-    pair.server = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 74);
+    pair.server = server_endpoint(EndpointConfig::default(), 74);
     let (ch2, sh2) = visit(&mut pair, Some(token));
     assert!(
         pair.server
