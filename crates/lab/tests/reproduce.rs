@@ -9,7 +9,27 @@ use qfec_lab::RunRecord;
 use qfec_lab::output::read_jsonl;
 use qfec_lab::reproduce::{Options, Paper, reproduce};
 
-/// Runs the reproduction, checks its report directory, and returns its runs.
+/// The runs a reproduction wrote into `dir`, without their wall times (the one field that is
+/// not a function of the seed).
+fn runs_in(dir: &Path) -> Vec<RunRecord> {
+    read_jsonl::<RunRecord>(&std::fs::read_to_string(dir.join("runs.jsonl")).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|r| RunRecord {
+            wall_time_s: 0.0,
+            ..r
+        })
+        .collect()
+}
+
+/// A report without its last section (wall time and thread count of the runs).
+fn report_body(dir: &Path) -> String {
+    let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    md.split("\n## Runs\n").next().unwrap().to_string()
+}
+
+/// Runs the reproduction, checks its report directory, and returns its runs. It runs it
+/// twice, on all cores and on one thread: the runs and the report must come out the same.
 fn check(paper: Paper, figures: &[&str], sections: &[&str]) -> Vec<RunRecord> {
     let dir = std::env::temp_dir().join(format!(
         "qfec-reproduce-{}-{}",
@@ -24,9 +44,29 @@ fn check(paper: Paper, figures: &[&str], sections: &[&str]) -> Vec<RunRecord> {
         seeds: None,
         resume: false,
     };
-    let mut calls = 0;
     let never = std::sync::atomic::AtomicBool::new(false);
+    let again = dir.with_extension("again");
+    let _ = std::fs::remove_dir_all(&again);
+    let one_thread = Options {
+        out: again.clone(),
+        threads: 1,
+        ..opts.clone()
+    };
+    reproduce(paper, &one_thread, &never, |_, _| {}).unwrap();
+    let mut calls = 0;
     let out = reproduce(paper, &opts, &never, |_, _| calls += 1).unwrap();
+    assert!(
+        runs_in(&dir) == runs_in(&again),
+        "{}: two runs of the reproduction differ",
+        paper.name()
+    );
+    assert_eq!(
+        report_body(&dir),
+        report_body(&again),
+        "{}: reports differ",
+        paper.name()
+    );
+    let _ = std::fs::remove_dir_all(&again);
     assert!(!out.interrupted);
     assert_eq!(out.failed, 0, "failed runs in {}", dir.display());
     assert_eq!(calls, out.runs);
@@ -527,22 +567,8 @@ fn an_interrupted_reproduction_resumes_to_the_same_report() {
         "progress starts at the kept runs"
     );
     assert_eq!(seen.len(), all.runs - first.runs + 1, "only the others ran");
-    let runs = |d: &Path| -> Vec<RunRecord> {
-        read_jsonl::<RunRecord>(&std::fs::read_to_string(d.join("runs.jsonl")).unwrap())
-            .unwrap()
-            .into_iter()
-            .map(|r| RunRecord {
-                wall_time_s: 0.0,
-                ..r
-            })
-            .collect()
-    };
-    assert_eq!(runs(&parts), runs(&whole));
-    let report = |d: &Path| {
-        let md = std::fs::read_to_string(d.join("report.md")).unwrap();
-        md[..md.find("## Runs").unwrap()].to_string()
-    };
-    assert_eq!(report(&parts), report(&whole));
+    assert_eq!(runs_in(&parts), runs_in(&whole));
+    assert_eq!(report_body(&parts), report_body(&whole));
     assert!(
         std::fs::read_to_string(parts.join("report.md"))
             .unwrap()

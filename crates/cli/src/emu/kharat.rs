@@ -45,8 +45,9 @@ pub struct KharatArgs {
     /// (each point's flows are written as the point ends) and run only the others.
     #[arg(long, conflicts_with = "report_only")]
     resume: bool,
-    /// Repetitions (the paper's epochs) instead of 5.
-    #[arg(long, value_name = "N")]
+    /// Repetitions (the paper's epochs) instead of 5; `--seeds N` is the same option, named as
+    /// in `qfec lab reproduce` (there a point's runs are its seeds).
+    #[arg(long, visible_alias = "seeds", value_name = "N")]
     reps: Option<u32>,
     /// Random loss on both directions, a list such as "0,1%" (the paper's network: 0 %).
     #[arg(long, default_value = "0")]
@@ -715,8 +716,10 @@ fn report(
         },
         runs.len(),
         took.map_or(" (report rebuilt from runs.csv)".to_string(), |t| format!(
-            " in {:.0} s of real time",
-            t.as_secs_f64()
+            " in {:.0} s of real time, qfec {} built from commit {}",
+            t.as_secs_f64(),
+            env!("CARGO_PKG_VERSION"),
+            qfec_lab::BUILD_COMMIT
         ))
     );
     md.push_str(

@@ -274,8 +274,9 @@ pub fn reproduce(
     };
     let _ = writeln!(
         md,
-        "\n## Runs\n\n{} runs ({} failed unexpectedly) in {:.1} s wall on {} threads{}{}. Every run \
-         is in `runs.csv` and `runs.jsonl`.\n\nCommand: `qfec lab reproduce {}{}{}`",
+        "\n## Runs\n\n{} runs ({} failed unexpectedly) in {:.1} s wall on {} threads{}{}. `runs.csv` \
+         has every run, one line each; `runs.jsonl` adds each run's time series.\n\nCommand: \
+         `qfec lab reproduce {}{}{}`, qfec {} built from commit {}.",
         records.len(),
         failed,
         wall.as_secs_f64(),
@@ -294,6 +295,8 @@ pub fn reproduce(
         opts.seeds
             .map(|s| format!(" --seeds {s}"))
             .unwrap_or_default(),
+        env!("CARGO_PKG_VERSION"),
+        crate::BUILD_COMMIT,
     );
     let report_path = opts.out.join("report.md");
     std::fs::write(&report_path, md).map_err(io(&report_path))?;

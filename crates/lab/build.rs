@@ -1,0 +1,38 @@
+//! Embeds the git commit the lab was built from (`QFEC_COMMIT`), which reproduction reports
+//! name: `abc1234`, `abc1234-dirty` when tracked files differed from it at build time, or
+//! `unknown` outside a git checkout (a source archive, a wheel built from one).
+
+use std::path::Path;
+use std::process::Command;
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn main() {
+    let commit = git(&["rev-parse", "--short=7", "HEAD"]).map_or_else(
+        || "unknown".to_string(),
+        |c| {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty { format!("{c}-dirty") } else { c }
+        },
+    );
+    println!("cargo:rustc-env=QFEC_COMMIT={commit}");
+    // Rebuilt when HEAD moves (a commit, a checkout) and when this crate's sources change.
+    println!("cargo:rerun-if-changed=src");
+    if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
+        let dir = Path::new(&dir);
+        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            dir.join("packed-refs").display()
+        );
+        if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
+            println!("cargo:rerun-if-changed={}", dir.join(r).display());
+        }
+    }
+}
