@@ -423,6 +423,47 @@ fn paired_ratios(
         .collect()
 }
 
+/// Per-point ratios of medians (paper 003's design: "each configuration is run 9 times and
+/// the median download completion time from these 9 runs is considered"): at each point of
+/// `figure` (place and loss), the median completion time of `variant` over its seeds divided
+/// by that of `baseline`, over the seeds where both finished (a run left out takes its pair
+/// with it). With one seed per point it is [`paired_ratios`].
+fn median_ratios(
+    records: &[RunRecord],
+    figure: &str,
+    place: Option<&str>,
+    workload: &str,
+    variant: &str,
+    baseline: &str,
+) -> Vec<f64> {
+    use std::collections::BTreeMap;
+    let times = |v: &str| -> BTreeMap<(&str, u64, u64), f64> {
+        select(records, figure, place, Some(workload), v)
+            .filter_map(|r| {
+                Some((
+                    (r.preset.as_str(), r.loss.to_bits(), r.seed),
+                    r.finished_time()?,
+                ))
+            })
+            .collect()
+    };
+    let (base, var) = (times(baseline), times(variant));
+    // Per point (place, loss): the variant's and the baseline's times, seed by seed.
+    let mut points: BTreeMap<(&str, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    for (&(p, l, seed), &t) in &var {
+        if let Some(&b) = base.get(&(p, l, seed)) {
+            points.entry((p, l)).or_default().push((t, b));
+        }
+    }
+    points
+        .values()
+        .filter_map(|pairs| {
+            let (v, b): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+            Some(median(&v)? / median(&b)?)
+        })
+        .collect()
+}
+
 fn median(xs: &[f64]) -> Option<f64> {
     Stats::of(xs).map(|s| s.median)
 }
@@ -437,4 +478,46 @@ fn share(xs: &[f64], pred: impl Fn(f64) -> bool) -> Option<f64> {
 
 fn pct(x: Option<f64>) -> String {
     x.map_or_else(|| "–".to_string(), |v| format!("{:.0} %", v * 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(place: &str, variant: &str, seed: u64, time: Option<f64>) -> RunRecord {
+        RunRecord {
+            scenario: "fig6".into(),
+            preset: place.into(),
+            variant: variant.into(),
+            workload: "bulk-10kB".into(),
+            seed,
+            completed: time.is_some(),
+            completion_time_s: time,
+            error: time.is_none().then(|| "idle timeout".into()),
+            ..RunRecord::default()
+        }
+    }
+
+    /// Paper 003's design: a point's ratio is the median of its runs over the baseline's,
+    /// and a run that did not finish takes its pair out of both medians.
+    #[test]
+    fn a_points_ratio_is_the_ratio_of_its_medians() {
+        let mut records = Vec::new();
+        for (seed, q, f) in [(1, 2.0, 1.0), (2, 4.0, 3.0), (3, 6.0, 8.0)] {
+            records.push(run("d001", "quic", seed, Some(q)));
+            records.push(run("d001", "rlc", seed, Some(f)));
+        }
+        // Seed 3's FEC run did not finish: medians over seeds 1-2 only (3.0 and 2.0).
+        for (seed, q, f) in [(1, 1.0, Some(1.0)), (2, 3.0, Some(1.5)), (3, 9.0, None)] {
+            records.push(run("d002", "quic", seed, Some(q)));
+            records.push(run("d002", "rlc", seed, f));
+        }
+        let r = median_ratios(&records, "fig6", None, "bulk-10kB", "rlc", "quic");
+        assert_eq!(r.len(), 2);
+        assert!((r[0] - 3.0 / 4.0).abs() < 1e-12, "{r:?}");
+        assert!((r[1] - 1.25 / 2.0).abs() < 1e-12, "{r:?}");
+        // Per seed, the same runs give one ratio each.
+        let p = paired_ratios(&records, "fig6", Some("d001"), "bulk-10kB", "rlc", "quic");
+        assert_eq!(p, vec![0.5, 0.75, 8.0 / 6.0]);
+    }
 }
