@@ -115,6 +115,10 @@ pub struct ReproduceArgs {
     /// Repetitions per point instead of the paper's (100 for rquic, 50 for quic-fec).
     #[arg(long)]
     seeds: Option<u64>,
+    /// Every run's initial congestion window in packets instead of qfec's 10: 32 is
+    /// quic-go's, which papers 000 and 003 used.
+    #[arg(long, value_name = "PACKETS")]
+    initial_window: Option<u32>,
     /// Worker threads (default: all cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -548,6 +552,11 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
     if args.seeds == Some(0) {
         bail!("--seeds must be at least 1");
     }
+    if let Some(w) = args.initial_window
+        && !qfec_lab::config::INITIAL_WINDOW_PACKETS.contains(&w)
+    {
+        bail!("--initial-window {w}: give a window of 1 to 10000 packets, e.g. 32");
+    }
     let opts = ReproduceOptions {
         quick: args.quick,
         out: args
@@ -556,6 +565,7 @@ fn reproduce(args: ReproduceArgs) -> Result<ExitCode> {
         threads: args.threads,
         seeds: args.seeds,
         resume: args.resume,
+        initial_window: args.initial_window,
     };
     // The report is a new directory: refused now rather than after every run.
     qfec_lab::reproduce::check_report_dir(&opts.out, args.force, args.resume)

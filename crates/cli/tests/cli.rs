@@ -262,6 +262,22 @@ fn bad_input_gets_a_clear_error() {
         &["lab", "run", "--preset", "wlan", "--initial-window", "0"],
         "give a window of 1 to 10000 packets",
     );
+    one_line_error(
+        &["lab", "reproduce", "quic-fec", "--initial-window", "0"],
+        "give a window of 1 to 10000 packets",
+    );
+    // The same bound in a scenario file (it was not checked: a window of 0 packets ran).
+    let scenario = std::env::temp_dir().join(format!("qfec-iw0-{}.toml", std::process::id()));
+    std::fs::write(
+        &scenario,
+        "preset = \"wlan\"\n[workload]\nkind = \"bulk\"\n[protocol]\ninitial_window_packets = 0\n",
+    )
+    .unwrap();
+    one_line_error(
+        &["lab", "run", scenario.to_str().unwrap()],
+        "protocol.initial_window_packets = 0: give a window of 1 to 10000 packets",
+    );
+    let _ = std::fs::remove_file(&scenario);
     // A setting the endpoints cannot take is refused before any run.
     one_line_error(
         &[

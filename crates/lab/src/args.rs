@@ -247,7 +247,7 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
         base.protocol.path_memory = Some(false);
     }
     if let Some(n) = args.initial_window {
-        if !(1..=10_000).contains(&n) {
+        if !crate::config::INITIAL_WINDOW_PACKETS.contains(&n) {
             return Err(format!(
                 "--initial-window {n}: give a window of 1 to 10000 packets, e.g. 32"
             ));

@@ -493,6 +493,10 @@ pub struct ObjectCfg {
     pub kind: Option<crate::pages::ObjectKind>,
 }
 
+/// The initial congestion windows a run accepts, in packets (`initial_window_packets`,
+/// `--initial-window`).
+pub const INITIAL_WINDOW_PACKETS: std::ops::RangeInclusive<u32> = 1..=10_000;
+
 /// Protocol knobs; unset fields keep the core's defaults. `extra` carries settings that have no
 /// typed field yet (the runner decides what they mean). Names are those of the crates that
 /// own the concepts: `congestion` is a `qfec_proto` controller (`newreno`, `cubic`, `bbr`), `fec` a

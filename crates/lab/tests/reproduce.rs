@@ -43,6 +43,7 @@ fn check(paper: Paper, figures: &[&str], sections: &[&str]) -> Vec<RunRecord> {
         threads: 0,
         seeds: None,
         resume: false,
+        initial_window: None,
     };
     let never = std::sync::atomic::AtomicBool::new(false);
     let again = dir.with_extension("again");
@@ -519,6 +520,7 @@ fn an_interrupted_reproduction_resumes_to_the_same_report() {
         threads: 1,
         seeds: None,
         resume,
+        initial_window: None,
     };
     let (whole, parts) = (dir("whole"), dir("parts"));
     let never = AtomicBool::new(false);

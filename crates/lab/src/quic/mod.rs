@@ -79,6 +79,13 @@ pub fn transport_config(
             );
         }
     }
+    if let Some(iw) = settings.initial_window_packets
+        && !crate::config::INITIAL_WINDOW_PACKETS.contains(&iw)
+    {
+        return Err(format!(
+            "protocol.initial_window_packets = {iw}: give a window of 1 to 10000 packets"
+        ));
+    }
     let mut t = TransportConfig::default();
     let cc = settings.congestion.unwrap_or(CongestionControl::Cubic);
     t.congestion_controller = match (settings.initial_window_packets, settings.hystart) {

@@ -99,6 +99,23 @@ pub struct Options {
     /// Continue an interrupted reproduction: keep the runs already in `out/runs.jsonl` and
     /// run only the others.
     pub resume: bool,
+    /// Every congestion controller's initial window in packets instead of qfec's 10 (e.g.
+    /// 32, quic-go's, which papers 000 and 003 ran; runs without congestion control keep
+    /// none).
+    pub initial_window: Option<u32>,
+}
+
+/// Sets `iw` as the initial window of every flow of `spec` that has congestion control.
+fn with_initial_window(spec: &mut RunSpec, iw: u32) {
+    let set = |p: &mut ProtocolSettings| {
+        if p.congestion != Some(CongestionControl::Disabled) {
+            p.initial_window_packets = Some(iw);
+        }
+    };
+    set(&mut spec.protocol);
+    for f in &mut spec.flows {
+        set(&mut f.protocol);
+    }
 }
 
 /// A reproduction that could not be written.
@@ -184,6 +201,9 @@ pub fn reproduce(
         Paper::Bquic => bquic::plan(opts),
         Paper::QuicFecMp => quic_fec_mp::plan(opts),
     };
+    if let Some(iw) = opts.initial_window {
+        specs.iter_mut().for_each(|s| with_initial_window(s, iw));
+    }
     let started = Instant::now();
     // The RTT and window samples (kilobytes per run) are not part of any figure; the binned
     // time series are, where a paper asks for them.
@@ -294,7 +314,11 @@ pub fn reproduce(
         if opts.quick { " --quick" } else { "" },
         opts.seeds
             .map(|s| format!(" --seeds {s}"))
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            + &opts
+                .initial_window
+                .map(|w| format!(" --initial-window {w}"))
+                .unwrap_or_default(),
         env!("CARGO_PKG_VERSION"),
         crate::BUILD_COMMIT,
     );

@@ -321,10 +321,21 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
          and four Gilbert-Elliott parameters; its text keeps only four unlabeled ranges \
          between bandwidth and delay (0.01-0.08, 0.08-0.5, 0.98-1, 0-0.1). We read them as \
          p, r, k and h, and draw the uniform loss rate of Figs. 6-7 from the same range as p \
-         (1-8 %): an assumption, as the uniform range did not survive. The initial window is \
-         qfec's 10 packets; the paper's quic-go used 32.\n",
+         (1-8 %): an assumption, as the uniform range did not survive. {window}\n",
         points = design_points(records),
         reps = design_repetitions(records),
+        window = match opts.initial_window {
+            None => "The initial window is qfec's 10 packets; the paper's quic-go used 32 \
+                     (`--initial-window 32` runs it so)."
+                .to_string(),
+            Some(32) => "The initial window is 32 packets, as the paper's quic-go \
+                         (`--initial-window 32`; qfec's own is 10)."
+                .to_string(),
+            Some(w) => format!(
+                "The initial window is {w} packets (`--initial-window {w}`); the paper's \
+                 quic-go used 32, qfec's own is 10."
+            ),
+        },
     );
     let mut figures = Vec::new();
     let base = "quic";

@@ -169,11 +169,12 @@ pub trait ControllerFactory: Send + Sync + fmt::Debug {
 }
 
 /// RFC 9002 §7.2: min(10 * mds, max(14720, 2 * mds)) for the default 10 packets; a configured
-/// packet count keeps the same 14720-byte cap scaled by packets / 10.
+/// packet count keeps the same 14720-byte cap scaled by packets / 10, and is at least one
+/// datagram (a configured 0 would never send).
 pub(crate) fn initial_window(packets: u64, mds: u16) -> u64 {
     let mds = u64::from(mds);
     let cap = (14_720 * packets / 10).max(2 * mds);
-    (packets * mds).min(cap)
+    (packets * mds).min(cap).max(mds)
 }
 
 /// The built-in controllers, for configuration and the command line.
@@ -301,6 +302,10 @@ mod tests {
         assert_eq!(initial_window(10, 1200), 12_000);
         assert_eq!(initial_window(10, 1500), 14_720);
         assert_eq!(initial_window(10, 9000), 18_000);
+        assert_eq!(initial_window(32, 1200), 38_400);
+        // Regression: a configured window of 0 packets stalled the connection.
+        assert_eq!(initial_window(0, 1200), 1200);
+        assert_eq!(initial_window(1, 1200), 1200);
     }
 
     #[test]
