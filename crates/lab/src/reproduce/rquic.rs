@@ -143,7 +143,17 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
          QUIC (CUBIC, no FEC) at the same point, as in the paper (Eq. 3). Overhead = bytes FEC \
          added / bytes on the wire. rQUIC and `adaptive` run in `mask` mode (a recovered loss \
          counts as delivered), as rQUIC does. Links: Table I mid-points (`qfec lab presets`), \
-         one-BDP drop-tail buffers, Bernoulli loss on both directions.\n"
+         one-BDP drop-tail buffers, Bernoulli loss on both directions. {}\n",
+        match opts.initial_window {
+            None => "Initial window: qfec's 10 packets; the paper's quic-go (v0.7.0) had 32 and \
+                     no ssthresh, slow start lasting to the first loss (qfec's CUBIC does that \
+                     too; `--initial-window 32` gives the window)."
+                .to_string(),
+            Some(w) => format!(
+                "Initial window: {w} packets (`--initial-window {w}`; the paper's quic-go had \
+                 32, qfec's own is 10)."
+            ),
+        }
     );
     let mut figures = Vec::new();
     for (figure, title) in [
