@@ -214,13 +214,34 @@ fn rquic_quick_writes_a_report() {
             "fig5-overhead.svg",
             "fig6-xi.svg",
             "fig6-overhead.svg",
+            "fig2.svg",
+            "fig3.svg",
         ],
         &[
             "Fig. 5",
             "Fig. 6",
+            "Figs. 2-3",
             "The paper's numbers beside ours",
             "≈ 0.4",
         ],
+    );
+    // Figs. 2-3 (§III-B): r rises on a clean link and stays low at 3 % loss, measured on the
+    // wire of the traced runs (sources over repairs).
+    let ratio = |loss: f64| {
+        let r = select(&runs, "fig2", "rquic", |r| r.loss == loss);
+        assert_eq!(r.len(), 1, "one traced run at {loss}");
+        let t = r[0].trace.as_ref().expect("Fig. 2's runs are traced");
+        // Over the run's second half, once r has moved from its start.
+        let half = t.fec_sources.len() / 2;
+        let s: u64 = t.fec_sources[half..].iter().sum();
+        let q: u64 = t.fec_repairs[half..].iter().sum();
+        assert!(q > 0, "rQUIC sent repair at {loss}");
+        s as f64 / q as f64
+    };
+    let (clean, lossy) = (ratio(0.0), ratio(0.03));
+    assert!(
+        clean > 15.0 && lossy < 10.0,
+        "r over the run's second half: {clean:.1} at 0 %, {lossy:.1} at 3 % (from 10)"
     );
     // Bulk over NetType1 (WLAN, 4G) at the lossy point: the paper's best mean ξ is about
     // 0.4; our full run's 0.41.

@@ -209,7 +209,11 @@ pub fn reproduce(
     // time series are, where a paper asks for them.
     let run = |spec: &RunSpec| {
         let options = crate::quic::RunOptions {
-            trace: paper == Paper::Bquic && bquic::traced(spec),
+            trace: match paper {
+                Paper::Bquic => bquic::traced(spec),
+                Paper::Rquic => rquic::traced(spec),
+                _ => false,
+            },
             ..crate::quic::RunOptions::default()
         };
         RunRecord {

@@ -3,6 +3,8 @@
 //! the Table I links (WLAN and 4G, 2G/3G, satellite; buffers of one BDP), 100 runs per
 //! point. ξ is the paper's: a run's completion time over the mean completion time of plain
 //! QUIC at the same point. rQUIC and `adaptive` run in `mask` mode, as rQUIC does.
+//! Figs. 2-3: rQUIC's FEC ratio r (and the window) over time in a 30-second bulk transfer
+//! over 20 Mb/s and a 25 ms RTT, from traced runs (one seed per loss rate).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use qfec_fec::Redundancy;
 use qfec_fec::redundancy::RquicConfig;
 use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
+use qfec_sim::{LinkSpec, LossSpec, QueueLimit, bdp_bytes};
 
 use super::{
     Corner, Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants,
@@ -19,7 +22,8 @@ use super::{
 use crate::campaign::RunSpec;
 use crate::metrics::{RunRecord, Stats};
 use crate::pages::PageModel;
-use crate::presets::Preset;
+use crate::presets::{LinkPair, Preset};
+use crate::trace::RunTrace;
 use crate::workload::Workload;
 
 /// Table I's networks, as presets (WLAN and 4G form NetType1).
@@ -62,9 +66,63 @@ fn losses(opts: &Options) -> Vec<f64> {
     }
 }
 
+/// Figs. 2-3's channel (§III-B): 20 Mb/s, 25 ms RTT, one-BDP buffers, random loss both ways.
+fn fig2_links(loss: f64) -> LinkPair {
+    let (rate, rtt) = (20_000_000, Duration::from_millis(25));
+    let dir = |name: &str| {
+        let l = LinkSpec::new(name, rate, rtt / 2).queue(QueueLimit::Bytes(bdp_bytes(rate, rtt)));
+        if loss > 0.0 {
+            l.air_loss(LossSpec::Bernoulli { p: loss })
+        } else {
+            l
+        }
+    };
+    LinkPair {
+        down: dir("down"),
+        up: dir("up"),
+    }
+}
+
+/// Fig. 2's loss rates ("no injected loss (only congestion) 0, 1, 2, 3 and 5%"); Fig. 3 is
+/// the 3 % run.
+fn fig2_losses(opts: &Options) -> Vec<f64> {
+    if opts.quick {
+        vec![0.0, 0.03]
+    } else {
+        vec![0.0, 0.01, 0.02, 0.03, 0.05]
+    }
+}
+
+/// Seconds of Fig. 2's transfer the paper plots (Fig. 3: 25).
+const FIG2_SECONDS: f64 = 30.0;
+
+/// The runs whose time series the report draws (Figs. 2-3).
+pub(super) fn traced(spec: &RunSpec) -> bool {
+    spec.scenario == "fig2"
+}
+
 pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
     let seeds = opts.seeds.unwrap_or(if opts.quick { 2 } else { 100 });
     let mut out = Vec::new();
+    // Figs. 2-3: one traced rQUIC run per loss rate, long enough to last the 30 s plotted
+    // (20 Mb/s for 30 s; with loss it takes longer, and only the first 30 s are drawn).
+    let rquic = variants(false)
+        .into_iter()
+        .filter(|v| v.name == "rquic")
+        .collect::<Vec<_>>();
+    for loss in fig2_losses(opts) {
+        let bytes = if opts.quick { 5_000_000 } else { 75_000_000 };
+        let point = Point {
+            figure: "fig2",
+            place: "20Mbps-25ms".to_string(),
+            loss,
+            links: fig2_links(loss),
+            workload: Workload::Bulk { bytes },
+            seeds: 1,
+            time_limit: Duration::from_secs(1800),
+        };
+        push_runs(&mut out, &point, &rquic);
+    }
     for name in PRESETS {
         let p = Preset::from_name(name).expect("built-in preset");
         for &loss in &losses(opts) {
@@ -267,11 +325,164 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
             },
         ));
     }
+    fig2_and_3(&mut md, &mut figures, records, opts);
     claims(&mut md, records, &losses);
     Report {
         markdown: md,
         figures,
     }
+}
+
+/// Bins (of [`RunTrace::bin_s`]) per point of the r series: half a second.
+const R_WINDOW_BINS: usize = 5;
+
+/// rQUIC's FEC ratio over time, from a traced run: source symbols over repair symbols in
+/// windows of [`R_WINDOW_BINS`] bins, at each window's middle, up to `until` s (a window
+/// without a repair is left out: r is then above its sources, unknown).
+fn ratio_series(t: &RunTrace, until: f64) -> Vec<(f64, f64)> {
+    let n = t.fec_sources.len().min(t.fec_repairs.len());
+    (0..n)
+        .step_by(R_WINDOW_BINS)
+        .filter_map(|i| {
+            let j = (i + R_WINDOW_BINS).min(n);
+            let mid = (t.time(i) + t.time(j)) / 2.0;
+            let src: u64 = t.fec_sources[i..j].iter().sum();
+            let rep: u64 = t.fec_repairs[i..j].iter().sum();
+            (mid <= until && rep > 0).then(|| (mid, src as f64 / rep as f64))
+        })
+        .collect()
+}
+
+/// The sender's window over time, kB, up to `until` s.
+fn cwnd_series(t: &RunTrace, until: f64) -> Vec<(f64, f64)> {
+    t.cwnd
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| (t.time(i) + t.bin_s, c as f64 / 1000.0))
+        .filter(|p| p.0 <= until)
+        .collect()
+}
+
+fn within(points: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
+    points
+        .iter()
+        .copied()
+        .filter(|p| p.0 >= from && p.0 <= to)
+        .collect()
+}
+
+/// Figs. 2-3: rQUIC's ratio over time per loss rate, and r beside the window at 3 %.
+fn fig2_and_3(
+    md: &mut String,
+    figures: &mut Vec<(String, Figure)>,
+    records: &[RunRecord],
+    opts: &Options,
+) {
+    let runs: Vec<(f64, &RunTrace)> = fig2_losses(opts)
+        .into_iter()
+        .filter_map(|l| {
+            let r = select(records, "fig2", None, None, "rquic").find(|r| r.loss == l)?;
+            Some((l, r.trace.as_ref()?))
+        })
+        .collect();
+    let _ = writeln!(
+        md,
+        "## Figs. 2-3: rQUIC's FEC ratio over time
+
+One rQUIC run per loss rate (seed 1) of a \
+         bulk transfer over 20 Mb/s with a 25 ms RTT (one-BDP buffers), r starting at 10 as \
+         in the paper. r is measured on the wire: source packets over repair packets in each \
+         half second. The paper: \"the FEC ratio quickly converges from the initial value to \
+         minimize residual losses\"; the algorithm \"will increase quickly the FEC ratio on \
+         links with a small error rate, while on high-loss links the FEC ratio will oscillate \
+         between low values\".\n\n| loss | r, first second | median r, 5-{FIG2_SECONDS:.0} s | \
+         p10-p90 r, 5-{FIG2_SECONDS:.0} s | mean window, 5-{FIG2_SECONDS:.0} s (kB) |\n\
+         |---:|---:|---:|---:|---:|"
+    );
+    let mut fig2 = Vec::new();
+    for &(loss, t) in &runs {
+        let r = ratio_series(t, FIG2_SECONDS);
+        let later: Vec<f64> = within(&r, 5.0, FIG2_SECONDS).iter().map(|p| p.1).collect();
+        let first = r.first().filter(|p| p.0 <= 1.0).map(|p| p.1);
+        let w: Vec<f64> = within(&cwnd_series(t, FIG2_SECONDS), 5.0, FIG2_SECONDS)
+            .iter()
+            .map(|p| p.1)
+            .collect();
+        let s = Stats::of(&later);
+        let _ = writeln!(
+            md,
+            "| {:.0} % | {} | {} | {} | {} |",
+            loss * 100.0,
+            fmt_opt(first, 1),
+            fmt_opt(s.map(|s| s.median), 1),
+            s.map_or("–".into(), |s| format!("{:.1}-{:.1}", s.p10, s.p90)),
+            fmt_opt(mean(&w), 0)
+        );
+        fig2.push(Series {
+            label: format!("{:.0} % loss", loss * 100.0),
+            points: r,
+        });
+    }
+    md.push('\n');
+    figures.push((
+        "fig2.svg".into(),
+        Figure {
+            title: "Paper 000 Fig. 2: rQUIC's FEC ratio over time, 20 Mb/s, 25 ms RTT, \
+                    r_init = 10 (seed 1)"
+                .into(),
+            x_label: "time (s)".into(),
+            y_label: "r (source packets per repair packet)".into(),
+            panels: vec![Panel {
+                title: String::new(),
+                series: fig2,
+                references: Vec::new(),
+                boxes: Vec::new(),
+            }],
+            columns: 1,
+            x_range: Some((0.0, FIG2_SECONDS)),
+            y_range: None,
+            legend: Corner::UpperLeft,
+        },
+    ));
+    let Some(&(_, t3)) = runs.iter().find(|(l, _)| (*l - 0.03).abs() < 1e-9) else {
+        return;
+    };
+    let (r3, w3) = (ratio_series(t3, 25.0), cwnd_series(t3, 25.0));
+    let panel = |title: &str, series: Vec<Series>| Panel {
+        title: title.into(),
+        series,
+        references: Vec::new(),
+        boxes: Vec::new(),
+    };
+    let one = |label: &str, points: Vec<(f64, f64)>| {
+        vec![Series {
+            label: label.into(),
+            points,
+        }]
+    };
+    figures.push((
+        "fig3.svg".into(),
+        Figure {
+            title: "Paper 000 Fig. 3: rQUIC's FEC ratio and the window over time, 3 % loss \
+                    (20 Mb/s, 25 ms RTT, seed 1)"
+                .into(),
+            x_label: "time (s)".into(),
+            y_label: "r (source packets per repair) · window (kB)".into(),
+            panels: vec![
+                panel("(a) r, 0-25 s", one("r", r3.clone())),
+                panel("(b) r, zoom 10-15 s", one("r", within(&r3, 10.0, 15.0))),
+                panel("(a) window (kB), 0-25 s", one("cwnd", w3.clone())),
+                panel(
+                    "(b) window (kB), zoom 10-15 s",
+                    one("cwnd", within(&w3, 10.0, 15.0)),
+                ),
+            ],
+            columns: 2,
+            x_range: None,
+            y_range: None,
+            legend: Corner::UpperRight,
+        },
+    ));
 }
 
 /// The paper's claims in numbers, beside ours.
