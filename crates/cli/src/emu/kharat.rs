@@ -66,6 +66,9 @@ struct Point {
     /// Table II: QUIC and TCP throughput (Mb/s), one flow and four.
     paper_single: (f64, f64),
     paper_four: (f64, f64),
+    /// Table II's speedups as printed, one flow and four (not the ratio of the rounded
+    /// throughputs: 0.82 / 0.43 gives 1.91 where the paper prints 1.90).
+    paper_speedup: (f64, f64),
 }
 
 const POINTS: [Point; 3] = [
@@ -76,6 +79,7 @@ const POINTS: [Point; 3] = [
         rtt: Duration::from_millis(62),
         paper_single: (0.82, 0.43),
         paper_four: (0.39, 0.77),
+        paper_speedup: (1.90, 0.51),
     },
     Point {
         label: "1 MB",
@@ -84,6 +88,7 @@ const POINTS: [Point; 3] = [
         rtt: Duration::from_millis(54),
         paper_single: (0.88, 0.73),
         paper_four: (0.56, 1.31),
+        paper_speedup: (1.21, 0.43),
     },
     Point {
         label: "10 MB",
@@ -92,6 +97,7 @@ const POINTS: [Point; 3] = [
         rtt: Duration::from_millis(48),
         paper_single: (0.68, 0.45),
         paper_four: (0.83, 1.16),
+        paper_speedup: (1.51, 0.72),
     },
 ];
 
@@ -771,7 +777,7 @@ fn report(
             format!("{:.2}", p.paper_single.1)
         });
         row(&mut md, "1", "speedup (paper)", &|p| {
-            format!("{:.2}", p.paper_single.0 / p.paper_single.1)
+            format!("{:.2}", p.paper_speedup.0)
         });
         row(&mut md, "1", "QUIC+FEC (ours)", &|p| {
             f(one(p, "QUIC+FEC alone", Proto::QuicFec), 2)
@@ -806,7 +812,7 @@ fn report(
             format!("{:.2}", p.paper_four.1)
         });
         row(&mut md, "4", "speedup (paper)", &|p| {
-            format!("{:.2}", p.paper_four.0 / p.paper_four.1)
+            format!("{:.2}", p.paper_speedup.1)
         });
         row(&mut md, "4", "QUIC+FEC (ours)", &|p| {
             f(one(p, four_fec, Proto::QuicFec), 2)

@@ -592,7 +592,7 @@ fn differences(records: &[RunRecord], p: &Plan, md: &mut String) {
          channel the client's ACKs are aggregated like the access point's data: with `quic` the \
          client made {} channel accesses per download against the access point's {}, {} ACK \
          MPDUs each, and its ACKs held {} of the channel time. No ACK policy can win back more \
-         than that share. The paper's QUIC (Chromium 39) left slow start early on a delay \
+         than that share. The paper's QUIC (Chromium's, QUIC version 39) left slow start early on a delay \
          increase and kept a small window (its Fig. 3), so its paced packets found the access \
          point's queue nearly empty and went out in short A-MPDUs. Ours fills the access point's \
          1000-packet queue (windows up to {} kB, Fig. 3), which keeps A-MPDUs full ({} MPDUs) \
