@@ -1,5 +1,6 @@
 //! Embeds the git commit the lab was built from (`QFEC_COMMIT`), which reproduction reports
-//! name: `abc1234`, `abc1234-dirty` when tracked files differed from it at build time, or
+//! name: `abc1234`, `abc1234-dirty` when the workspace's tracked sources (crates/, Cargo.toml, Cargo.lock) differed
+//! from it at build time, or
 //! `unknown` outside a git checkout (a source archive, a wheel built from one).
 
 use std::path::Path;
@@ -16,8 +17,17 @@ fn main() {
     let commit = git(&["rev-parse", "--short=7", "HEAD"]).map_or_else(
         || "unknown".to_string(),
         |c| {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
+            // The sources only: results or docs edited beside a build do not change it.
+            let dirty = git(&[
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ":/crates",
+                ":/Cargo.toml",
+                ":/Cargo.lock",
+            ])
+            .is_some_and(|s| !s.is_empty());
             if dirty { format!("{c}-dirty") } else { c }
         },
     );

@@ -43,8 +43,8 @@
 
 pub mod args;
 
-/// The git commit this build of qfec came from (`abc1234`, `abc1234-dirty` if tracked files
-/// differed from it, `unknown` outside a checkout); reproduction reports name it.
+/// The git commit this build of qfec came from (`abc1234`, `abc1234-dirty` if its tracked
+/// sources differed from it, `unknown` outside a checkout); reproduction reports name it.
 pub const BUILD_COMMIT: &str = env!("QFEC_COMMIT");
 
 pub mod campaign;
