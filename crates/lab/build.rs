@@ -1,7 +1,7 @@
 //! Embeds the git commit the lab was built from (`QFEC_COMMIT`), which reproduction reports
-//! name: `abc1234`, `abc1234-dirty` when the workspace's tracked sources (crates/, Cargo.toml, Cargo.lock) differed
-//! from it at build time, or
-//! `unknown` outside a git checkout (a source archive, a wheel built from one).
+//! name: `abc1234`, `abc1234-dirty` when the workspace's tracked sources (crates/,
+//! Cargo.toml, Cargo.lock) differed from it at build time, or `unknown` outside a git
+//! checkout (a source archive, a wheel built from one).
 
 use std::path::Path;
 use std::process::Command;
