@@ -425,6 +425,23 @@ fn select<'r>(
     })
 }
 
+/// Completion times of the runs of `variant` that finished at each point of `figure` (at
+/// `place` only, if given), keyed by place, loss and seed.
+fn finished_times<'r>(
+    records: &'r [RunRecord],
+    figure: &str,
+    place: Option<&str>,
+    workload: &str,
+    variant: &str,
+) -> std::collections::BTreeMap<(&'r str, u64, u64), f64> {
+    select(records, figure, place, Some(workload), variant)
+        .filter_map(|r| {
+            let key = (r.preset.as_str(), r.loss.to_bits(), r.seed);
+            Some((key, r.finished_time()?))
+        })
+        .collect()
+}
+
 /// Per-seed completion-time ratios of `variant` over `baseline` at each point of `figure`
 /// (at `place` only, if given; paper 003's DCT ratio): runs pair by place, workload, loss and
 /// seed.
@@ -436,18 +453,10 @@ fn paired_ratios(
     variant: &str,
     baseline: &str,
 ) -> Vec<f64> {
-    let base: std::collections::BTreeMap<(&str, u64, u64), f64> =
-        select(records, figure, place, Some(workload), baseline)
-            .filter_map(|r| {
-                let key = (r.preset.as_str(), r.loss.to_bits(), r.seed);
-                Some((key, r.finished_time()?))
-            })
-            .collect();
-    select(records, figure, place, Some(workload), variant)
-        .filter_map(|r| {
-            let b = base.get(&(r.preset.as_str(), r.loss.to_bits(), r.seed))?;
-            Some(r.finished_time()? / b)
-        })
+    let base = finished_times(records, figure, place, workload, baseline);
+    finished_times(records, figure, place, workload, variant)
+        .into_iter()
+        .filter_map(|(key, t)| Some(t / base.get(&key)?))
         .collect()
 }
 
@@ -464,20 +473,10 @@ fn median_ratios(
     variant: &str,
     baseline: &str,
 ) -> Vec<f64> {
-    use std::collections::BTreeMap;
-    let times = |v: &str| -> BTreeMap<(&str, u64, u64), f64> {
-        select(records, figure, place, Some(workload), v)
-            .filter_map(|r| {
-                Some((
-                    (r.preset.as_str(), r.loss.to_bits(), r.seed),
-                    r.finished_time()?,
-                ))
-            })
-            .collect()
-    };
-    let (base, var) = (times(baseline), times(variant));
+    let base = finished_times(records, figure, place, workload, baseline);
+    let var = finished_times(records, figure, place, workload, variant);
     // Per point (place, loss): the variant's and the baseline's times, seed by seed.
-    let mut points: BTreeMap<(&str, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    let mut points: std::collections::BTreeMap<(&str, u64), Vec<(f64, f64)>> = Default::default();
     for (&(p, l, seed), &t) in &var {
         if let Some(&b) = base.get(&(p, l, seed)) {
             points.entry((p, l)).or_default().push((t, b));
