@@ -304,6 +304,17 @@ pub fn client_addr() -> SocketAddr {
 }
 
 impl LinkPair {
+    /// Both directions at `rate_bps` with half of `rtt` each way, a one-BDP drop-tail queue,
+    /// and Bernoulli loss `loss` on the air (none at 0).
+    pub fn symmetric(rate_bps: u64, rtt: Duration, loss: f64) -> LinkPair {
+        let dir = |name: &str| LinkSpec::new(name, rate_bps, rtt / 2).queue_bdp(rtt);
+        LinkPair {
+            down: dir("down"),
+            up: dir("up"),
+        }
+        .with_loss(loss)
+    }
+
     /// The same links with random loss `p` on both directions: the MPDU error rate of WLAN
     /// stations, Bernoulli loss on the air elsewhere.
     pub fn with_loss(&self, p: f64) -> LinkPair {

@@ -24,7 +24,6 @@ use qfec_lab::metrics::jain_index;
 use qfec_lab::plot::{BoxStat, Corner, Figure, Panel, Series, draw};
 use qfec_lab::units::{parse_list, parse_ratio};
 use qfec_proto::{ClientConfig, ClientCryptoConfig};
-use qfec_sim::{LinkSpec, LossSpec};
 
 use crate::hq::{self, FetchOptions, TransportArgs, Url};
 use crate::tcp::{self, TcpCc, TcpFetchOptions, Trust};
@@ -287,18 +286,7 @@ fn write_file(path: &Path, bytes: u64) -> Result<()> {
 /// The link of a point: the measured bandwidth both ways, half the RTT each way, a queue of
 /// one bandwidth-delay product, and `loss` on both directions.
 fn links(p: &Point, loss: f64) -> LinkPair {
-    let dir = |name: &str| {
-        let l = LinkSpec::new(name, p.rate_bps, p.rtt / 2).queue_bdp(p.rtt);
-        if loss > 0.0 {
-            l.air_loss(LossSpec::Bernoulli { p: loss })
-        } else {
-            l
-        }
-    };
-    LinkPair {
-        down: dir("down"),
-        up: dir("up"),
-    }
+    LinkPair::symmetric(p.rate_bps, p.rtt, loss)
 }
 
 /// Kills a server process when dropped.

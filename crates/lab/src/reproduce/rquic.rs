@@ -13,7 +13,6 @@ use qfec_fec::Redundancy;
 use qfec_fec::redundancy::RquicConfig;
 use qfec_proto::RecoveredLossMode;
 use qfec_proto::recovery::cc::CongestionControl;
-use qfec_sim::{LinkSpec, LossSpec, QueueLimit, bdp_bytes};
 
 use super::{
     Corner, Figure, Options, Panel, Point, Reference, Report, Series, Variant, common_variants,
@@ -68,19 +67,7 @@ fn losses(opts: &Options) -> Vec<f64> {
 
 /// Figs. 2-3's channel (§III-B): 20 Mb/s, 25 ms RTT, one-BDP buffers, random loss both ways.
 fn fig2_links(loss: f64) -> LinkPair {
-    let (rate, rtt) = (20_000_000, Duration::from_millis(25));
-    let dir = |name: &str| {
-        let l = LinkSpec::new(name, rate, rtt / 2).queue(QueueLimit::Bytes(bdp_bytes(rate, rtt)));
-        if loss > 0.0 {
-            l.air_loss(LossSpec::Bernoulli { p: loss })
-        } else {
-            l
-        }
-    };
-    LinkPair {
-        down: dir("down"),
-        up: dir("up"),
-    }
+    LinkPair::symmetric(20_000_000, Duration::from_millis(25), loss)
 }
 
 /// Fig. 2's loss rates ("no injected loss (only congestion) 0, 1, 2, 3 and 5%"); Fig. 3 is
