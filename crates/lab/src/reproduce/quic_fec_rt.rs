@@ -354,8 +354,8 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
          symbols over a window of 20, `xor` = XOR (3,2) over 10 interleaved blocks, each \
          closing a block only when it is full, as the paper's. Ours: `rs/message` = the same \
          RS closing its block at each message's end (8 + 4 symbols), `adaptive` = our \
-         controller (repair at each message's end, sized by a binomial bound on the losses \
-         seen), `quic+adaptive` and `quic+rlc` = reliable streams with that FEC. DATAGRAMs carry the \
+         controller (repair at each message's end, sized on a Gilbert channel \
+         fitted to the loss rate and mean burst seen), `quic+adaptive` and `quic+rlc` = reliable streams with that FEC. DATAGRAMs carry the \
          playback deadline: the sender drops what cannot arrive in time and sends no repair \
          for it.\n",
         if opts.quick { 5 } else { 25 },
