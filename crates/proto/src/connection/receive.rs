@@ -700,6 +700,15 @@ impl Connection {
     ) -> Result<bool, TransportError> {
         let (ack_eliciting, non_probing) =
             self.process_frames(now, pns, kind, Some(pn), &payload)?;
+        if ack_eliciting && pns == Pns::Initial && self.side.is_server() {
+            // RFC 9002 §6.2.3: a client that still sends ack-eliciting Initials and never
+            // acknowledged ours lacks our ServerHello (its probe PINGs carry no duplicate
+            // CRYPTO once its ClientHello is acknowledged), unless it is already queued again.
+            let sp = space!(self, pns);
+            if sp.crypto_send.none_acked() && !sp.crypto_send.has_pending() && sp.probes == 0 {
+                self.speed_up_handshake(pns);
+            }
+        }
         let sp = space_mut!(self, pns);
         let out_of_order = sp.on_packet_received(now, pn);
         sp.ack.on_packet(

@@ -126,6 +126,10 @@ impl CryptoSend {
             self.retransmit.insert(r);
         }
     }
+    /// Some bytes went out and none of them was acknowledged yet.
+    pub fn none_acked(&self) -> bool {
+        self.next > 0 && self.acked.is_empty()
+    }
     /// Probe: send every unacknowledged byte again.
     pub fn requeue_unacked(&mut self) {
         let mut all = RangeSet::new();
