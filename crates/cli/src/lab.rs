@@ -159,7 +159,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     qlog: Option<PathBuf>,
     /// Record each run's time series in its record (congestion window, bytes in flight,
-    /// smoothed RTT, goodput and FEC repair per 100 ms); draw them with `qfec lab plot
+    /// smoothed RTT, goodput and FEC repair per 50 ms); draw them with `qfec lab plot
     /// --y inflight|goodput-ts|redundancy`.
     #[arg(long)]
     trace: bool,

@@ -346,6 +346,8 @@ fn add_link_stats(s: &EmuStats, rec: &mut RunRecord) {
     rec.down_queue_mean_bytes = s.down.mean_queue_bytes(span);
     rec.down_queue_max_bytes = s.down.max_queue_bytes;
     rec.down_dropped = s.down.dropped();
+    rec.down_offered = s.down.offered_packets;
+    rec.down_offered_bytes = s.down.offered_bytes;
     if let (Some(d), Some(u), Some(busy)) = (&s.down_wifi, &s.up_wifi, s.channel_busy) {
         rec.wlan = Some(WlanRecord {
             down: StationRecord::from_stats(d),

@@ -1,7 +1,7 @@
 //! Figures from run records (`qfec lab plot`): the distribution of a metric across runs
 //! (ECDF), a metric against a swept parameter (median per value), or the time series a run
 //! recorded (congestion window, smoothed RTT; with `lab run --trace` also bytes in flight,
-//! goodput and FEC redundancy per 100 ms), with one curve per group of runs.
+//! goodput and FEC redundancy per 50 ms), with one curve per group of runs.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -48,7 +48,7 @@ impl Metric {
             Metric::Cwnd => "congestion window (kB)",
             Metric::Rtt => "smoothed RTT (ms)",
             Metric::Inflight => "bytes in flight (kB)",
-            Metric::GoodputSeries => "goodput per 100 ms (Mb/s)",
+            Metric::GoodputSeries => "goodput per 50 ms (Mb/s)",
             Metric::Redundancy => "repair symbols (% of symbols sent)",
         }
     }

@@ -50,6 +50,14 @@ pub struct RunRecord {
     /// (over a WLAN) the MAC retry limit.
     #[serde(default)]
     pub down_dropped: u64,
+    /// Datagrams offered to the downlink (what the server sent): with `down_dropped`, the
+    /// end-to-end loss paper 001 measured.
+    #[serde(default)]
+    pub down_offered: u64,
+    /// Their bytes as the link carried them: UDP payloads in the simulator, IP packets in the
+    /// emulator (paper 001's throughput counts UDP payloads).
+    #[serde(default)]
+    pub down_offered_bytes: u64,
     /// ECN-capable datagrams the downlink's queue marked CE (`ecn_marking`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub down_ce_marked: u64,

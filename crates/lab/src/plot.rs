@@ -1,5 +1,6 @@
 //! SVG figures (plotters): grids of panels, each with one curve per series (an ECDF, a line
-//! over a swept parameter, a time series), and reference values as dashed lines. The
+//! over a swept parameter, a time series), marks without a line (events on a timeline), and
+//! reference values as dashed lines. The
 //! reproductions and `qfec lab plot` draw with it.
 
 use std::path::Path;
@@ -61,6 +62,28 @@ pub struct Panel {
     pub series: Vec<Series>,
     pub references: Vec<Reference>,
     pub boxes: Vec<BoxStat>,
+    /// Events drawn without a line, over the series.
+    pub marks: Vec<Marks>,
+}
+
+/// How [`Marks`] show their points.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MarkShape {
+    /// A small hollow circle at each point.
+    #[default]
+    Circle,
+    /// A vertical line over the panel's height at each point's x (its y is ignored).
+    Bar,
+}
+
+/// Points drawn as marks, in the colour of series slot `slot` (grey when `None`): the same
+/// variant keeps the same colour as in the figures' curves.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Marks {
+    pub label: String,
+    pub slot: Option<usize>,
+    pub shape: MarkShape,
+    pub points: Vec<(f64, f64)>,
 }
 
 /// A figure: panels on a grid with shared axis labels.
@@ -217,6 +240,12 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .flat_map(|s| s.points.iter().map(|p| p.0))
             .chain(
                 panel
+                    .marks
+                    .iter()
+                    .flat_map(|m| m.points.iter().map(|p| p.0)),
+            )
+            .chain(
+                panel
                     .references
                     .iter()
                     .filter(|r| r.y.is_none())
@@ -226,6 +255,11 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1))
+            .chain(
+                (panel.marks.iter())
+                    .filter(|m| m.shape == MarkShape::Circle)
+                    .flat_map(|m| m.points.iter().map(|p| p.1)),
+            )
             .chain(panel.references.iter().filter_map(|r| r.y));
         if !panel.boxes.is_empty() {
             draw_boxes(fig, panel, area).map_err(e)?;
@@ -268,6 +302,42 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
                     .map_err(e)?;
             }
         }
+        for m in &panel.marks {
+            let c = m
+                .slot
+                .map_or(RGBColor(90, 90, 90), |i| COLORS[i % COLORS.len()]);
+            match m.shape {
+                MarkShape::Circle => {
+                    let drawn = chart
+                        .draw_series(
+                            m.points
+                                .iter()
+                                .map(|p| Circle::new(*p, 3, c.stroke_width(1))),
+                        )
+                        .map_err(e)?;
+                    if !m.label.is_empty() {
+                        drawn
+                            .label(m.label.clone())
+                            .legend(move |(x, y)| Circle::new((x + 8, y), 3, c.stroke_width(1)));
+                    }
+                }
+                MarkShape::Bar => {
+                    let drawn = chart
+                        .draw_series((m.points.iter()).map(|p| {
+                            PathElement::new(vec![(p.0, y0), (p.0, y1)], c.stroke_width(1))
+                        }))
+                        .map_err(e)?;
+                    if !m.label.is_empty() {
+                        drawn.label(m.label.clone()).legend(move |(x, y)| {
+                            PathElement::new(
+                                vec![(x + 8, y - 6), (x + 8, y + 6)],
+                                c.stroke_width(2),
+                            )
+                        });
+                    }
+                }
+            }
+        }
         for r in &panel.references {
             let grey = RGBColor(110, 110, 110);
             let pts: Vec<(f64, f64)> = match r.y {
@@ -290,6 +360,11 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
                     ("sans-serif", 11).into_font().color(&grey),
                 )))
                 .map_err(e)?;
+        }
+        let labelled = panel.series.iter().any(|s| !s.points.is_empty())
+            || panel.marks.iter().any(|m| !m.label.is_empty());
+        if !labelled {
+            continue;
         }
         chart
             .configure_series_labels()

@@ -1,20 +1,21 @@
 //! Per-run time series (`qfec lab run --trace`), in bins of [`BIN`]: the sender's congestion
 //! window, bytes in flight and smoothed RTT (from its `recovery_metrics_updated` events), its
 //! FEC source and repair symbols (from FEC's events), and the client's goodput (application
-//! bytes read per bin); and the histogram of the sender's inter-packet times (paper 001's
-//! Fig. 5). Built from the connection's event sink, so a run without `--trace`
+//! bytes read per bin); the histogram of the sender's inter-packet times (paper 001's
+//! Fig. 5); and the sender's packets and ACKs in a short window (paper 001's Fig. 4). Built from the connection's event sink, so a run without `--trace`
 //! neither builds events nor stores series.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use qfec_fec::FecEvent;
+use qfec_proto::connection::SpaceId;
 use qfec_proto::events::{ConnectionInfo, Event, EventSink, EventSinkFactory, PacketType};
 use qfec_proto::{Instant, Side};
 use serde::{Deserialize, Serialize};
 
 /// Width of a bin.
-pub const BIN: Duration = Duration::from_millis(100);
+pub const BIN: Duration = Duration::from_millis(50);
 
 /// Inter-packet-time histogram: this many bins per decade, from 1 µs to 1 s.
 const IPT_PER_DECADE: usize = 10;
@@ -34,6 +35,25 @@ fn ipt_bin(gap: Duration) -> usize {
 /// Upper edge of IPT bin `k`, µs.
 fn ipt_upper_us(k: usize) -> f64 {
     10f64.powf(k as f64 / IPT_PER_DECADE as f64)
+}
+
+/// Where the [`Timeline`] window opens: this long after the sender's first 1-RTT packet.
+pub const TIMELINE_AFTER: Duration = Duration::from_millis(250);
+/// How long the [`Timeline`] window lasts (paper 001's Fig. 4 shows 20 ms).
+pub const TIMELINE_SPAN: Duration = Duration::from_millis(20);
+/// Entries a timeline keeps at most (sent packets plus ACKs).
+const TIMELINE_MAX: usize = 20_000;
+
+/// The sender's 1-RTT packets and the ACK frames that acknowledged new 1-RTT packets, in the
+/// window of [`TIMELINE_SPAN`] that opens [`TIMELINE_AFTER`] its first 1-RTT packet.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Timeline {
+    /// Start of the window, seconds from the run's start.
+    pub from_s: f64,
+    /// (time in seconds from the run's start, packet number) of each packet sent.
+    pub sent: Vec<(f64, u64)>,
+    /// Time of each ACK frame received that acknowledged new packets, seconds.
+    pub acks: Vec<f64>,
 }
 
 /// The series of one run; index i covers [i * bin_s, (i + 1) * bin_s) from the run's start.
@@ -56,6 +76,9 @@ pub struct RunTrace {
     /// (10 per decade from 1 µs; see [`RunTrace::ipt_ecdf`]).
     #[serde(default)]
     pub ipt_hist: Vec<u64>,
+    /// The sender's packets and ACKs in a short window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
 }
 
 impl RunTrace {
@@ -120,6 +143,9 @@ struct SenderSeries {
     repairs: Vec<u64>,
     last_sent: Option<Instant>,
     ipt: Vec<u64>,
+    /// The timeline window, once the first 1-RTT packet opened it.
+    window: Option<(Instant, Instant)>,
+    timeline: Timeline,
 }
 
 impl SenderSeries {
@@ -136,14 +162,38 @@ impl SenderSeries {
         i
     }
 
+    fn timeline_room(&self) -> bool {
+        self.timeline.sent.len() + self.timeline.acks.len() < TIMELINE_MAX
+    }
+
     fn on_event(&mut self, now: Instant, event: &Event<'_>) {
         match event {
             Event::PacketSent(p) if p.header.packet_type == PacketType::OneRtt => {
+                let (from, to) = *self
+                    .window
+                    .get_or_insert((now + TIMELINE_AFTER, now + TIMELINE_AFTER + TIMELINE_SPAN));
+                if now >= from && now < to && self.timeline_room() {
+                    self.timeline.from_s = from.as_nanos() as f64 / 1e9;
+                    let pn = p.header.packet_number.unwrap_or_default();
+                    (self.timeline.sent).push((now.as_nanos() as f64 / 1e9, pn));
+                }
                 if let Some(prev) = self.last_sent.replace(now) {
                     if self.ipt.is_empty() {
                         self.ipt = vec![0; IPT_BINS];
                     }
                     self.ipt[ipt_bin(now.saturating_duration_since(prev))] += 1;
+                }
+            }
+            Event::PacketsAcked {
+                space: SpaceId::Data,
+                ..
+            } => {
+                if let Some((from, to)) = self.window
+                    && now >= from
+                    && now < to
+                    && self.timeline_room()
+                {
+                    (self.timeline.acks).push(now.as_nanos() as f64 / 1e9);
                 }
             }
             Event::MetricsUpdated(m) => {
@@ -243,6 +293,7 @@ impl SeriesFactory {
             fec_sources: pad(s.sources, 0),
             fec_repairs: pad(s.repairs, 0),
             ipt_hist: s.ipt,
+            timeline: s.window.is_some().then_some(s.timeline),
         }
     }
 }
@@ -289,7 +340,7 @@ pub struct ByteBins {
 }
 
 /// Bins a series keeps at most (an hour of them); later bytes count in the last.
-const MAX_BINS: usize = 36_000;
+const MAX_BINS: usize = 72_000;
 
 impl ByteBins {
     pub fn add(&mut self, now: Instant, bytes: u64) {
@@ -316,7 +367,8 @@ mod tests {
     #[test]
     fn bins_carry_the_last_value_and_count_symbols() {
         let f = SeriesFactory::new(Side::Server);
-        let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+        // Times in bins: `at(2.5)` is half-way through bin 2.
+        let at = |b: f64| Instant::from_nanos((b * BIN.as_nanos() as f64) as u64);
         {
             let mut s = f.series.lock().unwrap();
             let m = RecoveryMetrics {
@@ -325,12 +377,12 @@ mod tests {
                 smoothed_rtt: Some(Duration::from_millis(50)),
                 ..RecoveryMetrics::default()
             };
-            s.on_event(ms(50), &Event::MetricsUpdated(m));
+            s.on_event(at(0.5), &Event::MetricsUpdated(m));
             let m = RecoveryMetrics {
                 bytes_in_flight: Some(6_000),
                 ..RecoveryMetrics::default()
             };
-            s.on_event(ms(250), &Event::MetricsUpdated(m));
+            s.on_event(at(2.5), &Event::MetricsUpdated(m));
             let src = FecEvent::SourceProtected {
                 sid: 0,
                 packet_number: 5,
@@ -341,20 +393,20 @@ mod tests {
                 len: 1000,
             };
             for e in [&src, &src, &src, &rep] {
-                s.on_event(ms(120), &Event::Extension(e));
+                s.on_event(at(1.2), &Event::Extension(e));
             }
         }
         let mut g = ByteBins::default();
-        g.add(ms(10), 1000);
-        g.add(ms(390), 500);
+        g.add(at(0.1), 1000);
+        g.add(at(3.9), 500);
         let t = f.finish(g.bins());
         assert_eq!(t.cwnd, [12_000, 12_000, 12_000, 12_000]);
         assert_eq!(t.inflight, [3_000, 3_000, 6_000, 6_000]);
         assert_eq!(t.fec_repairs, [0, 1, 0, 0]);
         assert_eq!(t.redundancy(), [0.0, 0.25, 0.0, 0.0]);
-        assert_eq!(t.goodput_bps[0], 80_000.0);
-        assert_eq!(t.goodput_bps[3], 40_000.0);
-        assert!((t.time(2) - 0.2).abs() < 1e-12);
+        assert_eq!(t.goodput_bps[0], 8_000.0 / t.bin_s);
+        assert_eq!(t.goodput_bps[3], 4_000.0 / t.bin_s);
+        assert!((t.time(2) - 2.0 * t.bin_s).abs() < 1e-12);
     }
 
     #[test]

@@ -91,7 +91,7 @@ fn a_lossy_run_traces_the_simulators_losses_from_both_ends() {
     let last = client.1.events.last().unwrap()["time"].as_f64().unwrap();
     assert!(last / 1e3 >= rec.completion_time_s.unwrap() && last / 1e3 < 200.0);
 
-    // The time series: bins of 100 ms over the run, goodput adding up to what was read.
+    // The time series: bins of 50 ms over the run, goodput adding up to what was read.
     let t = rec.trace.as_ref().expect("--trace");
     let n = t.cwnd.len();
     assert!(n as f64 >= rec.completion_time_s.unwrap() / t.bin_s);

@@ -450,6 +450,8 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
     rec.down_queue_mean_bytes = q.mean_queue_bytes(span);
     rec.down_queue_max_bytes = q.max_queue_bytes;
     rec.down_dropped = q.dropped();
+    rec.down_offered = q.offered_packets;
+    rec.down_offered_bytes = q.offered_bytes;
     rec.down_ce_marked = q.marked_ce;
     if let (Some(d), Some(u), Some(ch)) = (
         sim.wifi_stats(down),

@@ -272,6 +272,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                 series: xi_series,
                 references: references(figure, place),
                 boxes: Vec::new(),
+                marks: Vec::new(),
             });
             ovh_panels.push(Panel {
                 title: place.to_string(),
@@ -320,18 +321,19 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
     }
 }
 
-/// Bins (of [`RunTrace::bin_s`]) per point of the r series: half a second.
-const R_WINDOW_BINS: usize = 5;
+/// The window of each point of the r series, seconds.
+const R_WINDOW_S: f64 = 0.5;
 
 /// rQUIC's FEC ratio over time, from a traced run: source symbols over repair symbols in
-/// windows of [`R_WINDOW_BINS`] bins, at each window's middle, up to `until` s (a window
-/// without a repair is left out: r is then above its sources, unknown).
+/// windows of [`R_WINDOW_S`], at each window's middle, up to `until` s (a window without a
+/// repair is left out: r is then above its sources, unknown).
 fn ratio_series(t: &RunTrace, until: f64) -> Vec<(f64, f64)> {
     let n = t.fec_sources.len().min(t.fec_repairs.len());
+    let bins = ((R_WINDOW_S / t.bin_s).round() as usize).max(1);
     (0..n)
-        .step_by(R_WINDOW_BINS)
+        .step_by(bins)
         .filter_map(|i| {
-            let j = (i + R_WINDOW_BINS).min(n);
+            let j = (i + bins).min(n);
             let mid = (t.time(i) + t.time(j)) / 2.0;
             let src: u64 = t.fec_sources[i..j].iter().sum();
             let rep: u64 = t.fec_repairs[i..j].iter().sum();
@@ -424,6 +426,7 @@ One rQUIC run per loss rate (seed 1) of a \
                 series: fig2,
                 references: Vec::new(),
                 boxes: Vec::new(),
+                marks: Vec::new(),
             }],
             columns: 1,
             x_range: Some((0.0, FIG2_SECONDS)),
@@ -440,6 +443,7 @@ One rQUIC run per loss rate (seed 1) of a \
         series,
         references: Vec::new(),
         boxes: Vec::new(),
+        marks: Vec::new(),
     };
     let one = |label: &str, points: Vec<(f64, f64)>| {
         vec![Series {
