@@ -48,8 +48,9 @@ pub struct SweepArgs {
     #[arg(long)]
     pub cc: Option<String>,
     /// FEC both endpoints send: none, on (= adaptive), adaptive(prior=RATE) (the loss rate
-    /// assumed before a connection measured its own; default 2%), rquic, rquic(ss=off), xor,
-    /// xor(K,DEPTH), rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a list
+    /// assumed before a connection measured its own; default 2%), rquic, rquic(ss=off),
+    /// rquic(tail=off) (the paper's: no repair for a partial last block), xor, xor(K,DEPTH),
+    /// rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a list
     /// (none,rlc,adaptive) compares them, and
     /// adds each FEC variant's completion-time ratio to `none` (xi).
     #[arg(long)]

@@ -88,7 +88,7 @@ pub struct TransportArgs {
     #[arg(long, default_value_t = 30)]
     idle_timeout: u64,
     /// FEC to send when the peer decodes it: on (= adaptive, ours), rquic, rquic(ss=off),
-    /// xor, xor(K,DEPTH), rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]), or none.
+    /// rquic(tail=off), xor, xor(K,DEPTH), rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]), or none.
     #[arg(long, default_value = "none", value_parser = parse_fec)]
     fec: FecArg,
     /// How losses the peer recovered reach congestion control: signal, mask or

@@ -220,7 +220,8 @@ pub fn fit_to_window(scheme: Scheme, max_span: u64) -> Option<Scheme> {
 
 /// The built-in redundancy settings, as written on the command line and in scenarios:
 /// `xor`, `xor(k,depth)`, `rs`, `rs(k,m)`, `rlc`, `rlc(window,interval[,repairs][,gf2][,dt=N])`,
-/// each with an optional last `tail=off`, `rquic`, `rquic(ss=off)`, `adaptive` and
+/// each with an optional last `tail=off`, `rquic`, `rquic(ss=off,tail=off)` (either or both),
+/// `adaptive` and
 /// `adaptive(prior=RATE)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redundancy {
@@ -286,10 +287,17 @@ impl fmt::Display for Redundancy {
             Redundancy::Fixed(s) => (*s, ""),
             Redundancy::Cadence(s) => (*s, ",tail=off"),
             Redundancy::Rquic(c) => {
-                return if c.fec_in_slow_start {
+                let opts: Vec<&str> = [
+                    (!c.fec_in_slow_start).then_some("ss=off"),
+                    (!c.tail_repair).then_some("tail=off"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                return if opts.is_empty() {
                     f.write_str("rquic")
                 } else {
-                    f.write_str("rquic(ss=off)")
+                    write!(f, "rquic({})", opts.join(","))
                 };
             }
             Redundancy::Adaptive(c) if *c == AdaptiveConfig::default() => {
@@ -329,7 +337,7 @@ impl fmt::Display for Redundancy {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{reason} in FEC setting {input:?}: use none, adaptive, adaptive(prior=RATE), rquic, \
-     rquic(ss=off), xor, \
+     rquic(ss=off), rquic(tail=off), xor, \
      xor(K,DEPTH), rs, rs(K,M), rlc or rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a fixed \
      code may end with tail=off, e.g. rs(20,10,tail=off) or xor(tail=off)"
 )]
@@ -386,6 +394,23 @@ impl FromStr for Redundancy {
                 ))),
             }
         };
+        if name == "rquic" {
+            let mut c = RquicConfig::default();
+            for a in &args {
+                match *a {
+                    "ss=off" => c.fec_in_slow_start = false,
+                    "ss=on" => c.fec_in_slow_start = true,
+                    "tail=off" => c.tail_repair = false,
+                    "tail=on" => c.tail_repair = true,
+                    _ => {
+                        return Err(err(format!(
+                            "unknown rquic option {a:?}: use ss=off and/or tail=off"
+                        )));
+                    }
+                }
+            }
+            return Ok(Redundancy::Rquic(c));
+        }
         // `tail=off` (last) makes a fixed code a `Cadence` one.
         let tail = match args.last().and_then(|a| a.strip_prefix("tail=")) {
             None => true,
@@ -423,14 +448,6 @@ impl FromStr for Redundancy {
                     ))),
                 };
             }
-            ("rquic", []) => return Ok(Redundancy::Rquic(RquicConfig::default())),
-            ("rquic", ["ss=off"]) => {
-                return Ok(Redundancy::Rquic(RquicConfig {
-                    fec_in_slow_start: false,
-                }));
-            }
-            ("rquic", ["ss=on"]) => return Ok(Redundancy::Rquic(RquicConfig::default())),
-            ("rquic", [a]) => return Err(err(format!("unknown rquic option {a:?}: use ss=off"))),
             ("xor", []) => Redundancy::XOR,
             ("xor", [k]) => Scheme::Xor {
                 k: num(k, "k", 255)? as u8,
@@ -544,7 +561,14 @@ mod tests {
         );
         assert_eq!(parse_fec(" None ").unwrap(), None);
         assert_eq!(parse_fec("on").unwrap(), Some(Redundancy::default()));
-        for s in ["adaptive", "rquic", "rquic(ss=off)", "adaptive(prior=0.5%)"] {
+        for s in [
+            "adaptive",
+            "rquic",
+            "rquic(ss=off)",
+            "rquic(tail=off)",
+            "rquic(ss=off,tail=off)",
+            "adaptive(prior=0.5%)",
+        ] {
             let r = parse_fec(s).unwrap().unwrap();
             assert_eq!(r.to_string(), s);
         }
@@ -572,9 +596,13 @@ mod tests {
             parse_fec("rquic(ss=off)").unwrap(),
             Some(Redundancy::Rquic(RquicConfig {
                 fec_in_slow_start: false,
-                ..
+                tail_repair: true,
             }))
         ));
+        assert_eq!(
+            parse_fec("rquic(tail=off, ss=on)").unwrap(),
+            Some(Redundancy::Rquic(RquicConfig::PAPER))
+        );
         for bad in [
             "rs(200,100)",
             "xor(0)",
@@ -586,7 +614,7 @@ mod tests {
             "adaptive(3)",
             "adaptive(prior=60%)",
             "adaptive(prior=x)",
-            "rquic(tail=off)",
+            "rquic(tail=maybe)",
             "rs(20,10,tail=maybe)",
             "rs(20,tail=off)",
         ] {

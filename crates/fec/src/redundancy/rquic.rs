@@ -13,7 +13,8 @@
 //! - before N periods have passed, ε̄ averages those there are;
 //! - a new r takes effect at the next block boundary;
 //! - the tail of a transfer (a partial block when the application runs out of data) is
-//!   protected by one repair, like every code here;
+//!   protected by one repair, like every code here; `tail_repair: false` is the paper's
+//!   rQUIC, which sends a block's repair only once the block is full;
 //! - `fec_in_slow_start: false` is the paper's future work: no FEC while the congestion
 //!   window is below the slow-start threshold (before the first loss, with loss-based
 //!   controllers).
@@ -45,14 +46,26 @@ pub const R_MAX: f64 = 255.0;
 pub struct RquicConfig {
     /// Send repair during slow start (the paper's rQUIC does; its future work does not).
     pub fec_in_slow_start: bool,
+    /// Protect a partial block with one repair when the application runs out of data (ours;
+    /// the paper's rQUIC waits for the block to fill).
+    pub tail_repair: bool,
 }
 
 impl Default for RquicConfig {
     fn default() -> Self {
         RquicConfig {
             fec_in_slow_start: true,
+            tail_repair: true,
         }
     }
+}
+
+impl RquicConfig {
+    /// The paper's rQUIC as published: repair in slow start, no tail repair.
+    pub const PAPER: RquicConfig = RquicConfig {
+        fec_in_slow_start: true,
+        tail_repair: false,
+    };
 }
 
 /// Paper 000's controller; see the module docs.
@@ -191,7 +204,7 @@ impl RedundancyController for Rquic {
     }
 
     fn protect_tail(&mut self, _cx: &RedundancyCx<'_, '_>) -> u32 {
-        u32::from(self.block.is_some())
+        u32::from(self.config.tail_repair && self.block.is_some())
     }
 }
 

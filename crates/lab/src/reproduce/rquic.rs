@@ -5,6 +5,9 @@
 //! QUIC at the same point. rQUIC and `adaptive` run in `mask` mode, as rQUIC does.
 //! Figs. 2-3: rQUIC's FEC ratio r (and the window) over time in a 30-second bulk transfer
 //! over 20 Mb/s and a 25 ms RTT, from traced runs (one seed per loss rate).
+//! Beyond the mid-points, with fewer seeds ([`SIDE_SEEDS`]): the paper's rQUIC exactly (no
+//! tail repair, mask mode) beside ours, with mask against signal (the ablation), and the
+//! corners of Table I's rate and RTT ranges.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -29,6 +32,62 @@ use crate::workload::Workload;
 const PRESETS: [&str; 4] = ["wlan", "4g", "3g", "satellite"];
 const MODE: RecoveredLossMode = RecoveredLossMode::Mask;
 
+/// Seeds per point of the ablation and of the range corners (the main design has 100).
+const SIDE_SEEDS: u64 = 20;
+/// Loss rates of the range corners.
+const CORNER_LOSSES: [f64; 3] = [0.0, 0.02, 0.05];
+/// ... and of a quick run (one of its mid-point losses).
+const QUICK_CORNER_LOSSES: [f64; 1] = [0.03];
+
+/// The ablation's variants: plain QUIC, ours (tail repair, mask), the paper's (no tail
+/// repair, mask), and both in `signal` mode.
+fn ablation_variants() -> Vec<Variant> {
+    let rq = |name, config, mode| {
+        variant(
+            name,
+            CongestionControl::Cubic,
+            Some(Redundancy::Rquic(config)),
+            mode,
+        )
+    };
+    let signal = RecoveredLossMode::Signal;
+    vec![
+        variant("quic", CongestionControl::Cubic, None, MODE),
+        rq("rquic", RquicConfig::default(), MODE),
+        rq("rquic-paper", RquicConfig::PAPER, MODE),
+        rq("rquic/signal", RquicConfig::default(), signal),
+        rq("rquic-paper/signal", RquicConfig::PAPER, signal),
+    ]
+}
+
+/// The bulk and web workloads of preset `p` (a twentieth of the bulk in quick runs).
+fn workloads(p: &Preset, quick: bool) -> [(&'static str, Workload); 2] {
+    let bytes = if quick {
+        p.bulk_bytes / 20
+    } else {
+        p.bulk_bytes
+    };
+    [
+        ("bulk", Workload::Bulk { bytes }),
+        ("web", Workload::Page(PageModel::flickr())),
+    ]
+}
+
+/// The four corners of a preset's Table I rate and RTT ranges: (label, rate b/s, RTT).
+fn corners(p: &Preset) -> Vec<(String, u64, Duration)> {
+    let mut out = Vec::new();
+    for (rl, rate) in [("low rate", p.rate_mbps.lo), ("high rate", p.rate_mbps.hi)] {
+        for (dl, rtt) in [("short RTT", p.rtt_ms.lo), ("long RTT", p.rtt_ms.hi)] {
+            out.push((
+                format!("{} {rl}, {dl}", p.name),
+                (rate * 1e6).round() as u64,
+                Duration::from_secs_f64(rtt / 1e3),
+            ));
+        }
+    }
+    out
+}
+
 fn variants(web: bool) -> Vec<Variant> {
     let mut v = common_variants(MODE);
     v.insert(
@@ -49,6 +108,7 @@ fn variants(web: bool) -> Vec<Variant> {
                 CongestionControl::Cubic,
                 Some(Redundancy::Rquic(RquicConfig {
                     fec_in_slow_start: false,
+                    ..RquicConfig::default()
                 })),
                 MODE,
             ),
@@ -109,6 +169,53 @@ pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
             time_limit: Duration::from_secs(1800),
         };
         push_runs(&mut out, &point, &rquic);
+    }
+    let side_seeds = seeds.min(SIDE_SEEDS);
+    for name in PRESETS {
+        let p = Preset::from_name(name).expect("built-in preset");
+        for &loss in &losses(opts) {
+            for (kind, workload) in workloads(p, opts.quick) {
+                let point = Point {
+                    figure: if kind == "bulk" {
+                        "ablation-bulk"
+                    } else {
+                        "ablation-web"
+                    },
+                    place: name.to_string(),
+                    loss,
+                    links: p.links(Some(loss)),
+                    workload,
+                    seeds: side_seeds,
+                    time_limit: Duration::from_secs(1800),
+                };
+                push_runs(&mut out, &point, &ablation_variants());
+            }
+        }
+        let corner_losses: &[f64] = if opts.quick {
+            &QUICK_CORNER_LOSSES
+        } else {
+            &CORNER_LOSSES
+        };
+        for (place, rate, rtt) in corners(p) {
+            for &loss in corner_losses {
+                for (kind, workload) in workloads(p, opts.quick) {
+                    let point = Point {
+                        figure: if kind == "bulk" {
+                            "corners-bulk"
+                        } else {
+                            "corners-web"
+                        },
+                        place: place.clone(),
+                        loss,
+                        links: LinkPair::symmetric(rate, rtt, loss),
+                        workload,
+                        seeds: side_seeds,
+                        time_limit: Duration::from_secs(1800),
+                    };
+                    push_runs(&mut out, &point, &ablation_variants()[..2]);
+                }
+            }
+        }
     }
     for name in PRESETS {
         let p = Preset::from_name(name).expect("built-in preset");
@@ -314,11 +421,157 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         ));
     }
     fig2_and_3(&mut md, &mut figures, records, opts);
+    ablation_section(&mut md, records, &losses);
+    corners_section(&mut md, records, opts);
     claims(&mut md, records, &losses);
     Report {
         markdown: md,
         figures,
     }
+}
+
+/// The ablation: the paper's rQUIC (no tail repair) beside ours, each in mask and signal
+/// mode, ξ against plain QUIC at the Table I mid-points.
+fn ablation_section(md: &mut String, records: &[RunRecord], losses: &[f64]) {
+    let vs: Vec<&str> = ablation_variants()
+        .iter()
+        .map(|v| v.name)
+        .filter(|n| *n != "quic")
+        .collect();
+    let seeds = select(records, "ablation-bulk", None, None, "quic")
+        .map(|r| r.seed)
+        .max()
+        .unwrap_or(0);
+    let lossy: Vec<f64> = losses.iter().copied().filter(|&l| l > 0.0).collect();
+    let _ = write!(
+        md,
+        "## Ablation: the paper's rQUIC exactly, tail repair, mask and signal\n\n\
+         `rquic` is ours (one repair for a partial last block, mask mode); `rquic-paper` the \
+         paper's as published (a block's repair only once the block is full, mask mode: a \
+         recovered packet counts as received, §III-B); `/signal` the same with recovered \
+         losses reported to congestion control (RFC 9265). Table I mid-points, {seeds} seeds \
+         per point; mean ξ at 0 % loss and its mean over {} to {} % loss.\n\n\
+         | workload | link |",
+        lossy.first().map_or(0.0, |l| l * 100.0),
+        lossy.last().map_or(0.0, |l| l * 100.0),
+    );
+    for v in &vs {
+        let _ = write!(md, " {v} 0 % | {v} lossy |");
+    }
+    let _ = write!(md, "\n|---|---|");
+    for _ in &vs {
+        md.push_str("---:|---:|");
+    }
+    md.push('\n');
+    // Per workload and variant: the lossy ξ of every link, for the summary.
+    let mut lossy_xi: Vec<(&str, &str, Vec<f64>)> = Vec::new();
+    for (kind, figure) in [("bulk", "ablation-bulk"), ("web", "ablation-web")] {
+        let mut per_variant: Vec<Vec<f64>> = vec![Vec::new(); vs.len()];
+        for place in PRESETS {
+            let _ = write!(md, "| {kind} | {place} |");
+            for (i, v) in vs.iter().enumerate() {
+                let at0 = mean(&xi(records, figure, place, 0.0, v));
+                let lossy_means: Vec<f64> = (lossy.iter())
+                    .filter_map(|&l| mean(&xi(records, figure, place, l, v)))
+                    .collect();
+                per_variant[i].extend(&lossy_means);
+                let _ = write!(
+                    md,
+                    " {} | {} |",
+                    fmt_opt(at0, 2),
+                    fmt_opt(mean(&lossy_means), 2)
+                );
+            }
+            md.push('\n');
+        }
+        for (v, xs) in vs.iter().zip(per_variant) {
+            lossy_xi.push((kind, v, xs));
+        }
+    }
+    let avg = |kind: &str, v: &str| {
+        lossy_xi
+            .iter()
+            .find(|(k, n, _)| *k == kind && *n == v)
+            .and_then(|(_, _, xs)| mean(xs))
+    };
+    let diff = |kind: &str, a: &str, b: &str| match (avg(kind, a), avg(kind, b)) {
+        (Some(a), Some(b)) => format!("{:+.2}", a - b),
+        _ => "–".into(),
+    };
+    let _ = writeln!(
+        md,
+        "\nAveraged over the four links and the lossy rates, mean ξ: bulk `rquic` {}, \
+         `rquic-paper` {}; web `rquic` {}, `rquic-paper` {}. Leaving out the tail repair \
+         moves ξ by {} (bulk) and {} (web); signal instead of mask moves ours by {} (bulk) \
+         and {} (web), the paper's by {} and {}.\n",
+        fmt_opt(avg("bulk", "rquic"), 2),
+        fmt_opt(avg("bulk", "rquic-paper"), 2),
+        fmt_opt(avg("web", "rquic"), 2),
+        fmt_opt(avg("web", "rquic-paper"), 2),
+        diff("bulk", "rquic-paper", "rquic"),
+        diff("web", "rquic-paper", "rquic"),
+        diff("bulk", "rquic/signal", "rquic"),
+        diff("web", "rquic/signal", "rquic"),
+        diff("bulk", "rquic-paper/signal", "rquic-paper"),
+        diff("web", "rquic-paper/signal", "rquic-paper"),
+    );
+}
+
+/// ξ of `rquic` at the corners of Table I's rate and RTT ranges, beside the mid-point.
+fn corners_section(md: &mut String, records: &[RunRecord], opts: &Options) {
+    let corner_losses: &[f64] = if opts.quick {
+        &QUICK_CORNER_LOSSES
+    } else {
+        &CORNER_LOSSES
+    };
+    let _ = write!(
+        md,
+        "## Table I's ranges: the corners beside the mid-point\n\nThe figures above use the \
+         mid-points of Table I's rate and RTT ranges; here `rquic`'s mean ξ at the four \
+         corners of each range (one-BDP buffers, the same seeds as the ablation) and at the \
+         mid-point (the ablation's runs).\n\n| workload | link |"
+    );
+    for l in corner_losses {
+        let _ = write!(md, " ξ at {:.0} % |", l * 100.0);
+    }
+    let _ = write!(md, "\n|---|---|");
+    for _ in corner_losses {
+        md.push_str("---:|");
+    }
+    md.push('\n');
+    for (kind, figure, mid) in [
+        ("bulk", "corners-bulk", "ablation-bulk"),
+        ("web", "corners-web", "ablation-web"),
+    ] {
+        for name in PRESETS {
+            let Ok(p) = Preset::from_name(name) else {
+                continue;
+            };
+            let _ = write!(
+                md,
+                "| {kind} | {name} mid-point ({} Mb/s, {} ms) |",
+                p.rate_mbps.mid(),
+                p.rtt_ms.mid()
+            );
+            for &l in corner_losses {
+                let _ = write!(
+                    md,
+                    " {} |",
+                    fmt_opt(mean(&xi(records, mid, name, l, "rquic")), 2)
+                );
+            }
+            md.push('\n');
+            for (place, _, _) in corners(p) {
+                let _ = write!(md, "| {kind} | {place} |");
+                for &l in corner_losses {
+                    let x = mean(&xi(records, figure, &place, l, "rquic"));
+                    let _ = write!(md, " {} |", fmt_opt(x, 2));
+                }
+                md.push('\n');
+            }
+        }
+    }
+    md.push('\n');
 }
 
 /// The window of each point of the r series, seconds.
