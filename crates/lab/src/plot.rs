@@ -76,12 +76,12 @@ pub enum MarkShape {
     Bar,
 }
 
-/// Points drawn as marks, in the colour of series slot `slot` (grey when `None`): the same
-/// variant keeps the same colour as in the figures' curves.
+/// Points drawn as marks, in the colour of `variant` (grey when `None`): the same variant
+/// keeps the same colour as in the figures' curves.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Marks {
     pub label: String,
-    pub slot: Option<usize>,
+    pub variant: Option<String>,
     pub shape: MarkShape,
     pub points: Vec<(f64, f64)>,
 }
@@ -146,8 +146,56 @@ pub fn ecdf(xs: &[f64]) -> Vec<(f64, f64)> {
     out
 }
 
-/// Series colours by position; a figure that keeps a variant's position across panels and
-/// figures (empty series hold their place) keeps its colour.
+/// One colour per variant, in every figure of every reproduction: a series whose label
+/// names a known variant (before any " / ", as in "rlc / quic") takes this colour; any other
+/// takes [`COLORS`] by its position.
+const VARIANT_COLORS: [(&str, RGBColor); 34] = [
+    ("quic", RGBColor(0, 0, 0)),
+    ("udp", RGBColor(127, 127, 127)),
+    ("rquic", RGBColor(214, 39, 40)),
+    ("rquic-ss-off", RGBColor(255, 152, 150)),
+    ("rquic-paper", RGBColor(140, 86, 75)),
+    ("rquic/signal", RGBColor(196, 156, 148)),
+    ("rquic-paper/signal", RGBColor(227, 119, 194)),
+    ("adaptive", RGBColor(31, 119, 180)),
+    ("adaptive/signal", RGBColor(31, 119, 180)),
+    ("adaptive/mask", RGBColor(57, 59, 121)),
+    ("bbr", RGBColor(44, 160, 44)),
+    ("bbr+adaptive", RGBColor(148, 103, 189)),
+    ("rlc", RGBColor(23, 190, 207)),
+    ("rlc/signal", RGBColor(23, 190, 207)),
+    ("rlc/mask", RGBColor(82, 84, 163)),
+    ("rlc-1/4", RGBColor(158, 218, 229)),
+    ("rs", RGBColor(188, 189, 34)),
+    ("xor", RGBColor(255, 127, 14)),
+    ("quic+rlc", RGBColor(140, 86, 75)),
+    ("bquic", RGBColor(214, 39, 40)),
+    ("af", RGBColor(31, 119, 180)),
+    ("af/no-pacing", RGBColor(44, 160, 44)),
+    ("single", RGBColor(0, 0, 0)),
+    ("rr", RGBColor(214, 39, 40)),
+    ("highrb", RGBColor(31, 119, 180)),
+    ("single/rlc", RGBColor(127, 127, 127)),
+    ("rr/rlc", RGBColor(255, 152, 150)),
+    ("fec-aware", RGBColor(44, 160, 44)),
+    ("minrtt", RGBColor(148, 103, 189)),
+    ("redundant", RGBColor(140, 86, 75)),
+    ("tcp", RGBColor(255, 127, 14)),
+    ("TCP", RGBColor(255, 127, 14)),
+    ("QUIC", RGBColor(0, 0, 0)),
+    ("none", RGBColor(0, 0, 0)),
+];
+
+/// The colour of a series labelled `label` at position `slot` (see [`VARIANT_COLORS`]).
+fn colour_of(label: &str, slot: usize) -> RGBColor {
+    let key = label.split(" / ").next().unwrap_or(label).trim();
+    VARIANT_COLORS
+        .iter()
+        .find(|(name, _)| *name == key)
+        .map_or(COLORS[slot % COLORS.len()], |(_, c)| *c)
+}
+
+/// Series colours by position, for series that name no known variant.
 const COLORS: [RGBColor; 10] = [
     RGBColor(0, 0, 0),
     RGBColor(214, 39, 40),
@@ -288,7 +336,7 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
                 // Holds its colour's place only: no line, no legend entry.
                 continue;
             }
-            let c = COLORS[i % COLORS.len()];
+            let c = colour_of(&s.label, i);
             chart
                 .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
                 .map_err(e)?
@@ -304,8 +352,9 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
         }
         for m in &panel.marks {
             let c = m
-                .slot
-                .map_or(RGBColor(90, 90, 90), |i| COLORS[i % COLORS.len()]);
+                .variant
+                .as_deref()
+                .map_or(RGBColor(90, 90, 90), |v| colour_of(v, 0));
             match m.shape {
                 MarkShape::Circle => {
                     let drawn = chart
@@ -371,16 +420,109 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
             .background_style(WHITE.mix(0.85))
             .border_style(RGBColor(200, 200, 200))
             .label_font(("sans-serif", 11))
-            .position(match fig.legend {
-                Corner::LowerRight => SeriesLabelPosition::LowerRight,
-                Corner::UpperRight => SeriesLabelPosition::UpperRight,
-                Corner::UpperLeft => SeriesLabelPosition::UpperLeft,
-            })
+            .position(legend_position(
+                panel,
+                (x0, x1, y0, y1),
+                area.dim_in_pixel(),
+                fig.legend,
+            ))
             .draw()
             .map_err(e)?;
     }
     root.present().map_err(e)?;
     Ok(())
+}
+
+/// Where a panel's legend covers the least data: of the four corners and the top and
+/// bottom middles, the one whose box (its size estimated from the entries and the panel's
+/// pixels) holds the fewest samples of the curves and marks; `preferred` wins ties.
+fn legend_position(
+    panel: &Panel,
+    (x0, x1, y0, y1): (f64, f64, f64, f64),
+    (w, h): (u32, u32),
+    preferred: Corner,
+) -> SeriesLabelPosition {
+    // The plot area inside the panel: label areas, margins and caption taken off.
+    let (pw, ph) = ((w as f64 - 64.0).max(50.0), (h as f64 - 76.0).max(50.0));
+    let labels: Vec<&str> = (panel.series.iter())
+        .filter(|s| !s.points.is_empty())
+        .map(|s| s.label.as_str())
+        .chain(
+            (panel.marks.iter())
+                .filter(|m| !m.label.is_empty())
+                .map(|m| m.label.as_str()),
+        )
+        .collect();
+    let chars = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64;
+    let (bw, bh) = (
+        ((chars * 6.2 + 40.0) / pw).min(1.0),
+        ((labels.len() as f64 * 16.0 + 12.0) / ph).min(1.0),
+    );
+    let (mx, my) = (12.0 / pw, 12.0 / ph);
+    // Samples of what the panel draws, as fractions of the plot area (y up).
+    let (sx, sy) = ((x1 - x0).max(1e-12), (y1 - y0).max(1e-12));
+    let frac = |(x, y): (f64, f64)| ((x - x0) / sx, (y - y0) / sy);
+    let mut samples: Vec<(f64, f64)> = Vec::new();
+    for s in &panel.series {
+        let step = (s.points.len() / 2000).max(1);
+        let pts: Vec<(f64, f64)> = s.points.iter().step_by(step).map(|&p| frac(p)).collect();
+        samples.extend(&pts);
+        for w2 in pts.windows(2) {
+            for k in 1..16 {
+                let t = k as f64 / 16.0;
+                samples.push((
+                    w2[0].0 + (w2[1].0 - w2[0].0) * t,
+                    w2[0].1 + (w2[1].1 - w2[0].1) * t,
+                ));
+            }
+        }
+    }
+    for m in &panel.marks {
+        for &p in &m.points {
+            match m.shape {
+                MarkShape::Circle => samples.push(frac(p)),
+                MarkShape::Bar => {
+                    let x = frac(p).0;
+                    samples.extend((0..=20).map(|k| (x, k as f64 / 20.0)));
+                }
+            }
+        }
+    }
+    use SeriesLabelPosition as P;
+    let (left, right, middle) = (mx, 1.0 - mx - bw, 0.5 - bw / 2.0);
+    let (top, bottom) = (1.0 - my - bh, my);
+    let preferred = match preferred {
+        Corner::LowerRight => P::LowerRight,
+        Corner::UpperRight => P::UpperRight,
+        Corner::UpperLeft => P::UpperLeft,
+    };
+    let candidates = [
+        (P::UpperLeft, left, top),
+        (P::UpperRight, right, top),
+        (P::LowerRight, right, bottom),
+        (P::LowerLeft, left, bottom),
+        (P::UpperMiddle, middle, top),
+        (P::LowerMiddle, middle, bottom),
+    ];
+    let covered = |(fx, fy): (f64, f64)| {
+        samples
+            .iter()
+            .filter(|(x, y)| *x >= fx && *x <= fx + bw && *y >= fy && *y <= fy + bh)
+            .count()
+    };
+    let same = |a: &P, b: &P| std::mem::discriminant(a) == std::mem::discriminant(b);
+    let start = candidates
+        .iter()
+        .find(|c| same(&c.0, &preferred))
+        .map_or(0, |c| covered((c.1, c.2)));
+    let mut best = (preferred, start);
+    for (pos, fx, fy) in candidates {
+        let n = covered((fx, fy));
+        if n < best.1 {
+            best = (pos, n);
+        }
+    }
+    best.0
 }
 
 /// A box plot: categories at x = 0, 1, ..., labelled with the boxes' names.
@@ -418,7 +560,7 @@ fn draw_boxes(
         .light_line_style(RGBColor(235, 235, 235))
         .draw()?;
     for (i, b) in panel.boxes.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
+        let c = colour_of(&b.label, i);
         let x = i as f64;
         chart.draw_series(std::iter::once(Rectangle::new(
             [(x - 0.3, b.q1), (x + 0.3, b.q3)],
@@ -488,6 +630,47 @@ mod tests {
     }
 
     use super::*;
+
+    /// Regression: ECDF legends sat in the lower right over curves that rise at the right
+    /// edge (paper 003's Fig. 5, 1 kB panels); the legend goes where the curves leave room.
+    #[test]
+    fn the_legend_avoids_the_curves() {
+        let series = |label: &str, points: Vec<(f64, f64)>| Series {
+            label: label.into(),
+            points,
+        };
+        // An ECDF that rises at 0.9 of the x range: the lower right, where ECDF legends
+        // usually go, is covered, and so is the upper right.
+        let panel = Panel {
+            series: vec![series(
+                "bbr+adaptive / quic",
+                vec![(0.5, 0.0), (0.9, 0.0), (0.9, 1.0), (1.0, 1.0)],
+            )],
+            ..Panel::default()
+        };
+        let at = legend_position(&panel, (0.0, 1.0, 0.0, 1.0), (420, 330), Corner::LowerRight);
+        assert!(
+            !matches!(
+                at,
+                SeriesLabelPosition::LowerRight | SeriesLabelPosition::UpperRight
+            ),
+            "{at:?}"
+        );
+        // Nothing drawn where the caller prefers: its choice stands.
+        let empty = Panel {
+            series: vec![series("a", vec![(0.0, 0.0), (0.1, 0.1)])],
+            ..Panel::default()
+        };
+        let at = legend_position(&empty, (0.0, 1.0, 0.0, 1.0), (640, 480), Corner::UpperRight);
+        assert!(matches!(at, SeriesLabelPosition::UpperRight), "{at:?}");
+    }
+
+    #[test]
+    fn variants_keep_their_colour_in_every_figure() {
+        assert_eq!(colour_of("rlc / quic", 0), colour_of("rlc", 5));
+        assert_ne!(colour_of("rs / quic", 0), colour_of("rlc / quic", 0));
+        assert_eq!(colour_of("something else", 2), COLORS[2]);
+    }
 
     #[test]
     fn ecdf_steps_to_one() {

@@ -580,7 +580,14 @@ fn throughput_figure(records: &[RunRecord], vs: &[Variant]) -> Figure {
         })
         .collect();
     Figure::single(
-        "Paper 001 Table III: 10 MB download over 802.11n".into(),
+        format!(
+            "Paper 001 Table III: 10 MB downloads over 802.11n, the calibrated lab (access point \
+             queue {LAB_AP_QUEUE} packets, wired RTT 1 ms), {} runs per variant",
+            records
+                .iter()
+                .filter(|r| r.scenario == BULK && r.variant == BASELINE)
+                .count()
+        ),
         "variant",
         "throughput after the handshake (Mb/s)",
         Panel {
@@ -736,7 +743,7 @@ fn timeline_figure(records: &[RunRecord], vs: &[Variant], md: &mut String) -> Fi
         crate::trace::TIMELINE_SPAN.as_millis(),
     );
     let mut panels = Vec::new();
-    for (slot, v) in vs.iter().enumerate() {
+    for v in vs {
         let tl = bulk_runs(records, v.name)
             .find(|r| r.seed == 1)
             .and_then(|r| r.trace.as_ref()?.timeline.as_ref());
@@ -760,7 +767,7 @@ fn timeline_figure(records: &[RunRecord], vs: &[Variant], md: &mut String) -> Fi
             marks: vec![
                 Marks {
                     label: String::new(),
-                    slot: Some(slot),
+                    variant: Some(v.name.into()),
                     shape: MarkShape::Circle,
                     points: (tl.sent.iter())
                         .map(|&(t, pn)| (ms(t), pn.saturating_sub(first) as f64))
@@ -768,7 +775,7 @@ fn timeline_figure(records: &[RunRecord], vs: &[Variant], md: &mut String) -> Fi
                 },
                 Marks {
                     label: String::new(),
-                    slot: None,
+                    variant: None,
                     shape: MarkShape::Bar,
                     points: tl.acks.iter().map(|&t| (ms(t), 0.0)).collect(),
                 },

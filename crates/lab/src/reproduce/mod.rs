@@ -279,7 +279,21 @@ pub fn reproduce(
     let mut figures = Vec::new();
     for (name, fig) in &report.figures {
         let path = opts.out.join(name);
-        draw(fig, &path).map_err(|reason| ReproduceError::Plot {
+        // Every figure says what drew it: the command and the commit (its context line).
+        let fig = Figure {
+            title: format!(
+                "{} · qfec lab reproduce {}{}{}, {}",
+                fig.title,
+                paper.name(),
+                if opts.quick { " --quick" } else { "" },
+                opts.initial_window
+                    .map(|w| format!(" --initial-window {w}"))
+                    .unwrap_or_default(),
+                crate::BUILD_COMMIT
+            ),
+            ..fig.clone()
+        };
+        draw(&fig, &path).map_err(|reason| ReproduceError::Plot {
             path: path.clone(),
             reason,
         })?;

@@ -312,10 +312,18 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         ("fig5", "Fig. 5: bulk download"),
         ("fig6", "Fig. 6: the flickr page (30 objects, 1,776 KiB)"),
     ] {
-        let vs: Vec<&str> = variants(figure == "fig6")
+        // Every variant of either figure keeps its colour slot in both (one colour per
+        // variant); the table lists those this figure ran.
+        let present: Vec<&str> = variants(figure == "fig6").iter().map(|v| v.name).collect();
+        let slots: Vec<&str> = variants(true)
             .iter()
             .map(|v| v.name)
             .filter(|n| *n != "quic")
+            .collect();
+        let vs: Vec<&str> = slots
+            .iter()
+            .copied()
+            .filter(|n| present.contains(n))
             .collect();
         let _ = writeln!(md, "## {title}\n\nMean ξ (and overhead %) per variant.\n");
         let _ = write!(md, "| link | loss | quic DCT (s) |");
@@ -332,7 +340,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
         for place in PRESETS {
             let mut xi_series = Vec::new();
             let mut ovh_series = Vec::new();
-            for v in &vs {
+            for v in &slots {
                 let pts: Vec<(f64, f64)> = losses
                     .iter()
                     .filter_map(|&l| Some((l * 100.0, mean(&xi(records, figure, place, l, v))?)))
@@ -341,16 +349,17 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
                     label: v.to_string(),
                     points: pts,
                 });
-                if v.contains("rquic") || v.contains("adaptive") {
-                    ovh_series.push(Series {
-                        label: v.to_string(),
-                        points: losses
-                            .iter()
-                            .map(|&l| (l * 100.0, overhead(records, figure, place, l, v)))
-                            .filter(|p| p.1.is_finite())
-                            .collect(),
-                    });
-                }
+                // Variants without FEC hold their colour slot with no curve.
+                let fec = v.contains("rquic") || v.contains("adaptive");
+                ovh_series.push(Series {
+                    label: v.to_string(),
+                    points: losses
+                        .iter()
+                        .filter(|_| fec)
+                        .map(|&l| (l * 100.0, overhead(records, figure, place, l, v)))
+                        .filter(|p| p.1.is_finite())
+                        .collect(),
+                });
             }
             for &l in &losses {
                 let base: Vec<f64> = select(records, figure, Some(place), None, "quic")
