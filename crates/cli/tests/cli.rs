@@ -714,6 +714,11 @@ fn the_lab_refuses_to_replace_what_the_user_did_not_ask_to() {
         &["emu", "reproduce", "kharat", "--quick", "--out", out_s],
         "--force to replace",
     );
+    // `--seeds` is `--reps` under the lab's name; the error names both.
+    one_line_error(
+        &["emu", "reproduce", "kharat", "--seeds", "0", "--out", out_s],
+        "--reps (or --seeds) must be at least 1",
+    );
 }
 
 /// A reader that closes the pipe early (`qfec lab presets | head -1`) ends qfec quietly,

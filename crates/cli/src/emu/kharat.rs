@@ -168,7 +168,7 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
     }
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 5 });
     if reps == 0 {
-        bail!("--reps: give at least 1");
+        bail!("--reps (or --seeds) must be at least 1, e.g. --reps 5");
     }
     qfec_lab::reproduce::check_report_dir(&args.out, args.force, args.resume)
         .map_err(anyhow::Error::msg)?;
