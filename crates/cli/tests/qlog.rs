@@ -82,7 +82,7 @@ fn lab_run_writes_qlog_of_both_ends_and_plots_the_trace() {
     // The new series of --trace, one curve per run.
     for (y, runs_drawn, label) in [
         ("redundancy", 2, "repair symbols"),
-        ("goodput-ts", 2, "goodput per 100 ms"),
+        ("goodput-ts", 2, "goodput per 50 ms"),
         ("inflight", 1, "bytes in flight"),
     ] {
         let out = dir.join(format!("{y}.svg"));
