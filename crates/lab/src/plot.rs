@@ -149,7 +149,7 @@ pub fn ecdf(xs: &[f64]) -> Vec<(f64, f64)> {
 /// One colour per variant, in every figure of every reproduction: a series whose label
 /// names a known variant (before any " / ", as in "rlc / quic") takes this colour; any other
 /// takes [`COLORS`] by its position.
-const VARIANT_COLORS: [(&str, RGBColor); 34] = [
+const VARIANT_COLORS: [(&str, RGBColor); 31] = [
     ("quic", RGBColor(0, 0, 0)),
     ("udp", RGBColor(127, 127, 127)),
     ("rquic", RGBColor(214, 39, 40)),
@@ -180,9 +180,7 @@ const VARIANT_COLORS: [(&str, RGBColor); 34] = [
     ("fec-aware", RGBColor(44, 160, 44)),
     ("minrtt", RGBColor(148, 103, 189)),
     ("redundant", RGBColor(140, 86, 75)),
-    ("tcp", RGBColor(255, 127, 14)),
-    ("TCP", RGBColor(255, 127, 14)),
-    ("QUIC", RGBColor(0, 0, 0)),
+    // `qfec lab plot`'s name for the variant without FEC.
     ("none", RGBColor(0, 0, 0)),
 ];
 

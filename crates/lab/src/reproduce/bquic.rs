@@ -581,7 +581,7 @@ fn throughput_figure(records: &[RunRecord], vs: &[Variant]) -> Figure {
         .collect();
     Figure::single(
         format!(
-            "Paper 001 Table III: 10 MB downloads over 802.11n, the calibrated lab (access point \
+            "Paper 001 Table III: bulk downloads over 802.11n, the calibrated lab (access point \
              queue {LAB_AP_QUEUE} packets, wired RTT 1 ms), {} runs per variant",
             records
                 .iter()
@@ -681,7 +681,7 @@ fn pages_section(records: &[RunRecord], p: &Plan, vs: &[Variant], md: &mut Strin
         x: 0.0,
     };
     Figure::single(
-        "Paper 001 Fig. 2: page-load time reduction against quic".into(),
+        "Paper 001 Fig. 2: page-load time reduction against quic; calibrated lab".into(),
         "page size (kB)",
         "PLT reduction (%)",
         Panel {
@@ -696,29 +696,36 @@ fn pages_section(records: &[RunRecord], p: &Plan, vs: &[Variant], md: &mut Strin
     )
 }
 
-fn cwnd_figure(records: &[RunRecord], vs: &[Variant]) -> Figure {
-    let series = vs
-        .iter()
-        .map(|v| {
-            let run = bulk_runs(records, v.name).find(|r| r.seed == 1);
-            let points = run
-                .and_then(|r| r.trace.as_ref())
-                .map(|t| {
-                    t.cwnd
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &c)| (t.time(i), c as f64 / 1000.0))
-                        .collect()
-                })
-                .unwrap_or_default();
-            Series {
-                label: v.name.into(),
-                points,
-            }
+/// One series per variant from its seed-1 calibrated download, `points` of its record (an
+/// empty series, which keeps the variant's place, where it has none).
+fn seed1_series(
+    records: &[RunRecord],
+    vs: &[Variant],
+    points: impl Fn(&RunRecord) -> Option<Vec<(f64, f64)>>,
+) -> Vec<Series> {
+    vs.iter()
+        .map(|v| Series {
+            label: v.name.into(),
+            points: bulk_runs(records, v.name)
+                .find(|r| r.seed == 1)
+                .and_then(&points)
+                .unwrap_or_default(),
         })
-        .collect();
+        .collect()
+}
+
+fn cwnd_figure(records: &[RunRecord], vs: &[Variant]) -> Figure {
+    let series = seed1_series(records, vs, |r| {
+        let t = r.trace.as_ref()?;
+        Some(
+            (t.cwnd.iter().enumerate())
+                .map(|(i, &c)| (t.time(i), c as f64 / 1000.0))
+                .collect(),
+        )
+    });
     Figure::single(
-        "Paper 001 Fig. 3: congestion window of the sender (seed 1)".into(),
+        "Paper 001 Fig. 3: congestion window of the sender; calibrated lab, seed-1 bulk download"
+            .into(),
         "time (s)",
         "congestion window (kB)",
         Panel {
@@ -791,7 +798,7 @@ fn timeline_figure(records: &[RunRecord], vs: &[Variant], md: &mut String) -> Fi
     Figure {
         title: format!(
             "Paper 001 Fig. 4: the sender's packets (circles) and the ACKs it received (bars) \
-             over {} ms; calibrated lab, 10MB download, seed 1",
+             over {} ms; calibrated lab, seed-1 bulk download",
             crate::trace::TIMELINE_SPAN.as_millis()
         ),
         x_label: "time in the window (ms)".into(),
@@ -832,28 +839,16 @@ fn binned_section(records: &[RunRecord], vs: &[Variant], md: &mut String) -> Fig
         "\nThe paper (one RP5 run): 20.1 Mb/s for QUIC, 26.1 for BQUIC (+30 %); standard \
          deviation 8.5 and 9.1 Mb/s.\n"
     );
-    let series = vs
-        .iter()
-        .map(|v| {
-            let points = bulk_runs(records, v.name)
-                .find(|r| r.seed == 1)
-                .and_then(|r| {
-                    let (t, bins) = transfer_bins(r)?;
-                    Some(
-                        bins.map(|i| (t.time(i) + t.bin_s / 2.0, t.goodput_bps[i] / 1e6))
-                            .collect(),
-                    )
-                })
-                .unwrap_or_default();
-            Series {
-                label: v.name.into(),
-                points,
-            }
-        })
-        .collect();
+    let series = seed1_series(records, vs, |r| {
+        let (t, bins) = transfer_bins(r)?;
+        Some(
+            bins.map(|i| (t.time(i) + t.bin_s / 2.0, t.goodput_bps[i] / 1e6))
+                .collect(),
+        )
+    });
     Figure::single(
         format!(
-            "Paper 001 Fig. 6: throughput per {bin_ms} ms; calibrated lab, 10MB download, seed 1"
+            "Paper 001 Fig. 6: throughput per {bin_ms} ms; calibrated lab, seed-1 bulk download"
         ),
         "time (s)",
         "throughput (Mb/s)",
@@ -896,7 +891,9 @@ fn ipt_section(records: &[RunRecord], vs: &[Variant], md: &mut String) -> Figure
          18 % of QUIC's.\n"
     );
     let mut fig = Figure::single(
-        "Paper 001 Fig. 5: ECDF of the sender's inter-packet time".into(),
+        "Paper 001 Fig. 5: ECDF of the sender's inter-packet time; calibrated lab, every bulk \
+         download"
+            .into(),
         "inter-packet time (µs)",
         "fraction of packets",
         Panel {
