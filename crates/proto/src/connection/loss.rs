@@ -106,17 +106,16 @@ impl Connection {
             && (eliciting || summary.any_ack_eliciting_newly_acked)
         {
             let sample = now.saturating_duration_since(sent_time);
-            let ack_delay = if pns.is_data() {
-                Duration::from_micros(ack.delay_micros(self.peer_ack_delay_exponent()))
-            } else {
-                Duration::ZERO
-            };
+            // Initial and Handshake ACKs are not delayed on purpose, but the peer reports how
+            // long it held one (RFC 9000 §13.2.5): an ACK resent after its copies were lost.
+            // Before the peer's transport parameters arrive the exponent is the default, 3.
+            let ack_delay = Duration::from_micros(ack.delay_micros(self.peer_ack_delay_exponent()));
             let max_ack_delay = self.peer_max_ack_delay();
             let confirmed = self.handshake_confirmed();
-            self.paths[pi]
+            let taken = self.paths[pi]
                 .rtt
                 .update(sample, ack_delay, max_ack_delay, confirmed);
-            if self.paths[pi].recovery.first_rtt_sample.is_none() {
+            if taken && self.paths[pi].recovery.first_rtt_sample.is_none() {
                 self.paths[pi].recovery.first_rtt_sample = Some(now);
             }
         }

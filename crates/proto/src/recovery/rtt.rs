@@ -38,13 +38,25 @@ impl RttEstimator {
     /// Folds in one RTT sample (RFC 9002 §5.3). `ack_delay` is the decoded ACK Delay; it is
     /// capped by `max_ack_delay` once the handshake is confirmed, and only subtracted when the
     /// result stays >= min_rtt so a misreporting peer cannot push the estimate below min_rtt.
+    ///
+    /// Returns false when the sample is ignored: a first sample, before the handshake is
+    /// confirmed, whose ACK the peer reports holding for more than half of it. Such an ACK
+    /// was not delayed on purpose (handshake ACKs are sent at once): its earlier copies were
+    /// lost, and the sample measures those losses, not the path. A first sample cannot be
+    /// adjusted (it becomes min_rtt itself); taken whole, a 5 s sample on a 7 ms path makes
+    /// the probe timeout 15 s, and its backoff outlasts the idle timeout. RFC 9002 §5.3 lets
+    /// an endpoint ignore, before confirmation, a sample that the ACK delay would bring
+    /// below min_rtt, which is what this one is; the next sample starts the estimator.
     pub fn update(
         &mut self,
         rtt_sample: Duration,
         ack_delay: Duration,
         max_ack_delay: Duration,
         handshake_confirmed: bool,
-    ) {
+    ) -> bool {
+        if !self.has_sample && !handshake_confirmed && ack_delay > rtt_sample / 2 {
+            return false;
+        }
         self.latest = rtt_sample;
         if !self.has_sample {
             // The first sample resets the estimator so no trace of the initial RTT remains.
@@ -54,7 +66,7 @@ impl RttEstimator {
             self.max = rtt_sample;
             self.smoothed = rtt_sample;
             self.rttvar = rtt_sample / 2;
-            return;
+            return true;
         }
         if self.reset_min {
             self.reset_min = false;
@@ -77,6 +89,7 @@ impl RttEstimator {
         let var_sample = self.smoothed.abs_diff(adjusted);
         self.rttvar = (self.rttvar * 3 + var_sample) / 4;
         self.smoothed = (self.smoothed * 7 + adjusted) / 8;
+        true
     }
 
     /// After persistent congestion (RFC 9002 §5.2 SHOULD): the next sample becomes min_rtt,
@@ -202,6 +215,27 @@ mod tests {
         assert_eq!(r.rttvar(), ms(50));
         assert_eq!(r.min(), ms(100));
         assert_eq!(r.latest(), ms(100));
+    }
+
+    #[test]
+    fn a_first_sample_mostly_made_of_ack_delay_waits_for_confirmation() {
+        // A server's probe acknowledged 4.996 s later by an ACK the client reports holding
+        // for 4.989 s (its earlier copies lost): ignored before confirmation, so the next
+        // sample (7 ms) starts the estimator instead of a 15 s probe timeout.
+        let mut r = RttEstimator::new(INITIAL_RTT);
+        assert!(!r.update(ms(4996), ms(4989), ms(25), false));
+        assert!(!r.has_sample());
+        assert_eq!((r.smoothed(), r.latest()), (INITIAL_RTT, INITIAL_RTT));
+        assert!(r.update(ms(7), Duration::from_micros(220), ms(25), false));
+        assert_eq!((r.smoothed(), r.min()), (ms(7), ms(7)));
+        // An ordinary host delay (less than half the sample) is kept, whole.
+        let mut host = RttEstimator::new(INITIAL_RTT);
+        assert!(host.update(ms(10), ms(4), ms(25), false));
+        assert_eq!(host.smoothed(), ms(10));
+        // After confirmation every first sample counts (the delay is then capped).
+        let mut late = RttEstimator::new(INITIAL_RTT);
+        assert!(late.update(ms(400), ms(300), ms(25), true));
+        assert_eq!(late.smoothed(), ms(400));
     }
 
     #[test]
