@@ -35,6 +35,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use qfec_proto::events::{ConnectionInfo, ConnectionState, Event, EventSink, EventSinkFactory};
 use qfec_proto::{Instant, Side};
@@ -285,6 +286,7 @@ impl EventSinkFactory for QlogFactory {
             writer,
             path,
             failed: false,
+            flushed: None,
         }))
     }
 
@@ -311,11 +313,18 @@ impl EventSinkFactory for QlogFactory {
     }
 }
 
-/// One connection's file. Flushed when the connection closes and when dropped.
+/// How long a connection's events may wait in its buffer: a process that is killed (as a
+/// test harness or a batch scheduler stops a server) loses at most this much of the trace.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// One connection's file. Flushed when the connection closes, at its first event
+/// [`FLUSH_EVERY`] after the last flush, and when dropped.
 struct QlogSink {
     writer: QlogWriter<BufWriter<File>>,
     path: PathBuf,
     failed: bool,
+    /// When the file was last flushed (`None`: not yet).
+    flushed: Option<Instant>,
 }
 
 impl EventSink for QlogSink {
@@ -324,15 +333,20 @@ impl EventSink for QlogSink {
             return;
         }
         let mut r = self.writer.event(now, event);
-        if matches!(
+        let closed = matches!(
             event,
             Event::ConnectionClosed { .. }
                 | Event::ConnectionStateUpdated {
                     new: ConnectionState::Closed,
                     ..
                 }
-        ) {
+        );
+        let due = self
+            .flushed
+            .is_none_or(|at| now.saturating_duration_since(at) >= FLUSH_EVERY);
+        if closed || due {
             r = r.and_then(|()| self.writer.flush());
+            self.flushed = Some(now);
         }
         if let Err(e) = r {
             // One warning per file; the rest of the trace is lost.

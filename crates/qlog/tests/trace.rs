@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use qfec_fec::{FecConfig, FecExtension};
-use qfec_proto::TransportConfig;
+use qfec_proto::{Instant, TransportConfig};
 use qfec_qlog::validate::{QlogFile, validate};
 use qfec_qlog::{QlogFactory, QlogOptions};
 use qfec_testkit::{Exchange, LinkSpec, Pair, payload};
@@ -238,4 +238,49 @@ fn multipath_packets_carry_their_path_as_the_tuple() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A process killed mid-connection (a test harness stopping a server, a batch scheduler's
+/// time limit) keeps its trace up to the last second: a connection's file is flushed at its
+/// first event a second after the last flush, not only when the connection closes.
+#[test]
+fn a_live_connection_file_is_at_most_a_second_behind() {
+    let dir = temp_dir("live");
+    let factory = Arc::new(QlogFactory::new(QlogOptions::new(&dir)).unwrap());
+    let t = traced(TransportConfig::default(), &factory);
+    // 200 kb/s: the 150 kB download lasts six seconds, and its first three fill less than
+    // the files' 64 kB buffers.
+    let slow = LinkSpec {
+        rate: 200_000,
+        ..LinkSpec::default()
+    };
+    let mut pair = Pair::new(3, t.clone(), slow.clone(), slow);
+    let ch = pair.connect(t);
+    let (_, done, _) = pair.download(ch, &payload(150_000, 2), Duration::from_secs(3));
+    assert!(!done, "the download still runs");
+    // The connections are alive (nothing dropped or closed): what is on disk now is what a
+    // killed process would leave.
+    // Trace times count from the clock's origin, as the pair's clock does.
+    let now_ms = pair
+        .now
+        .saturating_duration_since(Instant::from_nanos(0))
+        .as_secs_f64()
+        * 1e3;
+    let mut files = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let f = validate(&std::fs::read(&p).unwrap()).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        let last = f
+            .events
+            .iter()
+            .filter_map(|e| e.get("time")?.as_f64())
+            .fold(0.0, f64::max);
+        assert!(
+            last >= now_ms - 1100.0,
+            "{p:?}: last event on disk at {last} ms, the clock at {now_ms} ms"
+        );
+        files += 1;
+    }
+    assert_eq!(files, 2, "the client's and the server's files");
+    drop(pair);
 }
