@@ -771,15 +771,30 @@ fn quinn_against_qfec(
     key_update: bool,
     chacha_only: bool,
 ) -> Relay {
+    let config = quinn_client_config(chacha_only);
     let server = qfec_server(testcase, site);
-    let relay = Relay::start(server.addr, policy);
-    quinn_client_fetches(
+    quinn_through_relay(
+        server,
         site,
-        relay.addr,
+        policy,
         files_per_connection,
         key_update,
-        chacha_only,
-    );
+        config,
+    )
+}
+
+/// quinn's client with `config` fetches the site from `server` through a relay applying
+/// `policy`; the server stops once it is done.
+fn quinn_through_relay(
+    server: Server,
+    site: &Site,
+    policy: Policy,
+    files_per_connection: &[usize],
+    key_update: bool,
+    config: quinn::ClientConfig,
+) -> Relay {
+    let relay = Relay::start(server.addr, policy);
+    quinn_client_fetches_with(site, relay.addr, files_per_connection, key_update, config);
     drop(server);
     relay
 }
@@ -790,15 +805,12 @@ fn quinn_against_patient_qfec(testcase: &str, site: &Site, policy: Policy) -> Re
     let idle = PATIENT_IDLE.as_secs().to_string();
     let args = ["--listen", "127.0.0.1:0", "--idle-timeout", &idle];
     let server = qfec_server_args(testcase, site, &[], &args);
-    let relay = Relay::start(server.addr, policy);
     let mut transport = quinn::TransportConfig::default();
     transport.max_idle_timeout(Some(PATIENT_IDLE.try_into().unwrap()));
     let mut config = quinn_client_config(false);
     config.transport_config(Arc::new(transport));
     let per_file = vec![1; site.files.len()];
-    quinn_client_fetches_with(site, relay.addr, &per_file, false, config);
-    drop(server);
-    relay
+    quinn_through_relay(server, site, policy, &per_file, false, config)
 }
 
 /// quinn's client fetches the site's files from `server` (a relay's address, or the

@@ -283,4 +283,5 @@ fn a_live_connection_file_is_at_most_a_second_behind() {
     }
     assert_eq!(files, 2, "the client's and the server's files");
     drop(pair);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
