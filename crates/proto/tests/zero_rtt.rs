@@ -260,3 +260,83 @@ fn rejected_early_data_is_sent_again_in_one_rtt() {
     );
     assert_eq!(c.early_data_accepted(), Some(false));
 }
+
+/// A resumed client that also presents the server's NEW_TOKEN token (its address is then
+/// validated from the first packet) gets the answer to its 0-RTT request in the server's
+/// first flight: the whole answer within one round trip (40 ms here) and the time to send it,
+/// neither held back by the anti-amplification limit nor waiting for the client's Finished.
+#[test]
+fn a_zero_rtt_request_is_answered_in_the_first_flight() {
+    let (mut pair, crypto, _) = resumed_pair(54, true);
+    let first = pair.client.handles()[0];
+    let token = pair
+        .client
+        .connection(first)
+        .unwrap()
+        .new_token()
+        .map(<[u8]>::to_vec);
+    assert!(
+        token.is_some(),
+        "the first connection got a NEW_TOKEN token"
+    );
+    let mut cc = ClientConfig::new(crypto.clone());
+    cc.token = token;
+    let start = pair.now;
+    let ch = pair
+        .client
+        .connect(pair.now, cc, pair.server_addr, "localhost")
+        .unwrap();
+    let c = pair.client.connection_mut(ch).unwrap();
+    assert!(c.can_send_early_data());
+    let id = c.open_stream(Dir::Bi).unwrap();
+    c.write(id, b"GET /answer").unwrap();
+    c.finish(id).unwrap();
+    let answer = payload(8000, 54);
+    let (mut server, mut got, mut answered) = (None, 0usize, false);
+    assert!(pair.run_until(Duration::from_secs(5), |p| {
+        while let Some(h) = p.server.accept() {
+            server = Some(h);
+        }
+        let now = p.now;
+        if let Some(h) = server
+            && !answered
+        {
+            let s = p.server.connection_mut(h).unwrap();
+            while s.accept_stream(Dir::Bi).is_some() {}
+            // The request, to its end.
+            let ended = loop {
+                match s.read(now, id, usize::MAX) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break true,
+                    Err(_) => break false,
+                }
+            };
+            if ended {
+                assert!(
+                    !s.is_established(),
+                    "the request was read before the handshake completed"
+                );
+                assert_eq!(s.write(id, &answer), Ok(answer.len()));
+                s.finish(id).unwrap();
+                answered = true;
+            }
+        }
+        let c = p.client.connection_mut(ch).unwrap();
+        while let Ok(Some(b)) = c.read(now, id, usize::MAX) {
+            got += b.len();
+        }
+        got == answer.len()
+    }));
+    let took = pair.now.saturating_duration_since(start);
+    assert!(
+        took < Duration::from_millis(50),
+        "the answer took {took:?}, more than one 40 ms round trip and its sending time"
+    );
+    // The server's first flight acknowledged the 0-RTT packets, in the packet number space
+    // 1-RTT packets share: that is not an acknowledged 1-RTT packet (RFC 9001 §4.1.2), and
+    // the client's Finished has not reached the server yet.
+    assert!(
+        !pair.client.connection(ch).unwrap().handshake_confirmed(),
+        "acknowledged 0-RTT packets confirmed the client's handshake"
+    );
+}

@@ -122,9 +122,14 @@ impl Connection {
         if pns == Pns::Handshake && self.side == Side::Client {
             self.paths[pi].peer_validated_address = true;
         }
-        if pns.is_data() && self.side == Side::Client && summary.newly_acked > 0 {
+        if pns.is_data()
+            && self.side == Side::Client
+            && acked.iter().any(|(pn, _)| *pn >= self.early.sent_until)
+        {
             // RFC 9001 §4.1.2: an acknowledged 1-RTT packet confirms the handshake, so a
-            // lost HANDSHAKE_DONE does not leave Handshake probes filling the window.
+            // lost HANDSHAKE_DONE does not leave Handshake probes filling the window. Not an
+            // acknowledged 0-RTT packet (the same packet number space): a server acknowledges
+            // those before it has the client's Finished.
             self.on_handshake_confirmed(now);
         }
         let marked = acked.iter().filter(|(_, p)| p.info.ect0).count() as u64;

@@ -329,9 +329,12 @@ impl Connection {
             return false;
         }
         if !self.handshake_complete() {
-            // Before it, only early data: streams and datagrams in 0-RTT packets.
-            return self.sending_zero_rtt()
-                && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
+            // Before it, only early data: a client's streams and datagrams in 0-RTT packets,
+            // a server's in 1-RTT packets once it has the keys (its answers to 0-RTT requests
+            // leave with its first flight, RFC 9001 §5.7's 0.5-RTT data).
+            let early =
+                self.sending_zero_rtt() || (self.side.is_server() && self.one_rtt.is_some());
+            return early && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
         self.pending.any()
             || !self.local_cids.pending_new.is_empty()
