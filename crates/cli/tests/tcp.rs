@@ -1,6 +1,6 @@
 //! `qfec server --tcp` and `qfec client --tcp` end to end over loopback: HTTP/2 over TLS 1.3
-//! on kernel TCP moves files identical by hash with the congestion control asked for, refuses
-//! what the hq server refuses, and QUIC-only options are rejected.
+//! (or 1.2 with `--tls12`) on kernel TCP moves files identical by hash with the congestion
+//! control asked for, refuses what the hq server refuses, and QUIC-only options are rejected.
 
 use std::process::Command;
 
@@ -18,8 +18,9 @@ fn hex(data: &[u8]) -> String {
 }
 
 /// Two files over one connection with `cc` on both ends (the kernel's default when `None`),
-/// intact by hash; both ends must report `expect`, read back from their sockets.
-fn transfer(name: &str, cc: Option<&str>, expect: &str) {
+/// intact by hash; both ends must report `expect`, read back from their sockets. With
+/// `tls12` the client offers only TLS 1.2 (and checks the server's certificate with it).
+fn transfer(name: &str, cc: Option<&str>, expect: &str, tls12: bool) {
     let root = temp_dir(&format!("tcp-root-{name}"));
     let out = temp_dir(&format!("tcp-out-{name}"));
     let big = file_bytes(3_000_000, 7);
@@ -30,6 +31,9 @@ fn transfer(name: &str, cc: Option<&str>, expect: &str) {
     let pem_arg = pem.to_str().unwrap();
     let mut server_args = vec!["--tcp", "--cert-out", pem_arg];
     let mut client_cc = Vec::new();
+    if tls12 {
+        client_cc.push("--tls12");
+    }
     if let Some(cc) = cc {
         server_args.extend(["--tcp-cc", cc]);
         client_cc.extend(["--tcp-cc", cc]);
@@ -38,7 +42,7 @@ fn transfer(name: &str, cc: Option<&str>, expect: &str) {
     let listening = server.wait_for_log("listening on");
     assert!(
         listening.contains(&format!(
-            "(TCP, HTTP/2 over TLS 1.3, congestion control {expect})"
+            "(TCP, HTTP/2 over TLS 1.3 or 1.2, congestion control {expect})"
         )),
         "{listening}"
     );
@@ -73,6 +77,11 @@ fn transfer(name: &str, cc: Option<&str>, expect: &str) {
         );
     }
     assert!(stdout.contains("2 of 2 files"), "{stdout}");
+    let version = if tls12 { "TLS 1.2" } else { "TLS 1.3" };
+    assert!(
+        stdout.contains(&format!("(TCP and {version}), 2 of 2 files")),
+        "{stdout}"
+    );
     // Both ends read their socket's congestion control back from the kernel.
     assert!(
         stdout.contains(&format!("tcp: congestion control {expect},")),
@@ -89,23 +98,28 @@ fn transfer(name: &str, cc: Option<&str>, expect: &str) {
 
 #[test]
 fn tcp_moves_files_intact_with_cubic() {
-    transfer("cubic", Some("cubic"), "cubic");
+    transfer("cubic", Some("cubic"), "cubic", false);
 }
 
 #[test]
 fn tcp_moves_files_intact_with_reno() {
-    transfer("reno", Some("reno"), "reno");
+    transfer("reno", Some("reno"), "reno", false);
 }
 
 #[test]
 fn tcp_moves_files_intact_with_bbr() {
-    transfer("bbr", Some("bbr"), "bbr");
+    transfer("bbr", Some("bbr"), "bbr", false);
+}
+
+#[test]
+fn tcp_moves_files_intact_over_tls12() {
+    transfer("tls12", Some("cubic"), "cubic", true);
 }
 
 #[test]
 fn tcp_without_tcp_cc_uses_the_kernels_default() {
     let default = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control").unwrap();
-    transfer("default", None, default.trim());
+    transfer("default", None, default.trim(), false);
 }
 
 #[test]

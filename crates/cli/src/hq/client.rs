@@ -37,6 +37,9 @@ pub struct ClientArgs {
     /// With --tcp: the kernel's TCP congestion control (default: the kernel's default).
     #[arg(long, value_name = "CC", requires = "tcp")]
     tcp_cc: Option<crate::tcp::TcpCc>,
+    /// With --tcp: speak TLS 1.2 instead of 1.3, as browsers did before 2018.
+    #[arg(long, requires = "tcp")]
+    tls12: bool,
     /// URLs to fetch, all from one server: https://HOST:PORT/PATH
     #[arg(required = true)]
     urls: Vec<String>,
@@ -203,6 +206,8 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             cc: args.tcp_cc,
             output: args.output,
             sha256: args.sha256,
+            tls12: args.tls12,
+            tls: None,
         };
         return crate::tcp::run_client(urls, &options);
     }

@@ -33,8 +33,8 @@ const QUIC_SERVER_ONLY: [&str; 7] = [
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// Serve the same files over HTTP/2 on TLS 1.3 on kernel TCP instead of QUIC (ALPN h2,
-    /// on the TCP port of --listen).
+    /// Serve the same files over HTTP/2 on TLS (1.3, or 1.2 to clients that offer only that)
+    /// on kernel TCP instead of QUIC (ALPN h2, on the TCP port of --listen).
     #[arg(long, conflicts_with_all = QUIC_SERVER_ONLY, conflicts_with_all = QUIC_TRANSPORT_ONLY)]
     tcp: bool,
     /// With --tcp: the kernel's TCP congestion control (default: the kernel's default).
@@ -91,12 +91,8 @@ pub struct ServerArgs {
 pub fn run_server(args: ServerArgs) -> Result<ExitCode> {
     let (chain, key) = certificate(&args)?;
     if args.tcp {
-        let mut crypto = ServerCryptoConfig::new(chain, key, &[crate::tcp::ALPN_H2])
-            .map_err(anyhow::Error::msg)?;
-        if args.transport.keylog()? {
-            crypto = crypto.with_keylog();
-        }
-        return crate::tcp::run_server(args.listen, &args.root, args.tcp_cc, crypto.rustls());
+        let tls = crate::tcp::server_tls(chain, key, args.transport.keylog()?)?;
+        return crate::tcp::run_server(args.listen, &args.root, args.tcp_cc, tls);
     }
     let mut crypto =
         ServerCryptoConfig::new(chain, key, &[ALPN_H3, ALPN_HQ]).map_err(anyhow::Error::msg)?;

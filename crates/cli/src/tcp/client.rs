@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
 
@@ -15,7 +16,6 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use hyper::client::conn::http2::SendRequest;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use qfec_proto::ClientCryptoConfig;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpSocket;
 use tokio::task::JoinSet;
@@ -55,6 +55,50 @@ pub(crate) struct TcpFetchOptions {
     pub output: Option<PathBuf>,
     /// Hash each file with SHA-256 and report the digest.
     pub sha256: bool,
+    /// TLS 1.2 only, as browsers spoke it before 2018; TLS 1.3 only when unset.
+    pub tls12: bool,
+    /// The TLS settings to connect with instead of new ones made from `trust`, `keylog` and
+    /// `tls12` (see [`client_tls`]): the same settings kept across fetches resume their
+    /// sessions, as a browser does.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// The TLS settings of a fetch: whom it trusts, TLS 1.2 or 1.3, ALPN h2. A fetch given the
+/// same settings as an earlier one resumes that one's session (their in-memory session store
+/// is shared).
+pub(crate) fn client_tls(
+    trust: &Trust,
+    keylog: bool,
+    tls12: bool,
+) -> Result<Arc<rustls::ClientConfig>> {
+    let version = if tls12 {
+        &rustls::version::TLS12
+    } else {
+        &rustls::version::TLS13
+    };
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[version])
+    .context("the ring provider lacks this TLS version")?;
+    let mut cfg = match trust {
+        Trust::Insecure => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(qfec_proto::crypto::SkipServerVerification))
+            .with_no_client_auth(),
+        // The QUIC client's judge (pinned certificates or a CA), for TCP as well.
+        Trust::Certificates(certs) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(
+                qfec_proto::crypto::certificate_verifier(certs).map_err(anyhow::Error::msg)?,
+            )
+            .with_no_client_auth(),
+    };
+    cfg.alpn_protocols = vec![ALPN_H2.to_vec()];
+    if keylog {
+        cfg.key_log = Arc::new(rustls::KeyLogFile::new());
+    }
+    Ok(Arc::new(cfg))
 }
 
 /// What `fetch` got.
@@ -64,6 +108,10 @@ pub(crate) struct Outcome {
     pub files: Vec<FileOutcome>,
     /// From the start of the TCP connect to the end of the TLS handshake.
     pub handshake: Duration,
+    /// The TLS version spoken ("TLS 1.3" or "TLS 1.2").
+    pub tls_version: &'static str,
+    /// The TLS session was resumed from an earlier connection's (abbreviated handshake).
+    pub resumed: bool,
     /// From the start of the TCP connect to the last byte of the last file.
     pub elapsed: Duration,
     /// The client socket's counters once every file ended (before the connection closed).
@@ -124,7 +172,11 @@ impl Outcome {
             total,
             self.elapsed.as_secs_f64(),
             self.handshake.as_secs_f64() * 1e3,
-            " (TCP and TLS)",
+            &format!(
+                " (TCP and {}{})",
+                self.tls_version,
+                if self.resumed { ", resumed" } else { "" }
+            ),
             self.files.len() - self.failed(),
             self.files.len(),
         ));
@@ -153,16 +205,11 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
     let name = ServerName::try_from(server_name.clone()).map_err(|_| {
         anyhow!("invalid server name {server_name:?}: expected a DNS name or IP address")
     })?;
-    let mut crypto = match &opts.trust {
-        Trust::Insecure => ClientCryptoConfig::insecure(&[ALPN_H2]),
-        Trust::Certificates(certs) => {
-            ClientCryptoConfig::trusting(certs, &[ALPN_H2]).map_err(anyhow::Error::msg)?
-        }
+    let tls = match &opts.tls {
+        Some(t) => t.clone(),
+        None => client_tls(&opts.trust, opts.keylog, opts.tls12)?,
     };
-    if opts.keylog {
-        crypto = crypto.with_keylog();
-    }
-    let connector = TlsConnector::from(crypto.rustls());
+    let connector = TlsConnector::from(tls);
     // Output files are opened before the clock starts: creating them is not the transfer.
     if let Some(dir) = &opts.output {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -236,6 +283,16 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
         bail!("{remote} did not agree to HTTP/2 (ALPN h2): is it qfec server --tcp?");
     }
     let handshake = start.elapsed();
+    let (tls_version, resumed) = {
+        let c = tls.get_ref().1;
+        (
+            match c.protocol_version() {
+                Some(rustls::ProtocolVersion::TLSv1_2) => "TLS 1.2",
+                _ => "TLS 1.3",
+            },
+            c.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        )
+    };
     let mut h2 = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
     h2.timer(TokioTimer::new())
         .initial_stream_window_size(STREAM_WINDOW)
@@ -317,6 +374,8 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
     Ok(Outcome {
         files,
         handshake,
+        tls_version,
+        resumed,
         elapsed,
         tcp,
     })

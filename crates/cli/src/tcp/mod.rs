@@ -1,5 +1,5 @@
 //! `qfec server --tcp` and `qfec client --tcp`: the QUIC server's files over HTTP/2 on TLS 1.3
-//! (rustls with ring, ALPN h2) on kernel TCP, so that QUIC and TCP can be compared on the same
+//! or 1.2 (rustls with ring, ALPN h2) on kernel TCP, so that QUIC and TCP can be compared on the same
 //! files and paths. `serve` and `fetch` also run in-process, each on a current-thread tokio
 //! runtime (`crate::fetch::runtime`).
 
@@ -7,7 +7,7 @@ mod client;
 mod server;
 mod sock;
 
-pub(crate) use client::{TcpFetchOptions, Trust, fetch};
+pub(crate) use client::{TcpFetchOptions, Trust, client_tls, fetch};
 pub(crate) use server::{listen, serve};
 pub(crate) use sock::TcpCc;
 // Named only by in-process callers (the CLI reaches them through `Outcome`'s fields).
@@ -41,6 +41,31 @@ const STREAM_WINDOW: u32 = 16 << 20;
 /// Initial window of the connection.
 const CONNECTION_WINDOW: u32 = 32 << 20;
 
+/// The TLS settings of `qfec server --tcp`: TLS 1.3 and 1.2 (a web server's choice, for
+/// clients of either age), ALPN h2, session tickets so that clients resume, and the key log
+/// when asked.
+pub(crate) fn server_tls(
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+    keylog: bool,
+) -> Result<Arc<rustls::ServerConfig>> {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+    .context("the ring provider lacks TLS 1.2 or 1.3")?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .context("certificate and key do not fit")?;
+    cfg.alpn_protocols = vec![ALPN_H2.to_vec()];
+    cfg.ticketer =
+        rustls::crypto::ring::Ticketer::new().context("cannot make a session ticketer")?;
+    if keylog {
+        cfg.key_log = Arc::new(rustls::KeyLogFile::new());
+    }
+    Ok(Arc::new(cfg))
+}
+
 /// `qfec server --tcp`: listens on `addr` and serves `root` until killed.
 pub(crate) fn run_server(
     addr: SocketAddr,
@@ -54,7 +79,7 @@ pub(crate) fn run_server(
     let listener = listen(addr, cc)?;
     let cc = congestion(listener.as_fd()).context("cannot read TCP_CONGESTION")?;
     eprintln!(
-        "qfec server: listening on {} (TCP, HTTP/2 over TLS 1.3, congestion control {cc}) \
+        "qfec server: listening on {} (TCP, HTTP/2 over TLS 1.3 or 1.2, congestion control {cc}) \
          serving {}",
         listener.local_addr()?,
         root.display()

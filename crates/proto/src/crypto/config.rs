@@ -36,29 +36,11 @@ impl ClientCryptoConfig {
     /// one marked as a CA); any other server certificate must chain to one of them as a root.
     /// A pinned certificate's dates are not checked: its exact bytes are the trust.
     pub fn trusting(certs: &[CertificateDer<'static>], alpn: &[&[u8]]) -> Result<Self, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        let mut pinned = Vec::new();
-        for c in certs {
-            rustls::server::ParsedCertificate::try_from(c)
-                .map_err(|e| format!("bad certificate: {e}"))?;
-            pinned.push(c.clone());
-            // A certificate that cannot be a trust anchor is still trusted when pinned.
-            let _ = roots.add(c.clone());
-        }
-        let chained = if roots.is_empty() {
-            None
-        } else {
-            Some(
-                rustls::client::WebPkiServerVerifier::builder_with_provider(
-                    Arc::new(roots),
-                    provider(),
-                )
-                .build()
-                .map_err(|e| format!("bad certificate: {e}"))?,
-            )
-        };
-        let verifier = Arc::new(TrustedCertificates { pinned, chained });
-        Ok(Self::with_verifier(provider(), verifier, alpn))
+        Ok(Self::with_verifier(
+            provider(),
+            certificate_verifier(certs)?,
+            alpn,
+        ))
     }
 
     /// Accepts any server certificate: for labs, tests and interop runs only.
@@ -189,6 +171,35 @@ impl ServerCryptoConfig {
     pub fn rustls(&self) -> Arc<rustls::ServerConfig> {
         self.inner.clone()
     }
+}
+
+/// The judge of [`ClientCryptoConfig::trusting`], for other TLS clients (such as TLS over
+/// TCP): `certs` pinned byte for byte, or roots a server's chain must lead to.
+pub fn certificate_verifier(
+    certs: &[CertificateDer<'static>],
+) -> Result<Arc<dyn ServerCertVerifier>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let mut pinned = Vec::new();
+    for c in certs {
+        rustls::server::ParsedCertificate::try_from(c)
+            .map_err(|e| format!("bad certificate: {e}"))?;
+        pinned.push(c.clone());
+        // A certificate that cannot be a trust anchor is still trusted when pinned.
+        let _ = roots.add(c.clone());
+    }
+    let chained = if roots.is_empty() {
+        None
+    } else {
+        Some(
+            rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider(),
+            )
+            .build()
+            .map_err(|e| format!("bad certificate: {e}"))?,
+        )
+    };
+    Ok(Arc::new(TrustedCertificates { pinned, chained }))
 }
 
 /// Sessions a 0-RTT server remembers (the oldest are forgotten first).

@@ -12,7 +12,8 @@ mod relabel;
 pub use client_hello::{ClientHello, client_hello_len, parse_client_hello};
 
 pub use config::{
-    ClientCryptoConfig, ServerCryptoConfig, SkipServerVerification, self_signed_certificate,
+    ClientCryptoConfig, ServerCryptoConfig, SkipServerVerification, certificate_verifier,
+    self_signed_certificate,
 };
 
 use std::sync::Arc;
