@@ -94,7 +94,8 @@ impl H3Client {
     /// Runs the session on `conn` (call after input and timers).
     pub fn poll(&mut self, now: Instant, conn: &mut Connection) {
         self.now.set(now);
-        if !self.started && conn.is_established() {
+        // A resuming client asks in 0-RTT, with the settings' defaults (RFC 9114 §7.2.4.2).
+        if !self.started && (conn.is_established() || conn.can_send_early_data()) {
             self.started = true;
             self.start();
         }
