@@ -1,6 +1,7 @@
 //! `qfec emu reproduce kharat --quick`: paper 004's setups run through the emulator with
 //! qfec's QUIC and the kernel's TCP, and the report directory is complete; `--report-only`
-//! rebuilds the same report from runs.csv.
+//! rebuilds the same report from runs.csv; `--browser` resumes every flow's session (TCP on
+//! TLS 1.2, QUIC with its request in 0-RTT).
 
 mod common;
 
@@ -22,7 +23,8 @@ fn kharat_quick_writes_a_report() {
     assert_eq!(rows.len(), 3 * (3 + 2 * 4), "{runs}");
     for r in &rows {
         let cells: Vec<&str> = r.split(',').collect();
-        assert_eq!(cells.len(), 10, "{r}");
+        assert_eq!(cells.len(), 11, "{r}");
+        assert_eq!(cells[10], "clean", "{r}");
         assert!(cells[9].is_empty(), "a flow failed: {r}");
         let mbps: f64 = cells[8].parse().unwrap();
         assert!(mbps > 0.0, "{r}");
@@ -98,5 +100,60 @@ fn kharat_quick_writes_a_report() {
     ])
     .unwrap();
     assert!(!ok && stderr.contains("--resume"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn kharat_browser_resumes_every_flow() {
+    let out = temp_dir("kharat-browser");
+    let dir = out.to_str().unwrap();
+    let Some((ok, stdout, stderr)) = run_emu(&[
+        "emu",
+        "reproduce",
+        "kharat",
+        "--quick",
+        "--browser",
+        "--out",
+        dir,
+    ]) else {
+        return;
+    };
+    // A flow that did not resume its session (TLS 1.2 for TCP) or whose 0-RTT request the
+    // server refused counts as failed.
+    assert!(ok, "{stdout}{stderr}");
+    let runs = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = runs
+        .lines()
+        .skip(1)
+        .map(|r| r.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 3 * (3 + 2 * 4), "{runs}");
+    for r in &rows {
+        assert_eq!((r[9], r[10]), ("", "browser"), "{r:?}");
+    }
+    // The 100 kB point's file (10 kB in a quick run) over a 62 ms round trip: asked in the
+    // first packet and answered in the server's first flight, QUIC takes one round trip and
+    // the sending time (about 70 ms; a new connection takes two round trips).
+    let quic = rows
+        .iter()
+        .find(|r| r[0] == "100 kB" && r[2] == "QUIC alone")
+        .unwrap();
+    let secs: f64 = quic[7].parse().unwrap();
+    assert!(secs < 0.105, "QUIC alone took {secs} s: {quic:?}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Browser-like variant"), "{md}");
+    assert!(md.contains("kharat --quick --browser`"), "{md}");
+    // Resuming these runs without --browser is refused before anything runs.
+    let (ok, _, stderr) = run_emu(&[
+        "emu",
+        "reproduce",
+        "kharat",
+        "--quick",
+        "--resume",
+        "--out",
+        dir,
+    ])
+    .unwrap();
+    assert!(!ok && stderr.contains("browser"), "{stderr}");
     let _ = std::fs::remove_dir_all(&out);
 }

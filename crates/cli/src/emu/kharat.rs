@@ -7,6 +7,11 @@
 //! four competing flows (2 QUIC + 2 TCP, and 2 QUIC with FEC + 2 TCP), five repetitions.
 //! Servers run as `qfec server` processes in the server namespace; every client is a thread
 //! in the client namespace, and competing clients start together.
+//!
+//! `--browser` runs the browser-like variant instead: each flow first connects once to its
+//! server (as a browser that has visited the site), then its measured connection resumes that
+//! session: TCP speaks TLS 1.2 (what the paper's 2017 browsers spoke) and resumes it, QUIC
+//! resumes with its request in 0-RTT (what Chromium's QUIC did on a repeated connection).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -52,8 +57,31 @@ pub struct KharatArgs {
     #[arg(long, default_value = "0")]
     loss: String,
     /// Run nothing: rebuild report.md and the figures from the runs.csv in --out.
-    #[arg(long, conflicts_with_all = ["quick", "reps", "loss"])]
+    #[arg(long, conflicts_with_all = ["quick", "reps", "loss", "browser"])]
     report_only: bool,
+    /// The browser-like variant: every flow follows a first connection to its server and
+    /// resumes that session, TCP on TLS 1.2, QUIC with its request in 0-RTT.
+    #[arg(long)]
+    browser: bool,
+}
+
+/// How the clients connect: the clean comparison, or as the paper's browsers did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stack {
+    /// A new connection per flow, TLS 1.3 on both sides, no resumption.
+    Clean,
+    /// After a first connection to the same server: TCP resumes a TLS 1.2 session, QUIC
+    /// resumes with its request in 0-RTT.
+    Browser,
+}
+
+impl Stack {
+    fn label(self) -> &'static str {
+        match self {
+            Stack::Clean => "clean",
+            Stack::Browser => "browser",
+        }
+    }
 }
 
 /// The paper's Table I: while fetching each file, the bandwidth and RTT it measured.
@@ -143,6 +171,7 @@ const TCP_PORT: u16 = 4433;
 /// One flow's result.
 #[derive(Debug, Clone)]
 struct FlowRun {
+    stack: Stack,
     size: &'static str,
     loss: f64,
     setup: &'static str,
@@ -166,6 +195,11 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
     if args.report_only {
         return report_from_csv(&args.out);
     }
+    let stack = if args.browser {
+        Stack::Browser
+    } else {
+        Stack::Clean
+    };
     let reps = args.reps.unwrap_or(if args.quick { 1 } else { 5 });
     if reps == 0 {
         bail!("--reps (or --seeds) must be at least 1, e.g. --reps 5");
@@ -180,7 +214,7 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
     // reproduction keeps them, and --resume runs only the points missing.
     let csv = args.out.join("runs.csv");
     let (mut runs, keep) = if args.resume {
-        resumed_runs(&csv, reps, scale)?
+        resumed_runs(&csv, reps, scale, stack)?
     } else {
         let _ = std::fs::remove_file(args.out.join("report.md"));
         (Vec::new(), 0)
@@ -203,6 +237,7 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
     for p in &POINTS {
         write_file(&root.join(file_name(p, scale)), p.bytes / scale)?;
     }
+    write_file(&root.join(WARM_UP_FILE), WARM_UP_BYTES)?;
     let started = std::time::Instant::now();
     for &loss in &losses {
         for p in &POINTS {
@@ -221,7 +256,7 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
                 p.rtt.as_millis(),
                 loss * 100.0
             );
-            let point = run_point(p, loss, scale, reps, &root)?;
+            let point = run_point(p, loss, scale, reps, &root, stack)?;
             // One write per point: a crash cuts at most this point, which --resume redoes.
             let rows: String = point.iter().map(run_row).collect();
             journal
@@ -264,6 +299,10 @@ pub fn run(args: KharatArgs) -> Result<ExitCode> {
         ExitCode::from(1)
     })
 }
+
+/// What a browser-like flow fetches on its first connection (not measured).
+const WARM_UP_FILE: &str = "warm-up.bin";
+const WARM_UP_BYTES: u64 = 2_000;
 
 fn file_name(p: &Point, scale: u64) -> String {
     format!("f{}.bin", p.bytes / scale)
@@ -313,7 +352,14 @@ fn start_server(ns: &NetNs, args: &[String]) -> Result<Server> {
 }
 
 /// Every setup, `reps` times, on one emulated link with the three servers.
-fn run_point(p: &Point, loss: f64, scale: u64, reps: u32, root: &Path) -> Result<Vec<FlowRun>> {
+fn run_point(
+    p: &Point,
+    loss: f64,
+    scale: u64,
+    reps: u32,
+    root: &Path,
+    stack: Stack,
+) -> Result<Vec<FlowRun>> {
     let mut config = EmuConfig::new(links(p, loss));
     config.seed = 4;
     let emu = Emulator::start(config)?;
@@ -343,6 +389,10 @@ fn run_point(p: &Point, loss: f64, scale: u64, reps: u32, root: &Path) -> Result
         .into_iter()
         .map(|mut a| {
             a.extend(["--root".to_string(), root_s.to_string()]);
+            // Browser-like QUIC clients resume with their request in 0-RTT.
+            if stack == Stack::Browser && !a.iter().any(|x| x == "--tcp") {
+                a.push("--early-data".to_string());
+            }
             start_server(emu.left(), &a)
         })
         .collect::<Result<Vec<_>>>()?;
@@ -373,9 +423,11 @@ fn run_point(p: &Point, loss: f64, scale: u64, reps: u32, root: &Path) -> Result
                     .map(|&proto| {
                         let (barrier, path, ns) = (barrier.clone(), path.clone(), emu.right());
                         s.spawn(move || {
-                            ns.enter_current_thread().map_err(|e| e.to_string())?;
+                            let entered = ns.enter_current_thread().map_err(|e| e.to_string());
+                            // Every thread reaches the barrier, whatever failed before it.
+                            let client = entered.and_then(|()| Client::new(proto, stack));
                             barrier.wait();
-                            fetch(proto, &path)
+                            client?.fetch(&path)
                         })
                     })
                     .collect();
@@ -394,6 +446,7 @@ fn run_point(p: &Point, loss: f64, scale: u64, reps: u32, root: &Path) -> Result
                     }
                 });
                 out.push(FlowRun {
+                    stack,
                     size: p.label,
                     loss,
                     setup,
@@ -412,56 +465,115 @@ fn run_point(p: &Point, loss: f64, scale: u64, reps: u32, root: &Path) -> Result
     Ok(out)
 }
 
-/// Waits until the TCP server accepts connections (from inside `ns`).
-/// One client's download on the calling thread: bytes and seconds.
-fn fetch(proto: Proto, path: &str) -> Result<(u64, f64), String> {
-    let url = |port| Url {
-        host: LEFT_ADDR.to_string(),
-        port,
-        path: path.to_string(),
-    };
-    let rt = hq::runtime().map_err(|e| e.to_string())?;
-    let timeout = 300;
-    match proto {
-        Proto::Quic | Proto::QuicFec => {
-            let port = if proto == Proto::Quic {
+/// One flow's client: its protocol and, in the browser-like variant, the TLS settings (and so
+/// the session) its first connection left.
+struct Client {
+    proto: Proto,
+    stack: Stack,
+    quic: Option<ClientConfig>,
+    tcp: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// Seconds before a client gives up.
+const TIMEOUT_SECS: u64 = 300;
+
+impl Client {
+    /// A client ready to measure; a browser-like one has fetched [`WARM_UP_FILE`] once.
+    fn new(proto: Proto, stack: Stack) -> Result<Client, String> {
+        let mut c = Client {
+            proto,
+            stack,
+            quic: None,
+            tcp: None,
+        };
+        match proto {
+            Proto::Quic | Proto::QuicFec => {
+                // The options' defaults, as `qfec client` uses them (CUBIC, pacing, decoding
+                // the server's FEC when it sends some).
+                let mut crypto = ClientCryptoConfig::insecure(&[qfec_http::h3::ALPN_H3]);
+                if stack == Stack::Browser {
+                    crypto = crypto.with_early_data();
+                }
+                let mut client = ClientConfig::new(crypto);
+                let transport = TransportArgs::default()
+                    .transport()
+                    .map_err(|e| format!("{e:#}"))?;
+                client.transport = Arc::new(transport);
+                c.quic = Some(client);
+            }
+            Proto::Tcp => {
+                c.tcp = Some(
+                    tcp::client_tls(&Trust::Insecure, false, stack == Stack::Browser)
+                        .map_err(|e| format!("{e:#}"))?,
+                );
+            }
+        }
+        if stack == Stack::Browser {
+            c.fetch(&format!("/{WARM_UP_FILE}"))
+                .map_err(|e| format!("first connection: {e}"))?;
+        }
+        Ok(c)
+    }
+
+    /// One download on the calling thread: bytes and seconds. A browser-like flow that did
+    /// not resume (or whose 0-RTT the server refused) is an error: it measured something else.
+    fn fetch(&mut self, path: &str) -> Result<(u64, f64), String> {
+        let url = |port| Url {
+            host: LEFT_ADDR.to_string(),
+            port,
+            path: path.to_string(),
+        };
+        let rt = hq::runtime().map_err(|e| e.to_string())?;
+        let browser = self.stack == Stack::Browser;
+        let warm_up = path.ends_with(WARM_UP_FILE);
+        if let Some(client) = &mut self.quic {
+            let port = if self.proto == Proto::Quic {
                 QUIC_PORT
             } else {
                 QUIC_FEC_PORT
             };
-            // The options' defaults, as `qfec client` uses them (CUBIC, pacing, decoding
-            // the server's FEC when it sends some).
-            let mut client =
-                ClientConfig::new(ClientCryptoConfig::insecure(&[qfec_http::h3::ALPN_H3]));
-            let transport = TransportArgs::default()
-                .transport()
-                .map_err(|e| format!("{e:#}"))?;
-            client.transport = Arc::new(transport);
             let opts = FetchOptions {
-                timeout,
+                timeout: TIMEOUT_SECS,
                 pmtu_from_route: true,
+                // Offering only HTTP/3 lets a resumed connection ask in 0-RTT.
+                alpn: browser.then_some(hq::AppProtocol::H3),
                 ..FetchOptions::default()
             };
             let o = rt
-                .block_on(hq::fetch(vec![url(port)], client, &opts))
+                .block_on(hq::fetch(vec![url(port)], client.clone(), &opts))
                 .map_err(|e| format!("{e:#}"))?;
+            // As a browser does, the next connection presents the server's address token.
+            client.token = o.token.clone().or(client.token.take());
+            if browser && !warm_up && !(o.resumed && o.early_data == Some(true)) {
+                return Err(format!(
+                    "not browser-like: resumed {}, 0-RTT {:?}",
+                    o.resumed, o.early_data
+                ));
+            }
             let f = o.files.first().ok_or("no file")?;
             f.result.clone()
-        }
-        Proto::Tcp => {
+        } else {
             let opts = TcpFetchOptions {
                 trust: Trust::Insecure,
                 keylog: false,
-                timeout: Duration::from_secs(timeout),
+                timeout: Duration::from_secs(TIMEOUT_SECS),
                 server_name: None,
                 bind: None,
                 cc: Some(TcpCc::Cubic),
                 output: None,
                 sha256: false,
+                tls12: browser,
+                tls: self.tcp.clone(),
             };
             let o = rt
                 .block_on(tcp::fetch(vec![url(TCP_PORT)], &opts))
                 .map_err(|e| format!("{e:#}"))?;
+            if browser && !warm_up && !(o.resumed && o.tls_version == "TLS 1.2") {
+                return Err(format!(
+                    "not browser-like: {}, resumed {}",
+                    o.tls_version, o.resumed
+                ));
+            }
             let f = o.files.first().ok_or("no file")?;
             f.result
                 .as_ref()
@@ -472,7 +584,7 @@ fn fetch(proto: Proto, path: &str) -> Result<(u64, f64), String> {
 }
 
 /// The header of runs.csv.
-const RUNS_HEADER: &str = "size,loss,setup,rep,flow,protocol,bytes,seconds,mbps,error\n";
+const RUNS_HEADER: &str = "size,loss,setup,rep,flow,protocol,bytes,seconds,mbps,error,stack\n";
 
 /// One flow as a line of runs.csv.
 fn run_row(r: &FlowRun) -> String {
@@ -486,7 +598,7 @@ fn run_row(r: &FlowRun) -> String {
         _ => String::new(),
     };
     format!(
-        "{},{},{},{},{},{},{},{},{},{}\n",
+        "{},{},{},{},{},{},{},{},{},{},{}\n",
         r.size,
         r.loss,
         r.setup,
@@ -496,7 +608,8 @@ fn run_row(r: &FlowRun) -> String {
         bytes,
         secs,
         mbps,
-        err
+        err,
+        r.stack.label()
     )
 }
 
@@ -525,7 +638,7 @@ fn runs_scale(runs: &[FlowRun]) -> u64 {
 /// the file that holds them: a point whose write a crash cut (the file does not end its
 /// last line) is dropped and runs again. Refused when the runs were made with other
 /// repetitions or file sizes than this command's.
-fn resumed_runs(csv: &Path, reps: u32, scale: u64) -> Result<(Vec<FlowRun>, u64)> {
+fn resumed_runs(csv: &Path, reps: u32, scale: u64, stack: Stack) -> Result<(Vec<FlowRun>, u64)> {
     let text = match std::fs::read_to_string(csv) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
@@ -551,6 +664,18 @@ fn resumed_runs(csv: &Path, reps: u32, scale: u64) -> Result<(Vec<FlowRun>, u64)
     }
     if runs.is_empty() {
         whole = "";
+    }
+    if let Some(r) = runs.iter().find(|r| r.stack != stack) {
+        bail!(
+            "--resume: {} holds runs of the {} variant; give the options it was made with{}",
+            csv.display(),
+            r.stack.label(),
+            if r.stack == Stack::Browser {
+                " (--browser)"
+            } else {
+                " (without --browser)"
+            }
+        );
     }
     let made_reps = runs.iter().map(|r| r.rep).max();
     if made_reps.is_some_and(|m| m != reps) || (!runs.is_empty() && runs_scale(&runs) != scale) {
@@ -607,9 +732,13 @@ fn read_runs(path: &Path, text: &str) -> Result<Vec<FlowRun>> {
     let mut runs = Vec::new();
     for (i, line) in text.lines().enumerate().skip(1) {
         let c: Vec<&str> = line.split(',').collect();
-        if c.len() != 10 {
-            return Err(bad(i + 1));
-        }
+        // Runs made before the browser-like variant existed have no stack column.
+        let stack = match c.get(10).copied() {
+            None if c.len() == 10 => Stack::Clean,
+            Some("clean") if c.len() == 11 => Stack::Clean,
+            Some("browser") if c.len() == 11 => Stack::Browser,
+            _ => return Err(bad(i + 1)),
+        };
         let size = POINTS
             .iter()
             .find(|p| p.label == c[0])
@@ -632,6 +761,7 @@ fn read_runs(path: &Path, text: &str) -> Result<Vec<FlowRun>> {
             Err(c[9].to_string())
         };
         runs.push(FlowRun {
+            stack,
             size: size.label,
             loss: c[1].parse().map_err(|_| bad(i + 1))?,
             setup,
@@ -688,14 +818,25 @@ fn report(
     took: Option<Duration>,
     out: &Path,
 ) -> Result<String> {
-    let mut md = String::from(
-        "# Paper 004 (Kharat et al.): QUIC vs TCP over WiFi, through the emulator\n\n",
+    let stack = runs.first().map_or(Stack::Clean, |r| r.stack);
+    let mut md = format!(
+        "# Paper 004 (Kharat et al.): QUIC vs TCP over WiFi, through the emulator{}\n\n",
+        if stack == Stack::Browser {
+            ", browser-like"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         md,
-        "Command: `qfec emu reproduce kharat{}{}`. {} flows{}, {reps} repetition(s) per \
+        "Command: `qfec emu reproduce kharat{}{}{}`. {} flows{}, {reps} repetition(s) per \
          setup.\n",
         if scale > 1 { " --quick" } else { "" },
+        if stack == Stack::Browser {
+            " --browser"
+        } else {
+            ""
+        },
         if losses == [0.0] {
             String::new()
         } else {
@@ -726,6 +867,20 @@ fn report(
          file's bytes over the time from the start of its connection (handshake included) to \
          its last byte. `QUIC+FEC`: the server sends qfec's adaptive FEC (`--fec on`).\n\n",
     );
+    if stack == Stack::Browser {
+        md.push_str(
+            "**Browser-like variant** (`--browser`): each flow first fetches a 2 kB file over \
+             a connection of its own (not measured, before the flows start together), as a \
+             browser that has visited the site; its measured connection then resumes that \
+             session. TCP speaks TLS 1.2, as the paper's 2017 browsers did, and resumes it \
+             (an abbreviated handshake: the request leaves two round trips after the SYN); \
+             QUIC resumes with its request in 0-RTT and presents the server's address token \
+             (the request leaves with the first packet), as Chromium's QUIC did on a \
+             repeated connection. A flow that did not resume, or whose 0-RTT the server \
+             refused, counts as failed. The paper's browsers used HTTP/2, one TCP connection \
+             per browser (its §III), so one connection per TCP flow is kept.\n\n",
+        );
+    }
     if scale > 1 {
         let _ = writeln!(
             md,
