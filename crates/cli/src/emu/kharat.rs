@@ -179,8 +179,11 @@ struct FlowRun {
     flow: usize,
     proto: Proto,
     /// Bytes and seconds from the start of the connection to the file's last byte.
-    result: Result<(u64, f64), String>,
+    result: FlowResult,
 }
+
+/// A flow's bytes and seconds, or why it failed.
+type FlowResult = Result<(u64, f64), String>;
 
 impl FlowRun {
     fn mbps(&self) -> Option<f64> {
@@ -509,15 +512,29 @@ impl Client {
             }
         }
         if stack == Stack::Browser {
-            c.fetch(&format!("/{WARM_UP_FILE}"))
+            let (warm_up, _) = c
+                .get(&format!("/{WARM_UP_FILE}"))
                 .map_err(|e| format!("first connection: {e}"))?;
+            warm_up.map_err(|e| format!("first connection: {e}"))?;
         }
         Ok(c)
     }
 
-    /// One download on the calling thread: bytes and seconds. A browser-like flow that did
-    /// not resume (or whose 0-RTT the server refused) is an error: it measured something else.
-    fn fetch(&mut self, path: &str) -> Result<(u64, f64), String> {
+    /// The measured download on the calling thread: bytes and seconds. A browser-like flow
+    /// that did not resume its session (or whose 0-RTT the server refused) is an error: it
+    /// measured something else.
+    fn fetch(&mut self, path: &str) -> FlowResult {
+        let (result, resumed) = self.get(path)?;
+        if self.stack == Stack::Browser && !resumed.as_a_browser() {
+            return Err(format!("not browser-like: {resumed}"));
+        }
+        result
+    }
+
+    /// One download: its bytes and seconds, and how the connection resumed (as a browser's
+    /// repeated connection does: TCP on a resumed TLS 1.2 session, QUIC with its 0-RTT request
+    /// accepted; or what happened instead).
+    fn get(&mut self, path: &str) -> Result<(FlowResult, Resumed), String> {
         let url = |port| Url {
             host: LEFT_ADDR.to_string(),
             port,
@@ -525,7 +542,6 @@ impl Client {
         };
         let rt = hq::runtime().map_err(|e| e.to_string())?;
         let browser = self.stack == Stack::Browser;
-        let warm_up = path.ends_with(WARM_UP_FILE);
         if let Some(client) = &mut self.quic {
             let port = if self.proto == Proto::Quic {
                 QUIC_PORT
@@ -544,14 +560,13 @@ impl Client {
                 .map_err(|e| format!("{e:#}"))?;
             // As a browser does, the next connection presents the server's address token.
             client.token = o.token.clone().or(client.token.take());
-            if browser && !warm_up && !(o.resumed && o.early_data == Some(true)) {
-                return Err(format!(
-                    "not browser-like: resumed {}, 0-RTT {:?}",
-                    o.resumed, o.early_data
-                ));
-            }
+            let resumed = Resumed(match (o.resumed, o.early_data) {
+                (true, Some(true)) => None,
+                (false, _) => Some("QUIC did not resume its session".into()),
+                (true, e) => Some(format!("QUIC resumed, 0-RTT accepted: {e:?}")),
+            });
             let f = o.files.first().ok_or("no file")?;
-            f.result.clone()
+            Ok((f.result.clone(), resumed))
         } else {
             let opts = TcpFetchOptions {
                 trust: Trust::Insecure,
@@ -568,18 +583,34 @@ impl Client {
             let o = rt
                 .block_on(tcp::fetch(vec![url(TCP_PORT)], &opts))
                 .map_err(|e| format!("{e:#}"))?;
-            if browser && !warm_up && !(o.resumed && o.tls_version == "TLS 1.2") {
-                return Err(format!(
-                    "not browser-like: {}, resumed {}",
-                    o.tls_version, o.resumed
-                ));
-            }
+            let resumed = Resumed(match (o.tls_version, o.resumed) {
+                ("TLS 1.2", true) => None,
+                (v, r) => Some(format!("TCP on {v}, session resumed: {r}")),
+            });
             let f = o.files.first().ok_or("no file")?;
-            f.result
+            let result = f
+                .result
                 .as_ref()
                 .map(|s| (s.bytes, s.since_connect.as_secs_f64()))
-                .map_err(Clone::clone)
+                .map_err(Clone::clone);
+            Ok((result, resumed))
         }
+    }
+}
+
+/// How a connection resumed: `None` as a browser's repeated connection does, else what
+/// happened instead.
+struct Resumed(Option<String>);
+
+impl Resumed {
+    fn as_a_browser(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl std::fmt::Display for Resumed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.as_deref().unwrap_or("resumed as a browser does"))
     }
 }
 
@@ -827,10 +858,9 @@ fn report(
             ""
         }
     );
-    let _ = writeln!(
-        md,
-        "Command: `qfec emu reproduce kharat{}{}{}`. {} flows{}, {reps} repetition(s) per \
-         setup.\n",
+    // The command the runs came from, which the report and every figure name.
+    let command = format!(
+        "qfec emu reproduce kharat{}{}{}",
         if scale > 1 { " --quick" } else { "" },
         if stack == Stack::Browser {
             " --browser"
@@ -848,7 +878,11 @@ fn report(
                     .collect::<Vec<_>>()
                     .join(",")
             )
-        },
+        }
+    );
+    let _ = writeln!(
+        md,
+        "Command: `{command}`. {} flows{}, {reps} repetition(s) per setup.\n",
         runs.len(),
         took.map_or(" (report rebuilt from runs.csv)".to_string(), |t| format!(
             " in {:.0} s of real time, qfec {} built from commit {}",
@@ -857,15 +891,21 @@ fn report(
             qfec_lab::BUILD_COMMIT
         ))
     );
-    md.push_str(
+    let _ = write!(
+        md,
         "Real endpoints through `qfec emu`: qfec's QUIC (HTTP/3, CUBIC, pacing) and the \
-         kernel's TCP (HTTP/2 over TLS 1.3, CUBIC), both fetching the same file from `qfec \
+         kernel's TCP (HTTP/2 over TLS {}, CUBIC), both fetching the same file from `qfec \
          server` processes. Per file size the link has the bandwidth and RTT the paper measured \
          while fetching it (Table I: 10 Mb/s and 62 ms for 100 kB, 18 Mb/s and 54 ms for 1 MB, \
          6 Mb/s and 48 ms for 10 MB), both ways, with a one-BDP drop-tail queue. The paper's \
          WiFi hop (72 Mb/s) was not its bottleneck and is not modelled. Throughput is the \
          file's bytes over the time from the start of its connection (handshake included) to \
          its last byte. `QUIC+FEC`: the server sends qfec's adaptive FEC (`--fec on`).\n\n",
+        if stack == Stack::Browser {
+            "1.2"
+        } else {
+            "1.3"
+        }
     );
     if stack == Stack::Browser {
         md.push_str(
@@ -1010,7 +1050,10 @@ fn report(
         );
     }
     let fig4 = Figure {
-        title: "Mean Jain index of 2 QUIC + 2 TCP flows (paper 004 Fig. 4)".into(),
+        title: format!(
+            "Mean Jain index of 2 QUIC + 2 TCP flows (paper 004 Fig. 4) · {command}, {}",
+            qfec_lab::BUILD_COMMIT
+        ),
         x_label: "file: 1 = 100 kB, 2 = 1 MB, 3 = 10 MB".into(),
         y_label: "Jain's fairness index".into(),
         panels: vec![Panel {
@@ -1024,7 +1067,10 @@ fn report(
         legend: Corner::LowerRight,
     };
     let fig3 = Figure {
-        title: "Jain index per repetition (paper 004 Fig. 3)".into(),
+        title: format!(
+            "Jain index per repetition (paper 004 Fig. 3) · {command}, {}",
+            qfec_lab::BUILD_COMMIT
+        ),
         x_label: "file size".into(),
         y_label: "Jain's fairness index".into(),
         panels: jain_fig
@@ -1098,7 +1144,10 @@ fn report(
         });
     }
     let table2 = Figure {
-        title: "Throughput per flow (paper 004 Table II)".into(),
+        title: format!(
+            "Throughput per flow (paper 004 Table II) · {command}, {}",
+            qfec_lab::BUILD_COMMIT
+        ),
         x_label: "file: 1 = 100 kB, 2 = 1 MB, 3 = 10 MB".into(),
         y_label: "Mb/s".into(),
         columns: panels.len().min(3),
