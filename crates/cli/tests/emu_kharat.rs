@@ -7,13 +7,18 @@ mod common;
 
 use common::{run_emu, temp_dir};
 
+/// `qfec emu reproduce kharat ARGS`, as `run_emu` runs it (`None` without the emulator).
+fn kharat(args: &[&str]) -> Option<(bool, String, String)> {
+    let mut all = vec!["emu", "reproduce", "kharat"];
+    all.extend_from_slice(args);
+    run_emu(&all)
+}
+
 #[test]
 fn kharat_quick_writes_a_report() {
     let out = temp_dir("kharat");
     let dir = out.to_str().unwrap();
-    let Some((ok, stdout, stderr)) =
-        run_emu(&["emu", "reproduce", "kharat", "--quick", "--out", dir])
-    else {
+    let Some((ok, stdout, stderr)) = kharat(&["--quick", "--out", dir]) else {
         return;
     };
     assert!(ok, "{stdout}{stderr}");
@@ -49,8 +54,7 @@ fn kharat_quick_writes_a_report() {
     assert!(!out.join("files").exists(), "the served files are removed");
 
     // The report rebuilt from runs.csv has the same tables.
-    let (ok, _, stderr) =
-        run_emu(&["emu", "reproduce", "kharat", "--report-only", "--out", dir]).unwrap();
+    let (ok, _, stderr) = kharat(&["--report-only", "--out", dir]).unwrap();
     assert!(ok, "{stderr}");
     let again = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(again.contains("report rebuilt from runs.csv"), "{again}");
@@ -61,16 +65,7 @@ fn kharat_quick_writes_a_report() {
     // and runs only the third (10 MB), and runs.csv ends whole.
     let cut = runs.len() - runs.lines().last().unwrap().len() / 2 - 1;
     std::fs::write(out.join("runs.csv"), &runs[..cut]).unwrap();
-    let (ok, stdout, stderr) = run_emu(&[
-        "emu",
-        "reproduce",
-        "kharat",
-        "--quick",
-        "--resume",
-        "--out",
-        dir,
-    ])
-    .unwrap();
+    let (ok, stdout, stderr) = kharat(&["--quick", "--resume", "--out", dir]).unwrap();
     assert!(ok, "{stdout}{stderr}");
     assert_eq!(
         stderr.matches("in runs.csv already").count(),
@@ -88,17 +83,7 @@ fn kharat_quick_writes_a_report() {
     let kept = runs.find("\n10 MB").unwrap();
     assert_eq!(&resumed[..kept], &runs[..kept], "kept rows are untouched");
     // Other repetitions than the runs were made with are refused before anything runs.
-    let (ok, _, stderr) = run_emu(&[
-        "emu",
-        "reproduce",
-        "kharat",
-        "--reps",
-        "2",
-        "--resume",
-        "--out",
-        dir,
-    ])
-    .unwrap();
+    let (ok, _, stderr) = kharat(&["--reps", "2", "--resume", "--out", dir]).unwrap();
     assert!(!ok && stderr.contains("--resume"), "{stderr}");
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -107,15 +92,7 @@ fn kharat_quick_writes_a_report() {
 fn kharat_browser_resumes_every_flow() {
     let out = temp_dir("kharat-browser");
     let dir = out.to_str().unwrap();
-    let Some((ok, stdout, stderr)) = run_emu(&[
-        "emu",
-        "reproduce",
-        "kharat",
-        "--quick",
-        "--browser",
-        "--out",
-        dir,
-    ]) else {
+    let Some((ok, stdout, stderr)) = kharat(&["--quick", "--browser", "--out", dir]) else {
         return;
     };
     // A flow that did not resume its session (TLS 1.2 for TCP) or whose 0-RTT request the
@@ -144,16 +121,7 @@ fn kharat_browser_resumes_every_flow() {
     assert!(md.contains("Browser-like variant"), "{md}");
     assert!(md.contains("kharat --quick --browser`"), "{md}");
     // Resuming these runs without --browser is refused before anything runs.
-    let (ok, _, stderr) = run_emu(&[
-        "emu",
-        "reproduce",
-        "kharat",
-        "--quick",
-        "--resume",
-        "--out",
-        dir,
-    ])
-    .unwrap();
+    let (ok, _, stderr) = kharat(&["--quick", "--resume", "--out", dir]).unwrap();
     assert!(!ok && stderr.contains("browser"), "{stderr}");
     let _ = std::fs::remove_dir_all(&out);
 }
