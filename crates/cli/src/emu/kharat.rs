@@ -473,8 +473,13 @@ fn run_point(
 struct Client {
     proto: Proto,
     stack: Stack,
-    quic: Option<ClientConfig>,
-    tcp: Option<Arc<rustls::ClientConfig>>,
+    settings: Settings,
+}
+
+/// What a client connects with, kept across its connections.
+enum Settings {
+    Quic(ClientConfig),
+    Tcp(Arc<rustls::ClientConfig>),
 }
 
 /// Seconds before a client gives up.
@@ -483,13 +488,7 @@ const TIMEOUT_SECS: u64 = 300;
 impl Client {
     /// A client ready to measure; a browser-like one has fetched [`WARM_UP_FILE`] once.
     fn new(proto: Proto, stack: Stack) -> Result<Client, String> {
-        let mut c = Client {
-            proto,
-            stack,
-            quic: None,
-            tcp: None,
-        };
-        match proto {
+        let settings = match proto {
             Proto::Quic | Proto::QuicFec => {
                 // The options' defaults, as `qfec client` uses them (CUBIC, pacing, decoding
                 // the server's FEC when it sends some).
@@ -502,15 +501,18 @@ impl Client {
                     .transport()
                     .map_err(|e| format!("{e:#}"))?;
                 client.transport = Arc::new(transport);
-                c.quic = Some(client);
+                Settings::Quic(client)
             }
-            Proto::Tcp => {
-                c.tcp = Some(
-                    tcp::client_tls(&Trust::Insecure, false, stack == Stack::Browser)
-                        .map_err(|e| format!("{e:#}"))?,
-                );
-            }
-        }
+            Proto::Tcp => Settings::Tcp(
+                tcp::client_tls(&Trust::Insecure, false, stack == Stack::Browser)
+                    .map_err(|e| format!("{e:#}"))?,
+            ),
+        };
+        let mut c = Client {
+            proto,
+            stack,
+            settings,
+        };
         if stack == Stack::Browser {
             let (warm_up, _) = c
                 .get(&format!("/{WARM_UP_FILE}"))
@@ -542,58 +544,58 @@ impl Client {
         };
         let rt = hq::runtime().map_err(|e| e.to_string())?;
         let browser = self.stack == Stack::Browser;
-        if let Some(client) = &mut self.quic {
-            let port = if self.proto == Proto::Quic {
-                QUIC_PORT
-            } else {
-                QUIC_FEC_PORT
-            };
-            let opts = FetchOptions {
-                timeout: TIMEOUT_SECS,
-                pmtu_from_route: true,
-                // Offering only HTTP/3 lets a resumed connection ask in 0-RTT.
-                alpn: browser.then_some(hq::AppProtocol::H3),
-                ..FetchOptions::default()
-            };
-            let o = rt
-                .block_on(hq::fetch(vec![url(port)], client.clone(), &opts))
-                .map_err(|e| format!("{e:#}"))?;
-            // As a browser does, the next connection presents the server's address token.
-            client.token = o.token.clone().or(client.token.take());
-            let resumed = Resumed(match (o.resumed, o.early_data) {
-                (true, Some(true)) => None,
-                (false, _) => Some("QUIC did not resume its session".into()),
-                (true, e) => Some(format!("QUIC resumed, 0-RTT accepted: {e:?}")),
-            });
-            let f = o.files.first().ok_or("no file")?;
-            Ok((f.result.clone(), resumed))
-        } else {
-            let opts = TcpFetchOptions {
-                trust: Trust::Insecure,
-                keylog: false,
-                timeout: Duration::from_secs(TIMEOUT_SECS),
-                server_name: None,
-                bind: None,
-                cc: Some(TcpCc::Cubic),
-                output: None,
-                sha256: false,
-                tls12: browser,
-                tls: self.tcp.clone(),
-            };
-            let o = rt
-                .block_on(tcp::fetch(vec![url(TCP_PORT)], &opts))
-                .map_err(|e| format!("{e:#}"))?;
-            let resumed = Resumed(match (o.tls_version, o.resumed) {
-                ("TLS 1.2", true) => None,
-                (v, r) => Some(format!("TCP on {v}, session resumed: {r}")),
-            });
-            let f = o.files.first().ok_or("no file")?;
-            let result = f
-                .result
-                .as_ref()
-                .map(|s| (s.bytes, s.since_connect.as_secs_f64()))
-                .map_err(Clone::clone);
-            Ok((result, resumed))
+        match &mut self.settings {
+            Settings::Quic(client) => {
+                let port = if self.proto == Proto::Quic {
+                    QUIC_PORT
+                } else {
+                    QUIC_FEC_PORT
+                };
+                let opts = FetchOptions {
+                    timeout: TIMEOUT_SECS,
+                    pmtu_from_route: true,
+                    // Offering only HTTP/3 lets a resumed connection ask in 0-RTT.
+                    alpn: browser.then_some(hq::AppProtocol::H3),
+                    ..FetchOptions::default()
+                };
+                let o = rt
+                    .block_on(hq::fetch(vec![url(port)], client.clone(), &opts))
+                    .map_err(|e| format!("{e:#}"))?;
+                // As a browser does, the next connection presents the server's address token.
+                client.token = o.token.clone().or(client.token.take());
+                let resumed = Resumed(match (o.resumed, o.early_data) {
+                    (true, Some(true)) => None,
+                    (false, _) => Some("QUIC did not resume its session".into()),
+                    (true, e) => Some(format!("QUIC resumed, 0-RTT accepted: {e:?}")),
+                });
+                let f = o.files.first().ok_or("no file")?;
+                Ok((f.result.clone(), resumed))
+            }
+            Settings::Tcp(tcp_tls) => {
+                let opts = TcpFetchOptions {
+                    tls: tcp_tls.clone(),
+                    timeout: Duration::from_secs(TIMEOUT_SECS),
+                    server_name: None,
+                    bind: None,
+                    cc: Some(TcpCc::Cubic),
+                    output: None,
+                    sha256: false,
+                };
+                let o = rt
+                    .block_on(tcp::fetch(vec![url(TCP_PORT)], &opts))
+                    .map_err(|e| format!("{e:#}"))?;
+                let resumed = Resumed(match (o.tls_version, o.resumed) {
+                    (Some(rustls::ProtocolVersion::TLSv1_2), true) => None,
+                    (v, r) => Some(format!("TCP on {v:?}, session resumed: {r}")),
+                });
+                let f = o.files.first().ok_or("no file")?;
+                let result = f
+                    .result
+                    .as_ref()
+                    .map(|s| (s.bytes, s.since_connect.as_secs_f64()))
+                    .map_err(Clone::clone);
+                Ok((result, resumed))
+            }
         }
     }
 }

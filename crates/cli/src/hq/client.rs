@@ -198,16 +198,13 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
             );
         };
         let options = crate::tcp::TcpFetchOptions {
-            trust,
-            keylog: args.transport.keylog()?,
+            tls: crate::tcp::client_tls(&trust, args.transport.keylog()?, args.tls12)?,
             timeout: Duration::from_secs(args.timeout),
             server_name: args.server_name,
             bind: args.bind.first().copied(),
             cc: args.tcp_cc,
             output: args.output,
             sha256: args.sha256,
-            tls12: args.tls12,
-            tls: None,
         };
         return crate::tcp::run_client(urls, &options);
     }

@@ -40,9 +40,9 @@ pub(crate) enum Trust {
 /// How `fetch` connects and where it puts what it gets.
 #[derive(Clone, Debug)]
 pub(crate) struct TcpFetchOptions {
-    pub trust: Trust,
-    /// Write TLS secrets to the file SSLKEYLOGFILE names.
-    pub keylog: bool,
+    /// The TLS settings to connect with ([`client_tls`]): whom to trust, the version, the key
+    /// log. The same settings kept across fetches resume their sessions, as a browser does.
+    pub tls: Arc<rustls::ClientConfig>,
     /// Bound on the whole fetch, connection included.
     pub timeout: Duration,
     /// Name the certificate must hold; the URL's host when unset.
@@ -55,17 +55,12 @@ pub(crate) struct TcpFetchOptions {
     pub output: Option<PathBuf>,
     /// Hash each file with SHA-256 and report the digest.
     pub sha256: bool,
-    /// TLS 1.2 only, as browsers spoke it before 2018; TLS 1.3 only when unset.
-    pub tls12: bool,
-    /// The TLS settings to connect with instead of new ones made from `trust`, `keylog` and
-    /// `tls12` (see [`client_tls`]): the same settings kept across fetches resume their
-    /// sessions, as a browser does.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-/// The TLS settings of a fetch: whom it trusts, TLS 1.2 or 1.3, ALPN h2. A fetch given the
-/// same settings as an earlier one resumes that one's session (their in-memory session store
-/// is shared).
+/// The TLS settings of a fetch: whom it trusts, TLS 1.2 (as browsers spoke it before 2018)
+/// or 1.3, ALPN h2, and with `keylog` secrets written to the file SSLKEYLOGFILE names. A
+/// fetch given the same settings as an earlier one resumes that one's session (their
+/// in-memory session store is shared).
 pub(crate) fn client_tls(
     trust: &Trust,
     keylog: bool,
@@ -108,8 +103,8 @@ pub(crate) struct Outcome {
     pub files: Vec<FileOutcome>,
     /// From the start of the TCP connect to the end of the TLS handshake.
     pub handshake: Duration,
-    /// The TLS version spoken ("TLS 1.3" or "TLS 1.2").
-    pub tls_version: &'static str,
+    /// The TLS version spoken.
+    pub tls_version: Option<rustls::ProtocolVersion>,
     /// The TLS session was resumed from an earlier connection's (abbreviated handshake).
     pub resumed: bool,
     /// From the start of the TCP connect to the last byte of the last file.
@@ -174,7 +169,11 @@ impl Outcome {
             self.handshake.as_secs_f64() * 1e3,
             &format!(
                 " (TCP and {}{})",
-                self.tls_version,
+                match self.tls_version {
+                    Some(rustls::ProtocolVersion::TLSv1_2) => "TLS 1.2",
+                    Some(rustls::ProtocolVersion::TLSv1_3) => "TLS 1.3",
+                    _ => "TLS",
+                },
                 if self.resumed { ", resumed" } else { "" }
             ),
             self.files.len() - self.failed(),
@@ -205,11 +204,7 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
     let name = ServerName::try_from(server_name.clone()).map_err(|_| {
         anyhow!("invalid server name {server_name:?}: expected a DNS name or IP address")
     })?;
-    let tls = match &opts.tls {
-        Some(t) => t.clone(),
-        None => client_tls(&opts.trust, opts.keylog, opts.tls12)?,
-    };
-    let connector = TlsConnector::from(tls);
+    let connector = TlsConnector::from(opts.tls.clone());
     // Output files are opened before the clock starts: creating them is not the transfer.
     if let Some(dir) = &opts.output {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -286,10 +281,7 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
     let (tls_version, resumed) = {
         let c = tls.get_ref().1;
         (
-            match c.protocol_version() {
-                Some(rustls::ProtocolVersion::TLSv1_2) => "TLS 1.2",
-                _ => "TLS 1.3",
-            },
+            c.protocol_version(),
             c.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
         )
     };

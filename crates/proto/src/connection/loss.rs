@@ -124,6 +124,7 @@ impl Connection {
         }
         if pns.is_data()
             && self.side == Side::Client
+            && !self.handshake_confirmed()
             && acked.iter().any(|(pn, _)| *pn >= self.early.sent_until)
         {
             // RFC 9001 §4.1.2: an acknowledged 1-RTT packet confirms the handshake, so a
