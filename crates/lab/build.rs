@@ -36,13 +36,19 @@ fn main() {
     println!("cargo:rerun-if-changed=src");
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         let dir = Path::new(&dir);
-        println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
-        println!(
-            "cargo:rerun-if-changed={}",
-            dir.join("packed-refs").display()
-        );
+        // refs/heads too: a commit after `git pack-refs` writes a loose ref it names.
+        let mut watched = vec![
+            dir.join("HEAD"),
+            dir.join("packed-refs"),
+            dir.join("refs").join("heads"),
+        ];
         if let Some(r) = git(&["symbolic-ref", "-q", "HEAD"]) {
-            println!("cargo:rerun-if-changed={}", dir.join(r).display());
+            watched.push(dir.join(r));
+        }
+        // Cargo takes a watched file that does not exist as changed on every build (a
+        // checkout without packed refs rebuilt the lab and everything above it each time).
+        for file in watched.iter().filter(|f| f.exists()) {
+            println!("cargo:rerun-if-changed={}", file.display());
         }
     }
 }
