@@ -1286,3 +1286,32 @@ fn a_close_right_after_the_last_byte_acknowledges_it() {
         "the server learnt that its stream was all acknowledged"
     );
 }
+
+/// Regression (found as a stalled handshake at 18.5 % loss): a PTO's two probes both carry
+/// the unacknowledged ClientHello. The client's Initial and the first probe are lost, the
+/// second arrives; the server's datagrams are lost for the first 1.5 s. With the ClientHello
+/// in the second probe the server answers again at its own PTO (about 2 s); with a bare PING
+/// there the server has nothing to answer and the client waits for its next PTO (3 s).
+#[test]
+fn the_second_probe_of_a_pto_repeats_the_client_hello() {
+    let mut pair = Pair::new(
+        41,
+        TransportConfig::default(),
+        LinkSpec::default(),
+        LinkSpec::default(),
+    );
+    let start = pair.now;
+    pair.drop_hook = Some(Box::new(move |d| {
+        if d.to_server {
+            (1..=2).contains(&d.index)
+        } else {
+            d.now < start + Duration::from_millis(1500)
+        }
+    }));
+    let ch = pair.connect(TransportConfig::default());
+    let ok = pair.run_until(Duration::from_millis(2500), |p| {
+        while p.server.accept().is_some() {}
+        p.client.connection(ch).unwrap().is_established()
+    });
+    assert!(ok, "no handshake within 2.5 s");
+}
