@@ -428,10 +428,11 @@ impl Connection {
             allowance.data || (probe && !(pns.is_data() && self.failing_with_alternative(pi)));
 
         if may_send_data {
-            // CRYPTO data. A PTO requeues what is unacknowledged once, so its first probe
-            // takes it all; the second repeats it rather than a bare PING, so that either
-            // probe arriving moves the handshake on (a PING-only Initial gives a server no
-            // ClientHello; RFC 9002 §6.2.4 sends two probes for resilience to loss).
+            // CRYPTO data. A PTO requeues what is unacknowledged once, and its first probe
+            // takes all of it that fits; when nothing is left, the second repeats it rather
+            // than carry a bare PING, so that either probe arriving moves the handshake on (a
+            // PING-only Initial gives a server no ClientHello; RFC 9002 §6.2.4 sends two
+            // probes for resilience to loss).
             if probe && !pns.is_data() {
                 let crypto = &mut space_mut!(self, pns).crypto_send;
                 if !crypto.has_pending() {
