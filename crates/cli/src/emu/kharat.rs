@@ -468,17 +468,20 @@ fn run_point(
     Ok(out)
 }
 
-/// One flow's client: its protocol and, in the browser-like variant, the TLS settings (and so
-/// the session) its first connection left.
+/// One flow's client: its protocol's settings, which in the browser-like variant hold the
+/// session (and QUIC's address token) its first connection left.
 struct Client {
-    proto: Proto,
     stack: Stack,
     settings: Settings,
 }
 
 /// What a client connects with, kept across its connections.
 enum Settings {
-    Quic(ClientConfig),
+    /// The QUIC settings, and the server port of the protocol (plain QUIC or QUIC+FEC).
+    Quic {
+        client: ClientConfig,
+        port: u16,
+    },
     Tcp(Arc<rustls::ClientConfig>),
 }
 
@@ -501,18 +504,19 @@ impl Client {
                     .transport()
                     .map_err(|e| format!("{e:#}"))?;
                 client.transport = Arc::new(transport);
-                Settings::Quic(client)
+                let port = if proto == Proto::Quic {
+                    QUIC_PORT
+                } else {
+                    QUIC_FEC_PORT
+                };
+                Settings::Quic { client, port }
             }
             Proto::Tcp => Settings::Tcp(
                 tcp::client_tls(&Trust::Insecure, false, stack == Stack::Browser)
                     .map_err(|e| format!("{e:#}"))?,
             ),
         };
-        let mut c = Client {
-            proto,
-            stack,
-            settings,
-        };
+        let mut c = Client { stack, settings };
         if stack == Stack::Browser {
             let (warm_up, _) = c
                 .get(&format!("/{WARM_UP_FILE}"))
@@ -545,12 +549,7 @@ impl Client {
         let rt = hq::runtime().map_err(|e| e.to_string())?;
         let browser = self.stack == Stack::Browser;
         match &mut self.settings {
-            Settings::Quic(client) => {
-                let port = if self.proto == Proto::Quic {
-                    QUIC_PORT
-                } else {
-                    QUIC_FEC_PORT
-                };
+            Settings::Quic { client, port } => {
                 let opts = FetchOptions {
                     timeout: TIMEOUT_SECS,
                     pmtu_from_route: true,
@@ -559,7 +558,7 @@ impl Client {
                     ..FetchOptions::default()
                 };
                 let o = rt
-                    .block_on(hq::fetch(vec![url(port)], client.clone(), &opts))
+                    .block_on(hq::fetch(vec![url(*port)], client.clone(), &opts))
                     .map_err(|e| format!("{e:#}"))?;
                 // As a browser does, the next connection presents the server's address token.
                 client.token = o.token.clone().or(client.token.take());
