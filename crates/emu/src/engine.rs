@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
-use qfec_sim::{Instant, LinkId, Node, NodeId, Simulator};
+use qfec_sim::{DatagramInfo, EcnCodepoint, Instant, LinkId, Node, NodeId, Outgoing, Simulator};
 
 use crate::histogram::Histogram;
 use crate::tun::Tun;
@@ -27,7 +27,9 @@ const READ_BURST: usize = 64;
 const MAX_PACKET: usize = 65_536;
 
 /// One side of the emulated path inside the simulator: packets read from its TUN device
-/// leave towards the other port; packets the simulator delivers to it wait to be written.
+/// leave towards the other port with their IP header's ECN codepoint (so a marking queue
+/// sees which are ECN-capable); packets the simulator delivers to it wait to be written,
+/// marked CE in their header when a queue marked them.
 struct Port {
     peer: SocketAddr,
     to_sim: VecDeque<Vec<u8>>,
@@ -39,8 +41,24 @@ impl Node for Port {
     fn handle_datagram(&mut self, now: Instant, _from: SocketAddr, data: &[u8]) {
         self.to_tun.push_back((now, data.to_vec()));
     }
-    fn poll_transmit(&mut self, _now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
-        self.to_sim.pop_front().map(|p| (self.peer, p))
+    fn handle_datagram_info(&mut self, now: Instant, info: DatagramInfo, data: &[u8]) {
+        let mut packet = data.to_vec();
+        if info.ecn == Some(EcnCodepoint::Ce) {
+            crate::ip::set_ce(&mut packet);
+        }
+        self.to_tun.push_back((now, packet));
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<(SocketAddr, Vec<u8>)> {
+        self.poll_outgoing(now).map(|o| (o.to, o.data))
+    }
+    fn poll_outgoing(&mut self, _now: Instant) -> Option<Outgoing> {
+        let data = self.to_sim.pop_front()?;
+        Some(Outgoing {
+            from: None,
+            to: self.peer,
+            ecn: crate::ip::ecn_of(&data),
+            data,
+        })
     }
     fn poll_timeout(&mut self) -> Option<Instant> {
         None

@@ -348,6 +348,7 @@ fn add_link_stats(s: &EmuStats, rec: &mut RunRecord) {
     rec.down_dropped = s.down.dropped();
     rec.down_offered = s.down.offered_packets;
     rec.down_offered_bytes = s.down.offered_bytes;
+    rec.down_ce_marked = s.down.marked_ce;
     if let (Some(d), Some(u), Some(busy)) = (&s.down_wifi, &s.up_wifi, s.channel_busy) {
         rec.wlan = Some(WlanRecord {
             down: StationRecord::from_stats(d),

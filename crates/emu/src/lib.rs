@@ -7,7 +7,8 @@
 //! [`qfec_sim::Simulator`] built from a [`LinkPair`]: `down` carries left -> right, `up`
 //! right -> left, through the very stages the simulator uses (loss models, drop-tail queue,
 //! rate or trace serializer or 802.11n medium, delay, jitter, schedules), in virtual time
-//! that follows the monotonic clock. Sizes are IP packet sizes. With
+//! that follows the monotonic clock. Sizes are IP packet sizes. A queue with ECN marking
+//! marks the packets whose IP header says ECN-capable, setting CE in that header. With
 //! [`EmuConfig::extra_paths`] the right device has one more address per path
 //! ([`right_addr`]) and each path its own two links: packets are routed by the client side's
 //! address (the source of what the right side sends, the destination of what the left side
@@ -21,6 +22,7 @@
 
 mod engine;
 mod histogram;
+mod ip;
 mod lab_run;
 mod netns;
 mod tun;

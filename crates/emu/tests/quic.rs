@@ -253,3 +253,52 @@ fn a_multipath_download_crosses_both_emulated_paths() {
     );
     assert!(link.down.delivered_bytes >= got[0]);
 }
+
+/// ECN through the emulator: the downlink's queue (1000 packets) marks ECN-capable packets
+/// CE once it holds 15 kB (about 12 packets). With ECN on, the server's packets leave as
+/// ECT(0) in their IP header, the queue sees them as ECN-capable and marks them, the client's
+/// kernel hands it the CE codepoint (it would drop a packet whose IPv4 checksum the marking
+/// broke) and the server's CUBIC backs off on the client's ECN counts: the queue stays short
+/// and nothing is lost. The same download without ECN is never marked and fills the queue.
+#[test]
+fn ecn_marks_reach_the_endpoints() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let marking = qfec_sim::EcnMarking::Step { bytes: 15_000 };
+    let download = |ecn: bool| {
+        let mut s = spec(
+            link("down", 1000).ecn_marking(marking),
+            link("up", 1000),
+            Vec::new(),
+        );
+        s.protocol.ecn = Some(ecn);
+        run(&s)
+    };
+    let Some(with) = download(true) else {
+        return;
+    };
+    let Some(without) = download(false) else {
+        return;
+    };
+    for (what, r) in [("ecn", &with.record), ("no ecn", &without.record)] {
+        eprintln!(
+            "{what}: {:?} s, {} marked CE, {} retransmitted, queue max {} B",
+            r.completion_time_s, r.down_ce_marked, r.retransmissions, r.down_queue_max_bytes
+        );
+        assert_eq!(r.error, None, "{what}");
+        assert!(r.completed, "{what}");
+        assert_eq!(r.app_bytes, BYTES, "{what}");
+    }
+    let (w, wo) = (&with.record, &without.record);
+    assert!(w.down_ce_marked > 0, "ECN-capable packets were marked");
+    assert_eq!(
+        w.retransmissions, 0,
+        "the marks, not losses, slowed the server"
+    );
+    assert_eq!(wo.down_ce_marked, 0, "Not-ECT packets are never marked");
+    assert!(
+        2 * w.down_queue_max_bytes < wo.down_queue_max_bytes,
+        "the server reacted to the marks: queue max {} B with ECN, {} B without",
+        w.down_queue_max_bytes,
+        wo.down_queue_max_bytes
+    );
+}
