@@ -516,17 +516,14 @@ fn bulk_table(records: &[RunRecord], scenario: &str, p: &Plan, vs: &[Variant], m
          downlink A-MPDU | client accesses | client airtime |\n|---|---:|---:|---:|---:|---:|\
          ---:|---:|---:|---:|---:|---:|---:|",
     );
-    let runs = |v: &str| select(records, scenario, Some(WLAN_N), None, v).collect::<Vec<_>>();
-    let m = |v: &str, f: &dyn Fn(&RunRecord) -> Option<f64>| {
-        mean(&runs(v).into_iter().filter_map(f).collect::<Vec<_>>())
-    };
+    let m =
+        |v: &str, f: &dyn Fn(&RunRecord) -> Option<f64>| mean_of(records, scenario, WLAN_N, v, f);
     let gain = |v: &str, f: &dyn Fn(&RunRecord) -> Option<f64>| match (m(v, f), m(BASELINE, f)) {
         (Some(a), Some(b)) if v != BASELINE => format!("{:+.0} %", (a / b - 1.0) * 100.0),
         _ => "–".into(),
     };
     for v in vs {
-        let tp: Vec<f64> = runs(v.name)
-            .into_iter()
+        let tp: Vec<f64> = select(records, scenario, Some(WLAN_N), None, v.name)
             .filter_map(throughput_mbps)
             .collect();
         let ci = mean_ci(&tp);

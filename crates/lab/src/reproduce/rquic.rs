@@ -220,15 +220,8 @@ pub(super) fn plan(opts: &Options) -> Vec<RunSpec> {
     for name in PRESETS {
         let p = Preset::from_name(name).expect("built-in preset");
         for &loss in &losses(opts) {
-            let bytes = if opts.quick {
-                p.bulk_bytes / 20
-            } else {
-                p.bulk_bytes
-            };
-            for (figure, workload) in [
-                ("fig5", Workload::Bulk { bytes }),
-                ("fig6", Workload::Page(PageModel::flickr())),
-            ] {
+            for (kind, workload) in workloads(p, opts.quick) {
+                let figure = if kind == "bulk" { "fig5" } else { "fig6" };
                 let point = Point {
                     figure,
                     place: name.to_string(),
