@@ -30,18 +30,16 @@ pub(crate) fn set_ce(packet: &mut [u8]) -> bool {
         return false;
     }
     let ce = EcnCodepoint::Ce.bits();
-    if packet[0] >> 4 == 4 {
-        let Some(len) = ipv4_header_len(packet) else {
-            return false;
-        };
-        packet[1] |= ce;
-        packet[10..12].fill(0);
-        let sum = ipv4_checksum(&packet[..len]);
-        packet[10..12].copy_from_slice(&sum.to_be_bytes());
-    } else {
-        // Traffic class: the low nibble of byte 0 and the high nibble of byte 1; ECN is its
-        // two low bits.
-        packet[1] |= ce << 4;
+    match ipv4_header_len(packet) {
+        Some(len) if packet[0] >> 4 == 4 => {
+            packet[1] |= ce;
+            packet[10..12].fill(0);
+            let sum = ipv4_checksum(&packet[..len]);
+            packet[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        // IPv6 (`ecn_of` accepted nothing else): the traffic class is the low nibble of
+        // byte 0 and the high nibble of byte 1; ECN is its two low bits.
+        _ => packet[1] |= ce << 4,
     }
     true
 }
