@@ -9,8 +9,8 @@ use qfec_proto::coding::Reader;
 use qfec_proto::frame::{FrameError, PacketKind};
 use qfec_proto::transport_params::TransportParameters;
 use qfec_proto::{
-    ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, PacketId, ProtectedRegion,
-    SentPacketInfo, Side, TransportError,
+    ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, MAX_HANDSHAKE_COPIES,
+    PacketId, ProtectedRegion, SentPacketInfo, Side, TransportError,
 };
 
 use crate::receiver::Receiver;
@@ -127,6 +127,18 @@ impl ConnectionExtension for FecExtension {
         }
         self.peer = Some(peer);
         Ok(())
+    }
+
+    /// Sized by [`FecConfig::handshake`]; a server's only once the client enabled FEC and
+    /// the server sends repair to it.
+    fn handshake_copies(&self, cx: &ExtensionCx<'_>, packets: u64) -> u8 {
+        let Some(r) = &self.config.handshake else {
+            return 0;
+        };
+        if cx.side().is_server() && self.sender.is_none() {
+            return 0;
+        }
+        r.handshake_copies(cx.remembered_loss(), packets, MAX_HANDSHAKE_COPIES)
     }
 
     fn owns_frame(&self, ty: u64) -> bool {

@@ -104,8 +104,8 @@ pub use application::Application;
 pub use config::{ClientConfig, EndpointConfig, ServerConfig, TransportConfig};
 pub use connection::{
     AckFrequencyPolicy, Connection, ConnectionError, ConnectionExtension, ConnectionStats,
-    EcnFailure, EcnState, Event, ExtensionCx, ExtensionFactory, FrameOutcome, MigrateError,
-    MtuDiscoveryConfig, PacketId, PathError, PathId, PathInfo, PathState, PathStats,
+    EcnFailure, EcnState, Event, ExtensionCx, ExtensionFactory, FrameOutcome, MAX_HANDSHAKE_COPIES,
+    MigrateError, MtuDiscoveryConfig, PacketId, PathError, PathId, PathInfo, PathState, PathStats,
     ProtectedRegion, ReadError, RecoveredLossMode, SentPacketInfo, StreamEvent, Transmit,
     WriteError,
 };

@@ -40,9 +40,19 @@
 //! estimate (as below) and, while only the prior speaks, never exceeds what the congestion
 //! window still allows, so it goes out in the same round trip and delays no data. After about 150 loss-free packets the estimate falls below
 //! 0.5 %, the rate below which no repair is sent within a flow, and the code is dropped: a
-//! long flow on a clean path is then plain QUIC, byte for byte. A congestion drop ends the
+//! long flow on a clean path is then plain QUIC, byte for byte, after its handshake. A congestion drop ends the
 //! prior's say as well (the path is congested, not lossy). The first channel loss brings the
 //! code back for good.
+//!
+//! **The handshake.** Before any 1-RTT packet, a lost ClientHello or server flight waits for
+//! a probe timeout of a connection that has no RTT sample: a second (3 x 333 ms), more than
+//! the whole of a short download on most paths. So the prior also sizes copies of each
+//! endpoint's first flight ([`handshake_copies`]; the connection sends them
+//! `HANDSHAKE_COPY_GAP` after the flight, within congestion control and the
+//! anti-amplification limit, and stops once the peer acknowledges anything): the fewest (at
+//! most 2) that leave less than a 1 % chance that a packet of the flight is lost with all
+//! its copies, none on a path remembered clean. At the 2 % prior that is one copy. A server
+//! copies only for a client that enabled FEC.
 //!
 //! **Where repair pays.** A repair symbol costs a packet's worth of sending; a loss it
 //! repairs saves the retransmission, the wait for loss detection (an RTT at least, a probe
@@ -282,6 +292,30 @@ pub(crate) fn tail_repairs(in_flight: u64, p: f64, protect: bool) -> u32 {
         }
     }
     MAX_TAIL_REPAIRS
+}
+
+/// Copies of an endpoint's first handshake flight of `packets` packets (see
+/// [`Redundancy::handshake_copies`](super::Redundancy::handshake_copies)): the fewest, at most
+/// `max`, that leave less than `TAIL_TARGET` chance that some packet of the flight is lost
+/// with all its copies, at the loss rate the prior and the endpoint's memory of the path give
+/// (none below `CODE_MIN_LOSS`: a path remembered clean gets none).
+pub(crate) fn handshake_copies(
+    config: &AdaptiveConfig,
+    remembered: Option<qfec_proto::recovery::LossEstimate>,
+    packets: u64,
+    max: u8,
+) -> u8 {
+    let mut loss = LossEstimate::with_prior(config.prior());
+    if let Some(l) = remembered.filter(|_| loss.prior > 0.0) {
+        loss.remember(l);
+    }
+    let p = loss.rate();
+    if packets == 0 || p < CODE_MIN_LOSS {
+        return 0;
+    }
+    // P(some packet lost with its m copies) = 1 - (1 - p^(m+1))^packets.
+    let fails = |m: u8| 1.0 - (1.0 - p.powi(i32::from(m) + 1)).powi(packets.min(64) as i32);
+    (0..=max).find(|&m| fails(m) < TAIL_TARGET).unwrap_or(max)
 }
 
 /// P(more than `m` of `n` consecutive packets lost) on the Gilbert channel with loss rate
@@ -534,6 +568,49 @@ impl RedundancyController for Adaptive {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handshake_copies_follow_the_prior_and_the_remembered_path() {
+        let cfg = |prior_loss| AdaptiveConfig { prior_loss };
+        let remembered = |rate, samples| qfec_proto::recovery::LossEstimate {
+            rate,
+            mean_burst: 1.0,
+            samples,
+        };
+        // The default 2 %: one copy of a one-packet flight (2 % > 1 %, 0.04 % < 1 %).
+        assert_eq!(handshake_copies(&AdaptiveConfig::default(), None, 1, 2), 1);
+        // No prior, or a prior below the code's floor: none.
+        assert_eq!(handshake_copies(&cfg(0), None, 1, 2), 0);
+        assert_eq!(handshake_copies(&cfg(40), None, 1, 2), 0);
+        // A lossy prior asks for two, within the cap.
+        assert_eq!(handshake_copies(&cfg(1500), None, 1, 2), 2);
+        assert_eq!(handshake_copies(&cfg(1500), None, 1, 1), 1);
+        // A path remembered clean over hundreds of packets: none.
+        assert_eq!(
+            handshake_copies(
+                &AdaptiveConfig::default(),
+                Some(remembered(0.0, 500.0)),
+                1,
+                2
+            ),
+            0
+        );
+        // A path remembered lossy: as its loss says.
+        assert_eq!(
+            handshake_copies(&cfg(0), Some(remembered(0.2, 500.0)), 4, 2),
+            0,
+            "a prior of 0 stays 0"
+        );
+        assert_eq!(
+            handshake_copies(
+                &AdaptiveConfig::default(),
+                Some(remembered(0.2, 500.0)),
+                4,
+                2
+            ),
+            2
+        );
+    }
 
     #[test]
     fn no_loss_no_repair() {

@@ -268,6 +268,22 @@ impl Redundancy {
     }
 
     /// A controller for one connection.
+    /// Copies of the first handshake flight (`packets` packets) an endpoint sending with
+    /// this redundancy asks for, at most `max`: `adaptive` sizes them from its prior and
+    /// what the endpoint remembers of the path (`remembered`), as it sizes a tail's repair;
+    /// the fixed codes and `rquic` (the papers' schemes) send none.
+    pub fn handshake_copies(
+        &self,
+        remembered: Option<qfec_proto::recovery::LossEstimate>,
+        packets: u64,
+        max: u8,
+    ) -> u8 {
+        match self {
+            Redundancy::Adaptive(c) => adaptive::handshake_copies(c, remembered, packets, max),
+            Redundancy::Fixed(_) | Redundancy::Cadence(_) | Redundancy::Rquic(_) => 0,
+        }
+    }
+
     pub fn controller(&self) -> Box<dyn RedundancyController> {
         match *self {
             Redundancy::Fixed(scheme) => Box::new(FixedRedundancy { scheme, tail: true }),

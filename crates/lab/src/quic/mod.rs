@@ -153,6 +153,9 @@ pub fn transport_config(
     if let Some(r) = settings.fec {
         let mut c = FecConfig::new(side.is_server().then_some(r));
         c.mode = settings.fec_cc.unwrap_or_else(|| r.default_mode());
+        // The client sends no repair (its requests are small) but protects its handshake as
+        // the server does.
+        c.handshake = Some(r);
         c.install(&mut t);
     }
     // Windows large enough that flow control never limits a lab transfer.

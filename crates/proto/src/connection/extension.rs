@@ -30,6 +30,10 @@ use crate::time::Instant;
 use crate::transport_params::TransportParameters;
 use crate::types::{Side, TransportError};
 
+/// Most copies of the first handshake flight a connection sends
+/// ([`ConnectionExtension::handshake_copies`]).
+pub const MAX_HANDSHAKE_COPIES: u8 = 2;
+
 /// Builds an extension for each new connection; shared by all connections of an endpoint.
 pub trait ExtensionFactory: Send + Sync + fmt::Debug {
     fn build(&self, side: Side) -> Box<dyn ConnectionExtension>;
@@ -276,6 +280,18 @@ pub trait ConnectionExtension: Send + Any {
 
     /// Transport parameters to advertise: (id, value) pairs.
     fn transport_parameters(&self, _out: &mut Vec<(u64, Vec<u8>)>) {}
+
+    /// Copies of this endpoint's first handshake flight (`packets` packets: a client's
+    /// ClientHello, a server's Initial and Handshake packets) to send right after it: a
+    /// repetition code for the handshake, where a loss waits for a probe timeout (a second,
+    /// before the connection measured its RTT). Asked once, when the flight is queued (a
+    /// server asks after the client's transport parameters arrived). The connection sends
+    /// the most any extension asks for, at most [`MAX_HANDSHAKE_COPIES`], within congestion
+    /// control and the anti-amplification limit, and none once the peer acknowledged any
+    /// of the flight's space.
+    fn handshake_copies(&self, _cx: &ExtensionCx<'_>, _packets: u64) -> u8 {
+        0
+    }
 
     /// The peer's transport parameters arrived (all of them, extension ones included).
     fn on_peer_params(

@@ -1,6 +1,7 @@
 //! Driving TLS: CRYPTO data in and out, key installation and discard (RFC 9001 §4),
 //! transport parameter checks (RFC 9000 §7.3, §18) and handshake completion.
 
+use super::extension::MAX_HANDSHAKE_COPIES;
 use super::keys::OneRttKeys;
 use super::path::PathId;
 use super::spaces::{HANDSHAKE_PATH, Pns};
@@ -41,6 +42,43 @@ impl Connection {
                     let types = KeyType::of_space(Pns::Data(HANDSHAKE_PATH).id());
                     self.trace_keys(now, &types, Some(0), KeyTrigger::Tls, false);
                 }
+            }
+        }
+        self.ask_handshake_copies(now);
+    }
+
+    /// Once the first flight is queued, asks the extensions how many copies of it to send
+    /// after it ([`ConnectionExtension::handshake_copies`]).
+    fn ask_handshake_copies(&mut self, now: Instant) {
+        if self.handshake_copies_asked || self.extensions.is_empty() {
+            return;
+        }
+        let spaces = [Pns::Initial, Pns::Handshake];
+        let unsent: u64 = spaces
+            .iter()
+            .map(|&p| space!(self, p).crypto_send.unsent())
+            .sum();
+        if unsent == 0 {
+            return;
+        }
+        self.handshake_copies_asked = true;
+        // A long-header packet's CRYPTO room, about.
+        let room = (self.paths[HANDSHAKE_PATH].mtu as u64)
+            .saturating_sub(64)
+            .max(1);
+        let packets = unsent.div_ceil(room);
+        let copies = self
+            .with_extensions(now, None, |exts, cx| {
+                exts.iter()
+                    .map(|e| e.handshake_copies(cx, packets))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .min(MAX_HANDSHAKE_COPIES);
+        for p in spaces {
+            let crypto = &mut space_mut!(self, p).crypto_send;
+            if crypto.unsent() > 0 {
+                crypto.set_copies(copies);
             }
         }
     }

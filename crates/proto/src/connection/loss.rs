@@ -619,6 +619,12 @@ impl Connection {
             .iter()
             .filter_map(|e| e.poll_timeout())
             .min();
+        // A copy of the first flight waiting out its gap.
+        let copy = [Pns::Initial, Pns::Handshake]
+            .into_iter()
+            .filter(|&p| !space!(self, p).discarded)
+            .filter_map(|p| space!(self, p).crypto_send.copy_deadline())
+            .min();
         let paths = self.paths.iter().flat_map(|p| {
             [
                 p.recovery.loss_timer,
@@ -633,6 +639,7 @@ impl Connection {
             key_discard,
             keep_alive,
             extension,
+            copy,
         ]
         .into_iter()
         .chain(paths)

@@ -54,8 +54,8 @@ mod version;
 pub use ack_frequency::{AckFrequencyPolicy, ParseAckFrequencyPolicyError};
 pub use cid::ResetKey;
 pub use extension::{
-    ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, ProtectedRegion,
-    RecoveredLossMode, SentPacketInfo,
+    ConnectionExtension, ExtensionCx, ExtensionFactory, FrameOutcome, MAX_HANDSHAKE_COPIES,
+    ProtectedRegion, RecoveredLossMode, SentPacketInfo,
 };
 pub use spaces::SpaceId;
 pub use streams::{ReadError, StreamEvent, WriteError};
@@ -378,6 +378,9 @@ pub struct Connection {
     last_ack_eliciting_sent: Option<Instant>,
     /// Early handshake retransmissions left (RFC 9002 §6.2.3).
     handshake_speedups: u8,
+    /// The extensions were asked for copies of the first flight
+    /// ([`ConnectionExtension::handshake_copies`]).
+    handshake_copies_asked: bool,
     /// Packets without ack-eliciting frames sent since the last ack-eliciting one.
     ack_only_sent: u32,
     /// Connection-level control frames waiting for a packet.
@@ -521,6 +524,7 @@ impl Connection {
             last_ack_eliciting_sent: None,
             ack_only_sent: 0,
             handshake_speedups: 4,
+            handshake_copies_asked: false,
             pending: PendingFrames::default(),
             received_token: None,
             remembered_loss: p.remembered_loss,

@@ -85,7 +85,18 @@ pub struct CryptoSend {
     next: u64,
     retransmit: RangeSet,
     acked: RangeSet,
+    /// Copies of what was sent still to send after it, before anything was acknowledged
+    /// (the first flight's repetition code: `ConnectionExtension::handshake_copies`).
+    copies: u8,
+    /// When the next copy may leave: `HANDSHAKE_COPY_GAP` after the data last went out.
+    copy_at: Option<Instant>,
 }
+
+/// How long a copy of the first flight waits after the flight (or the copy before it): long
+/// enough not to share the flight's link-layer aggregate (an 802.11 A-MPDU is delivered
+/// whole, after its last frame) nor, on a bursty channel, its loss burst; short beside any
+/// probe timeout.
+pub const HANDSHAKE_COPY_GAP: Duration = Duration::from_millis(5);
 
 impl CryptoSend {
     pub fn push(&mut self, bytes: &[u8]) {
@@ -113,7 +124,36 @@ impl CryptoSend {
         };
         Some((start, &self.data[start as usize..end as usize]))
     }
+    /// Bytes queued and never sent.
+    pub fn unsent(&self) -> u64 {
+        (self.data.len() as u64).saturating_sub(self.next)
+    }
+    /// Asks for `n` copies of the data once it went out (replacing any asked before).
+    pub fn set_copies(&mut self, n: u8) {
+        self.copies = n;
+    }
+    /// Data of this space went out at `now`.
+    pub fn on_sent(&mut self, now: Instant) {
+        self.copy_at = Some(now + HANDSHAKE_COPY_GAP);
+    }
+    /// When a copy is due: copies are left (none once the peer acknowledged anything),
+    /// everything queued went out, and the gap after it passed then.
+    pub fn copy_deadline(&self) -> Option<Instant> {
+        (self.copies > 0 && self.next > 0 && !self.has_pending())
+            .then_some(self.copy_at)
+            .flatten()
+    }
+    pub fn copy_due(&self, now: Instant) -> bool {
+        self.copy_deadline().is_some_and(|t| now >= t)
+    }
+    /// Starts the next copy: every unacknowledged byte is queued again.
+    pub fn start_copy(&mut self) {
+        self.copies = self.copies.saturating_sub(1);
+        self.requeue_unacked();
+    }
     pub fn on_ack(&mut self, offset: u64, len: u32) {
+        // The peer answers: the path works, and loss detection now covers the rest.
+        self.copies = 0;
         let r = offset..offset + u64::from(len);
         self.acked.insert(r.clone());
         self.retransmit.remove(r);

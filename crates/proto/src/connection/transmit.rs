@@ -229,7 +229,7 @@ impl Connection {
         let mut contains_initial = false;
         let mut any = false;
         for (i, pns) in Pns::on_path(pi).enumerate() {
-            if !self.space_can_send(pns) || !self.space_wants(pns, allowance) {
+            if !self.space_can_send(pns) || !self.space_wants(now, pns, allowance) {
                 continue;
             }
             let room = (start + limit).saturating_sub(buf.len());
@@ -238,10 +238,12 @@ impl Connection {
             }
             let later = Pns::on_path(pi)
                 .skip(i + 1)
-                .any(|s| self.space_can_send(s) && self.space_wants(s, allowance));
+                .any(|s| self.space_can_send(s) && self.space_wants(now, s, allowance));
             let pad_needed = pns == Pns::Initial
-                && (self.side == Side::Client
-                    || space!(self, Pns::Initial).crypto_send.has_pending());
+                && (self.side == Side::Client || {
+                    let crypto = &space!(self, Pns::Initial).crypto_send;
+                    crypto.has_pending() || crypto.copy_due(now)
+                });
             contains_initial |= pad_needed;
             // Pad the last packet of a datagram that carries an Initial.
             let pad_to = if contains_initial && !later {
@@ -297,13 +299,22 @@ impl Connection {
         }
     }
 
+    /// Whether CRYPTO data of the Initial or Handshake space waits for its first sending or a
+    /// retransmission.
+    fn handshake_data_pending(&self) -> bool {
+        [Pns::Initial, Pns::Handshake].into_iter().any(|p| {
+            let sp = space!(self, p);
+            !sp.discarded && sp.crypto_send.has_pending()
+        })
+    }
+
     /// A client sends application data in 0-RTT packets until its 1-RTT keys exist.
     fn sending_zero_rtt(&self) -> bool {
         self.side.is_client() && self.early.keys.is_some() && self.one_rtt.is_none()
     }
 
     /// Whether `space` has anything worth a packet now.
-    fn space_wants(&self, pns: Pns, allowance: Allowance) -> bool {
+    fn space_wants(&self, now: Instant, pns: Pns, allowance: Allowance) -> bool {
         let sp = space!(self, pns);
         if sp.ack.is_immediate() {
             return true;
@@ -326,7 +337,7 @@ impl Connection {
             return true;
         }
         if !pns.is_data() {
-            return false;
+            return sp.crypto_send.copy_due(now) && !self.handshake_data_pending();
         }
         if !self.handshake_complete() {
             // Before it, only early data: a client's streams and datagrams in 0-RTT packets,
@@ -433,11 +444,16 @@ impl Connection {
             // than carry a bare PING, so that either probe arriving moves the handshake on (a
             // PING-only Initial gives a server no ClientHello; RFC 9002 §6.2.4 sends two
             // probes for resilience to loss).
+            // A copy of the first flight (`handshake_copies`) goes out once all of the
+            // flight did, in every space.
+            let copy = !probe && !pns.is_data() && !self.handshake_data_pending();
+            let crypto = &mut space_mut!(self, pns).crypto_send;
             if probe && !pns.is_data() {
-                let crypto = &mut space_mut!(self, pns).crypto_send;
                 if !crypto.has_pending() {
                     crypto.requeue_unacked();
                 }
+            } else if copy && crypto.copy_due(now) {
+                crypto.start_copy();
             }
             loop {
                 let room = max_payload_end.saturating_sub(buf.len());
@@ -455,6 +471,7 @@ impl Connection {
                     offset,
                     len: data.len() as u32,
                 });
+                sp.crypto_send.on_sent(now);
                 ack_eliciting = true;
             }
             if pns.is_data() {

@@ -1,0 +1,168 @@
+//! `adaptive` protects the handshake: copies of each endpoint's first flight, so that a lost
+//! ClientHello or server flight does not wait for the 1 s probe timeout of a connection
+//! that has measured no RTT yet.
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use common::{fec, plain};
+use qfec_fec::{FecConfig, SchemeId};
+use qfec_proto::{RecoveredLossMode, TransportConfig};
+use qfec_testkit::{Datagram, Exchange, LinkSpec, Pair, payload};
+
+/// The paper 003 DA2GC link: 0.468 Mb/s, 262 ms RTT.
+fn da2gc() -> LinkSpec {
+    LinkSpec {
+        delay: Duration::from_millis(131),
+        rate: 468_000,
+        ..LinkSpec::default()
+    }
+}
+
+/// A client that decodes every scheme and protects its handshake with `handshake` (as the
+/// lab's client does: it sends no repair of its own).
+fn client(handshake: Option<&str>) -> TransportConfig {
+    let mut t = plain();
+    let mut c = FecConfig::new(None);
+    c.handshake = handshake.map(|h| qfec_fec::parse_fec(h).unwrap().unwrap());
+    c.install(&mut t);
+    t
+}
+
+/// Long-header datagrams each way, with when they entered the link.
+#[derive(Debug, Default)]
+struct Seen {
+    to_server: Vec<Duration>,
+    to_client: Vec<Duration>,
+}
+
+/// A 1 kB download; `drop` picks (direction to the server, index among that direction's
+/// long-header datagrams, from 1) the datagrams the link loses. Returns the completion time
+/// in seconds and what went over the link before the first 1-RTT datagram.
+fn download(
+    server: TransportConfig,
+    client: TransportConfig,
+    drop: &'static [(bool, usize)],
+) -> (f64, Seen) {
+    let mut pair = Pair::new(3, server, da2gc(), da2gc());
+    let start = pair.now;
+    let ch = pair.connect(client);
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let log = seen.clone();
+    pair.drop_hook = Some(Box::new(move |d: &Datagram<'_>| {
+        if d.is_short() {
+            return false;
+        }
+        let mut s = log.borrow_mut();
+        let at = d.now - start;
+        let list = if d.to_server {
+            &mut s.to_server
+        } else {
+            &mut s.to_client
+        };
+        list.push(at);
+        drop.contains(&(d.to_server, list.len()))
+    }));
+    let mut x = Exchange::new(ch, b"GET /1kB".to_vec(), payload(1000, 3));
+    let mut done_at = None;
+    let ok = pair.run_until(Duration::from_secs(30), |p| {
+        let done = x.drive(p);
+        if x.flows[0].complete && done_at.is_none() {
+            done_at = Some(p.now);
+        }
+        done
+    });
+    assert!(ok && x.error.is_none(), "{:?}", x.error);
+    common::assert_same(&x.flows[0].received, &x.flows[1].data, "response");
+    let t = (done_at.unwrap() - start).as_secs_f64();
+    drop_hook_off(&mut pair);
+    let seen = Rc::try_unwrap(seen).expect("hook dropped").into_inner();
+    (t, seen)
+}
+
+fn drop_hook_off(pair: &mut Pair) {
+    pair.drop_hook = None;
+}
+
+fn adaptive_server() -> TransportConfig {
+    fec("adaptive", &SchemeId::ALL, RecoveredLossMode::Signal)
+}
+
+#[test]
+fn a_lost_client_hello_is_repaired_by_its_copy() {
+    // Plain QUIC: the client's probe timeout (3 x 333 ms) before the handshake moves on.
+    let (plain_t, _) = download(plain(), plain(), &[(true, 1)]);
+    let (t, seen) = download(adaptive_server(), client(Some("adaptive")), &[(true, 1)]);
+    // The copy left one gap after the original, not a probe timeout.
+    let gap = seen.to_server[1] - seen.to_server[0];
+    assert!(
+        gap >= Duration::from_millis(5) && gap < Duration::from_millis(50),
+        "{seen:?}"
+    );
+    assert!(
+        t + 0.9 <= plain_t,
+        "{t:.3} s with the copy, {plain_t:.3} s without"
+    );
+}
+
+#[test]
+fn a_lost_server_flight_is_repaired_by_its_copy() {
+    // The server's first datagram (ServerHello and the start of its Handshake flight).
+    let (plain_t, _) = download(plain(), plain(), &[(false, 1)]);
+    let (t, _) = download(adaptive_server(), client(None), &[(false, 1)]);
+    assert!(
+        t + 0.9 <= plain_t,
+        "{t:.3} s with the copy, {plain_t:.3} s without"
+    );
+}
+
+#[test]
+fn copies_cost_no_time_without_loss() {
+    let (plain_t, plain_seen) = download(plain(), plain(), &[]);
+    let (t, seen) = download(adaptive_server(), client(Some("adaptive")), &[]);
+    // One copy of each first flight (the server's Initial and Handshake data fit one
+    // datagram here), and one datagram more each way: each copy arrives after the original
+    // was answered, and the peer answers a duplicate with its unacknowledged CRYPTO data
+    // (RFC 9002 §6.2.3), as it would a retransmission.
+    let (c, s) = (plain_seen.to_server.len(), plain_seen.to_client.len());
+    assert_eq!(
+        (seen.to_server.len(), seen.to_client.len()),
+        (c + 2, s + 2),
+        "{seen:?}"
+    );
+    assert!(
+        t <= plain_t * 1.02,
+        "{t:.3} s with copies, {plain_t:.3} s without"
+    );
+}
+
+#[test]
+fn no_copies_from_the_papers_codes_nor_to_a_client_without_fec() {
+    let (_, plain_seen) = download(plain(), plain(), &[]);
+    // A fixed code's client and server: no copies.
+    let (_, seen) = download(
+        fec("rlc", &SchemeId::ALL, RecoveredLossMode::Signal),
+        client(Some("rlc")),
+        &[],
+    );
+    assert_eq!(seen.to_server.len(), plain_seen.to_server.len(), "{seen:?}");
+    assert_eq!(seen.to_client.len(), plain_seen.to_client.len(), "{seen:?}");
+    // An adaptive server facing a client that did not enable FEC: plain QUIC.
+    let (_, seen) = download(adaptive_server(), plain(), &[]);
+    assert_eq!(seen.to_client.len(), plain_seen.to_client.len(), "{seen:?}");
+    // Without a prior, nothing either.
+    let (_, seen) = download(
+        fec(
+            "adaptive(prior=0)",
+            &SchemeId::ALL,
+            RecoveredLossMode::Signal,
+        ),
+        client(Some("adaptive(prior=0)")),
+        &[],
+    );
+    assert_eq!(seen.to_server.len(), plain_seen.to_server.len(), "{seen:?}");
+    assert_eq!(seen.to_client.len(), plain_seen.to_client.len(), "{seen:?}");
+}
