@@ -280,7 +280,8 @@ fn rquic_quick_writes_a_report() {
             1.2,
             &format!("rquic ξ, {p} 0 %"),
         );
-        // `adaptive` sends no repair without loss: plain QUIC's time, no overhead.
+        // `adaptive` sends no repair without loss but for the client's request (one packet):
+        // plain QUIC's time.
         within(
             xi(&runs, "fig5", "adaptive", p, 0.0),
             0.99,
@@ -291,7 +292,7 @@ fn rquic_quick_writes_a_report() {
             r.preset == p && r.loss == 0.0
         });
         assert!(
-            lossless.iter().all(|r| r.fec_bytes == 0),
+            lossless.iter().all(|r| r.fec_bytes < 1500),
             "adaptive repair at 0 %, {p}"
         );
         // At 3 % it pays: below plain QUIC's time everywhere.

@@ -151,10 +151,14 @@ pub fn transport_config(
         t.max_udp_payload_size = m as u16;
     }
     if let Some(r) = settings.fec {
-        let mut c = FecConfig::new(side.is_server().then_some(r));
+        // The server sends what the run names. A client sends `adaptive` too, as qfec's
+        // client does with `--fec on`: it protects the request of a download (its loss waits
+        // for a probe timeout as the response's would) and the client's handshake flight; the
+        // papers' codes are run as the papers ran them, by the server only, and the client
+        // still sizes its handshake copies from the run's FEC (none for those codes).
+        let client_sends = matches!(r, qfec_fec::Redundancy::Adaptive(_));
+        let mut c = FecConfig::new((side.is_server() || client_sends).then_some(r));
         c.mode = settings.fec_cc.unwrap_or_else(|| r.default_mode());
-        // The client sends no repair (its requests are small) but protects its handshake as
-        // the server does.
         c.handshake = Some(r);
         c.install(&mut t);
     }
