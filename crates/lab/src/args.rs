@@ -47,8 +47,9 @@ pub struct SweepArgs {
     /// (newreno,cubic) compares them as variants of one experiment.
     #[arg(long)]
     pub cc: Option<String>,
-    /// FEC both endpoints send: none, on (= adaptive), adaptive(prior=RATE) (the loss rate
-    /// assumed before a connection measured its own; default 2%), rquic, rquic(ss=off),
+    /// FEC the server sends (the client too with adaptive): none, on (= adaptive),
+    /// adaptive(prior=RATE) (the loss rate assumed before a connection measured its own;
+    /// default 2%), rquic, rquic(ss=off),
     /// rquic(tail=off) (the paper's: no repair for a partial last block), xor, xor(K,DEPTH),
     /// rs, rs(K,M), rlc, rlc(WINDOW,INTERVAL[,REPAIRS][,gf2][,dt=N]); a list
     /// (none,rlc,adaptive) compares them, and
