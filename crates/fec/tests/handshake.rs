@@ -8,19 +8,10 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use common::{fec, plain};
+use common::{da2gc, fec, plain};
 use qfec_fec::{FecConfig, SchemeId};
 use qfec_proto::{RecoveredLossMode, TransportConfig};
-use qfec_testkit::{Datagram, Exchange, LinkSpec, Pair, payload};
-
-/// The paper 003 DA2GC link: 0.468 Mb/s, 262 ms RTT.
-fn da2gc() -> LinkSpec {
-    LinkSpec {
-        delay: Duration::from_millis(131),
-        rate: 468_000,
-        ..LinkSpec::default()
-    }
-}
+use qfec_testkit::{Datagram, Pair};
 
 /// A client that decodes every scheme and protects its handshake with `handshake` (as the
 /// lab's client does: it sends no repair of its own).
@@ -66,25 +57,10 @@ fn download(
         list.push(at);
         drop.contains(&(d.to_server, list.len()))
     }));
-    let mut x = Exchange::new(ch, b"GET /1kB".to_vec(), payload(1000, 3));
-    let mut done_at = None;
-    let ok = pair.run_until(Duration::from_secs(30), |p| {
-        let done = x.drive(p);
-        if x.flows[0].complete && done_at.is_none() {
-            done_at = Some(p.now);
-        }
-        done
-    });
-    assert!(ok && x.error.is_none(), "{:?}", x.error);
-    common::assert_same(&x.flows[0].received, &x.flows[1].data, "response");
-    let t = (done_at.unwrap() - start).as_secs_f64();
-    drop_hook_off(&mut pair);
+    let (t, _) = common::request_response(&mut pair, ch, start, 3);
+    pair.drop_hook = None;
     let seen = Rc::try_unwrap(seen).expect("hook dropped").into_inner();
     (t, seen)
-}
-
-fn drop_hook_off(pair: &mut Pair) {
-    pair.drop_hook = None;
 }
 
 fn adaptive_server() -> TransportConfig {

@@ -5,19 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{exchange, fec, link, plain};
+use common::{da2gc, exchange, fec, link, plain};
 use qfec_fec::SchemeId;
 use qfec_proto::{RecoveredLossMode, TransportConfig};
 use qfec_testkit::{Datagram, Exchange, LinkSpec, Pair, payload};
-
-/// The paper 003 DA2GC link: 0.468 Mb/s, 262 ms RTT.
-fn da2gc() -> LinkSpec {
-    LinkSpec {
-        delay: Duration::from_millis(131),
-        rate: 468_000,
-        ..LinkSpec::default()
-    }
-}
 
 /// A 1 kB download whose only data packet is dropped; returns when it completed (seconds
 /// after the connection started) and the server's FEC counters.
@@ -37,18 +28,7 @@ fn tail_download(
         dropped += usize::from(hit);
         hit
     }));
-    let mut x = Exchange::new(ch, b"GET /1kB".to_vec(), payload(1000, 7));
-    let mut done_at = None;
-    let ok = pair.run_until(Duration::from_secs(30), |p| {
-        let done = x.drive(p);
-        if x.flows[0].complete && done_at.is_none() {
-            done_at = Some(p.now);
-        }
-        done
-    });
-    assert!(ok && x.error.is_none(), "{:?}", x.error);
-    common::assert_same(&x.flows[0].received, &x.flows[1].data, "response");
-    let t = (done_at.unwrap() - start).as_secs_f64();
+    let (t, x) = common::request_response(&mut pair, ch, start, 7);
     // Let the acknowledgements (and recovery reports) reach the server.
     pair.run_until(Duration::from_secs(2), |_| false);
     (t, common::stats(&pair, &x, false))

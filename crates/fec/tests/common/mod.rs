@@ -25,6 +25,38 @@ pub fn plain() -> TransportConfig {
     }
 }
 
+/// The paper 003 DA2GC link: 0.468 Mb/s, 262 ms RTT.
+pub fn da2gc() -> LinkSpec {
+    LinkSpec {
+        delay: Duration::from_millis(131),
+        rate: 468_000,
+        ..LinkSpec::default()
+    }
+}
+
+/// A client's 8-byte request and the server's 1000-byte answer over `pair`'s connection
+/// `ch`: how long after `start` the answer was whole (checked against what was sent), and
+/// the exchange.
+pub fn request_response(
+    pair: &mut Pair,
+    ch: ConnectionHandle,
+    start: qfec_proto::Instant,
+    seed: u64,
+) -> (f64, Exchange) {
+    let mut x = Exchange::new(ch, b"GET /1kB".to_vec(), payload(1000, seed));
+    let mut done_at = None;
+    let ok = pair.run_until(Duration::from_secs(30), |p| {
+        let done = x.drive(p);
+        if x.flows[0].complete && done_at.is_none() {
+            done_at = Some(p.now);
+        }
+        done
+    });
+    assert!(ok && x.error.is_none(), "{:?}", x.error);
+    assert_same(&x.flows[0].received, &x.flows[1].data, "response");
+    ((done_at.unwrap() - start).as_secs_f64(), x)
+}
+
 pub fn link(delay_ms: u64, loss: f64) -> LinkSpec {
     LinkSpec {
         delay: Duration::from_millis(delay_ms),
