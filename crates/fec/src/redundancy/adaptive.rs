@@ -40,8 +40,8 @@
 //! estimate (as below) and, while only the prior speaks, never exceeds what the congestion
 //! window still allows, so it goes out in the same round trip and delays no data. After about 150 loss-free packets the estimate falls below
 //! 0.5 %, the rate below which no repair is sent within a flow, and the code is dropped: a
-//! long flow on a clean path is then plain QUIC, byte for byte, after its handshake. A congestion drop ends the
-//! prior's say as well (the path is congested, not lossy). The first channel loss brings the
+//! long flow on a clean path is then plain QUIC, byte for byte, after its handshake. A
+//! congestion drop ends the prior's say as well (the path is congested, not lossy). The first channel loss brings the
 //! code back for good.
 //!
 //! **The handshake.** Before any 1-RTT packet, a lost ClientHello or server flight waits for

@@ -267,7 +267,6 @@ impl Redundancy {
         }
     }
 
-    /// A controller for one connection.
     /// Copies of the first handshake flight (`packets` packets) an endpoint sending with
     /// this redundancy asks for, at most `max`: `adaptive` sizes them from its prior and
     /// what the endpoint remembers of the path (`remembered`), as it sizes a tail's repair;
@@ -284,6 +283,7 @@ impl Redundancy {
         }
     }
 
+    /// A controller for one connection.
     pub fn controller(&self) -> Box<dyn RedundancyController> {
         match *self {
             Redundancy::Fixed(scheme) => Box::new(FixedRedundancy { scheme, tail: true }),

@@ -282,8 +282,9 @@ pub trait ConnectionExtension: Send + Any {
     fn transport_parameters(&self, _out: &mut Vec<(u64, Vec<u8>)>) {}
 
     /// Copies of this endpoint's first handshake flight (`packets` packets: a client's
-    /// ClientHello, a server's Initial and Handshake packets) to send right after it: a
-    /// repetition code for the handshake, where a loss waits for a probe timeout (a second,
+    /// ClientHello, a server's Initial and Handshake packets) to send after it (5 ms later,
+    /// `HANDSHAKE_COPY_GAP`, and as far apart from each other): a repetition code for the
+    /// handshake, where a loss waits for a probe timeout (a second,
     /// before the connection measured its RTT). Asked once, when the flight is queued (a
     /// server asks after the client's transport parameters arrived). The connection sends
     /// the most any extension asks for, at most [`MAX_HANDSHAKE_COPIES`], within congestion
