@@ -129,10 +129,10 @@ impl ConnectionExtension for FecExtension {
         Ok(())
     }
 
-    /// Sized by [`FecConfig::handshake`]; a server's only once the client enabled FEC and
-    /// the server sends repair to it.
+    /// Sized by the code we send ([`crate::Redundancy::handshake_copies`]); a server's only
+    /// once the client enabled FEC and the server sends repair to it.
     fn handshake_copies(&self, cx: &ExtensionCx<'_>, packets: u64) -> u8 {
-        let Some(r) = &self.config.handshake else {
+        let Some(r) = &self.config.send else {
             return 0;
         };
         if cx.side().is_server() && self.sender.is_none() {

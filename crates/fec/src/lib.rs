@@ -67,11 +67,6 @@ pub struct FecConfig {
     pub decode: Vec<SchemeId>,
     /// Source symbols we store for decoding (`initial_coding_window`).
     pub coding_window: u64,
-    /// What sizes the copies of our first handshake flight
-    /// ([`Redundancy::handshake_copies`]; `adaptive` asks for some on a lossy path, the
-    /// papers' codes for none); `send` unless set. A client that only decodes (its
-    /// downloads are what the server protects) sets it to protect its ClientHello.
-    pub handshake: Option<Redundancy>,
 }
 
 impl FecConfig {
@@ -83,7 +78,6 @@ impl FecConfig {
             mode: send.map_or(RecoveredLossMode::Signal, |r| r.default_mode()),
             decode: SchemeId::ALL.to_vec(),
             coding_window: DEFAULT_CODING_WINDOW,
-            handshake: send,
         }
     }
 

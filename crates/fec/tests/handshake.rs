@@ -9,18 +9,13 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use common::{da2gc, fec, plain};
-use qfec_fec::{FecConfig, SchemeId};
+use qfec_fec::SchemeId;
 use qfec_proto::{RecoveredLossMode, TransportConfig};
 use qfec_testkit::{Datagram, Pair};
 
-/// A client that decodes every scheme and protects its handshake with `handshake` (as the
-/// lab's client does: it sends no repair of its own).
-fn client(handshake: Option<&str>) -> TransportConfig {
-    let mut t = plain();
-    let mut c = FecConfig::new(None);
-    c.handshake = handshake.map(|h| qfec_fec::parse_fec(h).unwrap().unwrap());
-    c.install(&mut t);
-    t
+/// A client that decodes every scheme and sends `send` ("none": nothing, decode only).
+fn client(send: &str) -> TransportConfig {
+    fec(send, &SchemeId::ALL, RecoveredLossMode::Signal)
 }
 
 /// Long-header datagrams each way, with when they entered the link.
@@ -71,7 +66,7 @@ fn adaptive_server() -> TransportConfig {
 fn a_lost_client_hello_is_repaired_by_its_copy() {
     // Plain QUIC: the client's probe timeout (3 x 333 ms) before the handshake moves on.
     let (plain_t, _) = download(plain(), plain(), &[(true, 1)]);
-    let (t, seen) = download(adaptive_server(), client(Some("adaptive")), &[(true, 1)]);
+    let (t, seen) = download(adaptive_server(), client("adaptive"), &[(true, 1)]);
     // The copy left one gap after the original, not a probe timeout.
     let gap = seen.to_server[1] - seen.to_server[0];
     assert!(
@@ -88,7 +83,7 @@ fn a_lost_client_hello_is_repaired_by_its_copy() {
 fn a_lost_server_flight_is_repaired_by_its_copy() {
     // The server's first datagram (ServerHello and the start of its Handshake flight).
     let (plain_t, _) = download(plain(), plain(), &[(false, 1)]);
-    let (t, _) = download(adaptive_server(), client(None), &[(false, 1)]);
+    let (t, _) = download(adaptive_server(), client("none"), &[(false, 1)]);
     assert!(
         t + 0.9 <= plain_t,
         "{t:.3} s with the copy, {plain_t:.3} s without"
@@ -98,7 +93,7 @@ fn a_lost_server_flight_is_repaired_by_its_copy() {
 #[test]
 fn copies_cost_no_time_without_loss() {
     let (plain_t, plain_seen) = download(plain(), plain(), &[]);
-    let (t, seen) = download(adaptive_server(), client(Some("adaptive")), &[]);
+    let (t, seen) = download(adaptive_server(), client("adaptive"), &[]);
     // One copy of each first flight (the server's Initial and Handshake data fit one
     // datagram here), and one datagram more each way: each copy arrives after the original
     // was answered, and the peer answers a duplicate with its unacknowledged CRYPTO data
@@ -121,7 +116,7 @@ fn no_copies_from_the_papers_codes_nor_to_a_client_without_fec() {
     // A fixed code's client and server: no copies.
     let (_, seen) = download(
         fec("rlc", &SchemeId::ALL, RecoveredLossMode::Signal),
-        client(Some("rlc")),
+        client("rlc"),
         &[],
     );
     assert_eq!(seen.to_server.len(), plain_seen.to_server.len(), "{seen:?}");
@@ -136,7 +131,7 @@ fn no_copies_from_the_papers_codes_nor_to_a_client_without_fec() {
             &SchemeId::ALL,
             RecoveredLossMode::Signal,
         ),
-        client(Some("adaptive(prior=0)")),
+        client("adaptive(prior=0)"),
         &[],
     );
     assert_eq!(seen.to_server.len(), plain_seen.to_server.len(), "{seen:?}");

@@ -192,9 +192,14 @@ impl LossEstimate {
     /// Adds what the endpoint remembers of the path (earlier connections' losses) to the
     /// prior, as packets seen before this connection: a few clean packets do not prove a
     /// path clean, a long history outweighs the prior (at most `REMEMBERED_MAX_PACKETS`
-    /// count).
+    /// count). A prior of 0 stays 0: it asks for no repair before a loss of the
+    /// connection's own.
     pub fn remember(&mut self, loss: qfec_proto::recovery::LossEstimate) {
-        if loss.samples.is_nan() || loss.samples <= 0.0 || !loss.rate.is_finite() {
+        if self.prior <= 0.0
+            || loss.samples.is_nan()
+            || loss.samples <= 0.0
+            || !loss.rate.is_finite()
+        {
             return;
         }
         let samples = loss.samples.min(REMEMBERED_MAX_PACKETS);
@@ -306,7 +311,7 @@ pub(crate) fn handshake_copies(
     max: u8,
 ) -> u8 {
     let mut loss = LossEstimate::with_prior(config.prior());
-    if let Some(l) = remembered.filter(|_| loss.prior > 0.0) {
+    if let Some(l) = remembered {
         loss.remember(l);
     }
     let p = loss.rate();
@@ -411,10 +416,8 @@ impl Adaptive {
     fn observe(&mut self, cx: &RedundancyCx<'_, '_>) {
         if !self.primed {
             self.primed = true;
-            // What earlier connections on this path measured replaces the configured prior
-            // (not a prior of 0, which asks for no repair before a loss of the connection's
-            // own).
-            if let Some(l) = cx.remembered_loss().filter(|_| self.loss.prior > 0.0) {
+            // What earlier connections on this path measured joins the configured prior.
+            if let Some(l) = cx.remembered_loss() {
                 self.loss.remember(l);
             }
         }

@@ -154,12 +154,11 @@ pub fn transport_config(
         // The server sends what the run names. A client sends `adaptive` too, as qfec's
         // client does with `--fec on`: it protects the request of a download (its loss waits
         // for a probe timeout as the response's would) and the client's handshake flight; the
-        // papers' codes are run as the papers ran them, by the server only, and the client
-        // still sizes its handshake copies from the run's FEC (none for those codes).
+        // papers' codes are run as the papers ran them, by the server only (they ask for no
+        // handshake copies either).
         let client_sends = matches!(r, qfec_fec::Redundancy::Adaptive(_));
         let mut c = FecConfig::new((side.is_server() || client_sends).then_some(r));
         c.mode = settings.fec_cc.unwrap_or_else(|| r.default_mode());
-        c.handshake = Some(r);
         c.install(&mut t);
     }
     // Windows large enough that flow control never limits a lab transfer.

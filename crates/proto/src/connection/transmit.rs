@@ -446,14 +446,16 @@ impl Connection {
             // probes for resilience to loss).
             // A copy of the first flight (`handshake_copies`) goes out once all of the
             // flight did, in every space.
-            let copy = !probe && !pns.is_data() && !self.handshake_data_pending();
-            let crypto = &mut space_mut!(self, pns).crypto_send;
-            if probe && !pns.is_data() {
-                if !crypto.has_pending() {
-                    crypto.requeue_unacked();
+            if !pns.is_data() {
+                let copy = !probe && !self.handshake_data_pending();
+                let crypto = &mut space_mut!(self, pns).crypto_send;
+                if probe {
+                    if !crypto.has_pending() {
+                        crypto.requeue_unacked();
+                    }
+                } else if copy && crypto.copy_due(now) {
+                    crypto.start_copy();
                 }
-            } else if copy && crypto.copy_due(now) {
-                crypto.start_copy();
             }
             loop {
                 let room = max_payload_end.saturating_sub(buf.len());
