@@ -4,7 +4,6 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use qfec_proto::coding::Reader;
 use qfec_proto::frame::{FrameError, PacketKind};
 use qfec_proto::transport_params::TransportParameters;
@@ -162,7 +161,7 @@ impl ConnectionExtension for FecExtension {
         cx: &mut ExtensionCx<'_>,
         ty: u64,
         body: &[u8],
-        rest: &Bytes,
+        rest: &[u8],
     ) -> Result<FrameOutcome, TransportError> {
         self.peer_enabled()?;
         let frame = wire::decode(ty, &mut Reader::new(body)).map_err(TransportError::from)?;

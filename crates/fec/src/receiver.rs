@@ -113,7 +113,7 @@ impl Receiver {
         &mut self,
         cx: &mut ExtensionCx<'_>,
         sid: u64,
-        rest: &Bytes,
+        rest: &[u8],
         stats: &mut FecStats,
     ) -> Result<FrameOutcome, TransportError> {
         let Some(pn) = cx.packet else {

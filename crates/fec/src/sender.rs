@@ -445,6 +445,9 @@ impl Sender {
         };
         code.enc.poll_repair(&mut self.fresh);
         let n = self.fresh.len();
+        if n == 0 {
+            return 0;
+        }
         let id = code.id;
         let deadline = code.covered_deadline();
         self.repairs

@@ -835,7 +835,7 @@ impl Endpoint {
         {
             return;
         }
-        let own = slot.conn.path_stats().loss;
+        let own = slot.conn.path_loss();
         if slot
             .token_samples
             .is_some_and(|at| own.samples < (4.0 * at).max(TOKEN_REFRESH_SAMPLES))
@@ -992,7 +992,7 @@ impl Endpoint {
                 && slot.conn.handshake_confirmed()
             {
                 let ip = slot.conn.remote_address().ip();
-                let loss = slot.conn.path_stats().loss;
+                let loss = slot.conn.path_loss();
                 self.memory.record(now, ip, loss);
             }
             self.remove(idx);

@@ -256,7 +256,7 @@ impl ConnectionExtension for Chain {
         cx: &mut ExtensionCx<'_>,
         _ty: u64,
         body: &[u8],
-        _rest: &Bytes,
+        _rest: &[u8],
     ) -> Result<qfec_proto::FrameOutcome, qfec_proto::TransportError> {
         let n = qfec_proto::coding::Reader::new(body).varint().unwrap();
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -329,7 +329,7 @@ pub trait ConnectionExtension: Send + Any {
         _cx: &mut ExtensionCx<'_>,
         _ty: u64,
         _body: &[u8],
-        _rest: &Bytes,
+        _rest: &[u8],
     ) -> Result<FrameOutcome, TransportError> {
         Ok(FrameOutcome::Continue)
     }

@@ -581,6 +581,11 @@ impl Connection {
         self.path_stats_at(HANDSHAKE_PATH)
     }
 
+    /// What the first path's losses show (its [`PathStats::loss`], without the rest).
+    pub(crate) fn path_loss(&self) -> crate::recovery::LossEstimate {
+        self.paths[HANDSHAKE_PATH].losses.estimate()
+    }
+
     fn path_stats_at(&self, pi: usize) -> PathStats {
         let path = &self.paths[pi];
         PathStats {

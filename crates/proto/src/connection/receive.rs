@@ -956,11 +956,11 @@ impl Connection {
                 self.on_multipath_frame(now, frame).map_err(with_ty)?
             }
             Frame::Extension { ty, body } => {
-                let rest = payload.slice(rest..);
+                let rest = &payload[rest..];
                 let packet = pn.map(|pn| self.paths[pns.path()].packet(pn));
                 let outcome = self.with_extensions(now, packet, |exts, cx| {
                     match exts.iter_mut().find(|e| e.owns_frame(ty)) {
-                        Some(e) => e.on_frame(cx, ty, body, &rest),
+                        Some(e) => e.on_frame(cx, ty, body, rest),
                         None => Ok(FrameOutcome::Continue),
                     }
                 });
