@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::extension::LostPacket;
-use super::path::MIN_MTU;
+use super::path::{Life, MIN_MTU};
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::spaces::{HANDSHAKE_PATH, Pns};
 use super::{Connection, ConnectionError, PacketId, State};
@@ -608,43 +608,31 @@ impl Connection {
             State::Closing { until, .. } | State::Draining { until } => return Some(until),
             _ => {}
         }
-        let ack_timer = self.ack_deadline();
-        let key_discard = self
-            .one_rtt
-            .as_ref()
-            .and_then(|k| k.prev_discard_deadline());
-        let keep_alive = self.keep_alive_deadline();
-        let extension = self
-            .extensions
-            .iter()
-            .filter_map(|e| e.poll_timeout())
-            .min();
-        // A copy of the first flight waiting out its gap.
-        let copy = [Pns::Initial, Pns::Handshake]
-            .into_iter()
-            .filter(|&p| !space!(self, p).discarded)
-            .filter_map(|p| space!(self, p).crypto_send.copy_deadline())
-            .min();
-        let paths = self.paths.iter().flat_map(|p| {
-            [
-                p.recovery.loss_timer,
-                p.recovery.pacing_timer,
-                p.challenge().map(|(_, d)| d),
-            ]
-        });
-        [
-            self.idle.deadline(),
-            self.path_discard_deadline(),
-            ack_timer,
-            key_discard,
-            keep_alive,
-            extension,
-            copy,
-        ]
-        .into_iter()
-        .chain(paths)
-        .flatten()
-        .min()
+        // One pass, no iterator chains: the endpoint asks after every datagram in and out.
+        let mut t = earliest(self.idle.deadline(), self.keep_alive_deadline());
+        if let Some(k) = self.one_rtt.as_ref() {
+            t = earliest(t, k.prev_discard_deadline());
+        }
+        for p in &self.paths {
+            t = earliest(t, p.space.ack.deadline());
+            t = earliest(t, p.recovery.loss_timer);
+            t = earliest(t, p.recovery.pacing_timer);
+            t = earliest(t, p.challenge().map(|(_, d)| d));
+            if let Life::Abandoned { discard_at } = p.life {
+                t = earliest(t, Some(discard_at));
+            }
+        }
+        for e in &self.extensions {
+            t = earliest(t, e.poll_timeout());
+        }
+        // A copy of a handshake flight waiting out its gap.
+        for p in [Pns::Initial, Pns::Handshake] {
+            let sp = space!(self, p);
+            if !sp.discarded {
+                t = earliest(t, sp.crypto_send.copy_deadline());
+            }
+        }
+        t
     }
 
     fn keep_alive_deadline(&self) -> Option<Instant> {
@@ -653,14 +641,6 @@ impl Connection {
             return None;
         }
         Some(self.last_sent? + interval)
-    }
-
-    /// When a delayed ACK of an application-data space is due.
-    pub(super) fn ack_deadline(&self) -> Option<Instant> {
-        self.paths
-            .iter()
-            .filter_map(|p| p.space.ack.deadline())
-            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -709,5 +689,15 @@ impl Connection {
             });
             self.run_extension_actions(now);
         }
+    }
+}
+
+/// The earlier of two optional deadlines.
+#[inline]
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
     }
 }

@@ -556,17 +556,6 @@ impl Connection {
         }
     }
 
-    /// The earliest time an abandoned path's state may go.
-    pub(super) fn path_discard_deadline(&self) -> Option<Instant> {
-        self.paths
-            .iter()
-            .filter_map(|p| match p.life {
-                Life::Abandoned { discard_at } => Some(discard_at),
-                Life::Open => None,
-            })
-            .min()
-    }
-
     /// Path validation timers: a migrated path falls back to its old address; a new path
     /// that failed validation is abandoned (draft §3.1).
     pub(super) fn on_path_validation_timeouts(&mut self, now: Instant) {
