@@ -625,7 +625,7 @@ impl Connection {
         for e in &self.extensions {
             t = earliest(t, e.poll_timeout());
         }
-        // A copy of a handshake flight waiting out its gap.
+        // A copy of the first flight waiting out its gap.
         for p in [Pns::Initial, Pns::Handshake] {
             let sp = space!(self, p);
             if !sp.discarded {
