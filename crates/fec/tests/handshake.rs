@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::{da2gc, fec, plain};
 use qfec_fec::SchemeId;
+use qfec_proto::packet::{LongType, ParsedHeader, parse_header};
 use qfec_proto::{RecoveredLossMode, TransportConfig};
 use qfec_testkit::{Datagram, Pair};
 
@@ -39,42 +40,19 @@ fn download(
     })
 }
 
-/// Whether a datagram carries a Handshake packet (QUIC v1 long headers, coalesced).
+/// Whether a datagram carries a Handshake packet (among its coalesced long-header packets).
 fn carries_handshake_packet(mut data: &[u8]) -> bool {
-    let varint = |b: &[u8]| -> Option<(u64, usize)> {
-        let len = 1usize << (b.first()? >> 6);
-        let mut v = u64::from(b[0] & 0x3f);
-        for x in b.get(1..len)? {
-            v = (v << 8) | u64::from(*x);
+    while !data.is_empty() {
+        // Short headers end the datagram, whatever their connection ID's length.
+        match parse_header(data, 0) {
+            Ok(ParsedHeader::Long { ty, packet_len, .. }) => {
+                if ty == LongType::Handshake {
+                    return true;
+                }
+                data = data.get(packet_len..).unwrap_or(&[]);
+            }
+            _ => return false,
         }
-        Some((v, len))
-    };
-    while let Some(&first) = data.first() {
-        if first & 0x80 == 0 {
-            return false;
-        }
-        let ty = (first >> 4) & 0x3;
-        if ty == 2 {
-            return true;
-        }
-        // Version, then the two connection IDs, then (Initial) the token.
-        let mut at = 5;
-        for _ in 0..2 {
-            let Some(&len) = data.get(at) else {
-                return false;
-            };
-            at += 1 + usize::from(len);
-        }
-        if ty == 0 {
-            let Some((token, n)) = data.get(at..).and_then(varint) else {
-                return false;
-            };
-            at += n + token as usize;
-        }
-        let Some((len, n)) = data.get(at..).and_then(varint) else {
-            return false;
-        };
-        data = data.get(at + n + len as usize..).unwrap_or(&[]);
     }
     false
 }
