@@ -119,6 +119,11 @@ pub struct FecStats {
     pub late_sources: u64,
     /// Repair symbols that arrived too late to matter.
     pub repairs_ignored: u64,
+    /// Source symbols that arrived again with the same frames (a copy sent on another path):
+    /// their frames were skipped.
+    pub duplicate_sources: u64,
+    /// Repair symbols that arrived again (a copy sent on another path): ignored.
+    pub duplicate_repairs: u64,
     /// Repair symbols dropped unsent because they no longer fit a packet.
     pub repairs_dropped: u64,
     /// Repair symbols dropped unsent because every DATAGRAM they protect was past its

@@ -19,6 +19,8 @@ use crate::wire::{self, Repair, SchemeId};
 
 /// Ranges of received and of recovered SIDs remembered (older ones are forgotten).
 const MAX_SID_RANGES: usize = 1024;
+/// Digests of the latest source symbols kept to tell a copy from a reused SID.
+const MAX_SID_DIGESTS: usize = 4096;
 /// Ranges a SYMBOL_ACK reports, and unconfirmed ranges kept for it.
 const MAX_ACK_RANGES: usize = 32;
 /// Packets carrying SYMBOL_ACKs tracked until acknowledged or lost.
@@ -62,6 +64,10 @@ pub(crate) struct Receiver {
     /// Source symbols that arrived before the first REPAIR told the decoder's shape.
     early: VecDeque<(u64, Vec<u8>)>,
     received: RangeSet,
+    /// (SID, digest) of the latest source symbols received, oldest first: a SID that comes
+    /// again with the same frames is a copy (a sender that sends each packet on every path
+    /// of a multipath connection), with other frames a protocol violation.
+    digests: VecDeque<(u64, u64)>,
     recovered: RangeSet,
     /// Recovered SIDs the peer has not yet confirmed hearing about.
     unconfirmed: RangeSet,
@@ -90,6 +96,7 @@ impl Receiver {
             decoder_changes: 0,
             early: VecDeque::new(),
             received: RangeSet::new(),
+            digests: VecDeque::new(),
             recovered: RangeSet::new(),
             unconfirmed: RangeSet::new(),
             symbol_ack_pending: false,
@@ -131,12 +138,24 @@ impl Receiver {
             stats.late_sources += 1;
             return Ok(FrameOutcome::SkipRest);
         }
+        let data = trim_padding(rest);
+        let digest = symbol_digest(data);
         if self.received.contains(sid) {
-            return Err(violation("SID used twice"));
+            // A copy was processed with the first; one too old to compare is taken for one.
+            return match self.digests.iter().rev().find(|(s, _)| *s == sid) {
+                Some(&(_, d)) if d != digest => Err(violation("SID used twice")),
+                _ => {
+                    stats.duplicate_sources += 1;
+                    Ok(FrameOutcome::SkipRest)
+                }
+            };
         }
         insert_bounded(&mut self.received, sid);
+        if self.digests.len() >= MAX_SID_DIGESTS {
+            self.digests.pop_front();
+        }
+        self.digests.push_back((sid, digest));
         stats.source_symbols_received += 1;
-        let data = trim_padding(rest);
         if data.len() > self.max_symbol {
             return Err(violation("source symbol larger than our packets"));
         }
@@ -220,7 +239,11 @@ impl Receiver {
                 stats.repairs_ignored += 1;
                 Ok(())
             }
-            Err(FecError::Duplicate) => Err(violation("duplicate REPAIR")),
+            // A copy (each packet sent on every path): nothing new in it.
+            Err(FecError::Duplicate) => {
+                stats.duplicate_repairs += 1;
+                Ok(())
+            }
             Err(_) => Err(violation("REPAIR inconsistent with the earlier ones")),
         }
     }
@@ -431,6 +454,24 @@ fn insert_bounded(set: &mut RangeSet, sid: u64) {
     while set.len() > MAX_SID_RANGES {
         set.pop_min();
     }
+}
+
+/// A digest of a source symbol that tells a copy from other frames under the same SID: its
+/// length and its first and last 32 bytes (frame headers, stream offsets), FNV-1a. Cheap
+/// enough for every symbol; a copy has the same bytes, a reused SID other frames.
+fn symbol_digest(data: &[u8]) -> u64 {
+    let head = &data[..data.len().min(32)];
+    let tail = &data[data.len().saturating_sub(32)..];
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in (data.len() as u64)
+        .to_le_bytes()
+        .iter()
+        .chain(head)
+        .chain(tail)
+    {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 /// A source symbol is the frames after the SID without trailing PADDING: the zero padding of
