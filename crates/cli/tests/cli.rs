@@ -148,7 +148,7 @@ fn multipath_client_opens_a_path_per_address_and_survives_abandoning_one() {
     );
     one_line_error(
         &["server", "--scheduler", "fastest"],
-        "minrtt, backup, single, rr, highrb or fec-aware",
+        "minrtt, backup, single, rr, highrb, fec-aware or redundant",
     );
 }
 

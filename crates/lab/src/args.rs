@@ -77,7 +77,8 @@ pub struct SweepArgs {
     /// Which paths carry data with --path: minrtt (lowest RTT first, every path), backup
     /// (one path at a time), single (the first path only), rr (round-robin per packet),
     /// highrb (per packet, drawn by window room, paper 002), fec-aware (FEC symbols placed
-    /// by each path's measured losses); a list (single,rr,highrb) compares them.
+    /// by each path's measured losses), redundant (every packet on every path); a list
+    /// (single,rr,highrb) compares them.
     #[arg(long)]
     pub scheduler: Option<String>,
     /// Disable pacing.

@@ -34,7 +34,7 @@
 //! fec = "rlc(20,2)"            # none, xor, xor(2,10), rs, rs(20,10), rlc, rlc(20,2,1,gf2)
 //! fec_cc = "signal"            # or "mask"
 //! scheduler = "minrtt"         # which paths carry data with [[paths]]: minrtt, backup,
-//!                              # single, rr, highrb or fec-aware
+//!                              # single, rr, highrb, fec-aware or redundant
 //!
 //! [link.wifi]                  # optional: the last hop is an 802.11n WLAN (both directions
 //! mcs = 7                      # share one channel: AP station down, client station up)

@@ -109,7 +109,8 @@ pub struct TransportArgs {
     /// With --multipath: which paths carry new data: minrtt (the fastest with room, backups
     /// last), backup (one path at a time, the next when it fails), single (the first path
     /// only), rr (each packet on the next path), highrb (each packet on a path drawn by its
-    /// window's room) or fec-aware (FEC symbols placed by each path's measured losses).
+    /// window's room), fec-aware (FEC symbols placed by each path's measured losses) or
+    /// redundant (every packet on every path).
     #[arg(long, default_value = "minrtt", requires = "multipath")]
     scheduler: qfec_proto::Scheduler,
 }

@@ -28,8 +28,11 @@ struct Playout {
     spec: RealtimeSpec,
     /// Per message: packets received, time it became complete.
     packets: Vec<u32>,
-    /// Per message and packet: received (a second copy is an error).
+    /// Per message and packet: received (a second copy is an error unless `copies`).
     seen: Vec<bool>,
+    /// The server's scheduler sends each packet on every path: a second copy of a packet
+    /// is expected, and ignored.
+    copies: bool,
     complete_at: Vec<Option<Instant>>,
     /// Per message: when the server sent it.
     sent_at: Vec<Option<Instant>>,
@@ -227,6 +230,15 @@ impl ClientApp {
         app
     }
 
+    /// The server sends each packet on every path (a replicating scheduler): a real-time
+    /// packet that arrives twice is a copy, not an error.
+    pub fn expecting_copies(mut self) -> Self {
+        if let Work::Realtime(p) = &mut self.work {
+            p.copies = true;
+        }
+        self
+    }
+
     /// A client whose connection was opened at `start`.
     pub fn new(conn: ConnectionHandle, workload: &Workload, start: Instant) -> Self {
         Self::build(Some(conn), workload, start)
@@ -298,6 +310,7 @@ impl ClientApp {
                     spec: spec.clone(),
                     packets: vec![0; n],
                     seen: vec![false; n * spec.packets_per_message as usize],
+                    copies: false,
                     complete_at: vec![None; n],
                     sent_at: vec![None; n],
                     first_arrival: None,
@@ -644,6 +657,9 @@ impl Playout {
             return Err(format!("message {msg} packet {pkt}: wrong bytes"));
         }
         if std::mem::replace(&mut self.seen[msg * per + pkt], true) {
+            if self.copies {
+                return Ok(());
+            }
             return Err(format!("message {msg} packet {pkt} delivered twice"));
         }
         self.first_arrival.get_or_insert(now);
@@ -766,6 +782,7 @@ mod tests {
             spec,
             packets: vec![0; 4],
             seen: vec![false; 8],
+            copies: false,
             complete_at: complete.iter().map(|c| c.map(at)).collect(),
             sent_at: (0..4).map(|i| Some(at(0.99 + 0.1 * i as f64))).collect(),
             first_arrival: Some(at(1.0)),

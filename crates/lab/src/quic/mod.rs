@@ -376,7 +376,13 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
             Some(cfg) => app.with_earlier_connections(earlier, cfg, server, &f.workload),
             None => app,
         };
-        let app = app.with_paths(locals, server);
+        let mut app = app.with_paths(locals, server);
+        if f.protocol
+            .scheduler
+            .is_some_and(|s| qfec_proto::multipath::SchedulerFactory::build(&s).replicates())
+        {
+            app = app.expecting_copies();
+        }
         let s = sim.add_node(
             server,
             QuicNode::server(server_ep, ServerApp::new(&f.workload)),

@@ -10,7 +10,8 @@
 //!   and round-robin with RLC (a repair per 2 source symbols, window 20).
 //! - Fig. 17: 120 WSP points over (p1, r1, p2, r2, one-way delay) (heterogeneous).
 //! - Ours on both designs: `fec-aware` (symbols placed by each path's measured loss
-//!   pattern) and `minrtt` (the default scheduler).
+//!   pattern), `minrtt` (the default scheduler) and `redundant` (every packet on every
+//!   path).
 //!
 //! Congestion control: the paper ran without it, yet HighRB weighs the paths by OLIA's
 //! window; every variant here computes OLIA's windows without letting them limit sending
@@ -56,11 +57,12 @@ fn all_variants() -> Vec<MpVariant> {
         v("rr/rlc", Scheduler::RoundRobin, rlc),
         v("fec-aware", Scheduler::FecAware, rs),
         v("minrtt", Scheduler::MinRtt, rs),
+        v("redundant", Scheduler::Redundant, rs),
     ]
 }
 
 /// The paper's schedulers, then ours.
-const RS_VARIANTS: [&str; 5] = ["single", "rr", "highrb", "fec-aware", "minrtt"];
+const RS_VARIANTS: [&str; 6] = ["single", "rr", "highrb", "fec-aware", "minrtt", "redundant"];
 
 /// A design point: its label and per-path (p, r), one-way delay.
 struct MpPoint {
@@ -258,8 +260,8 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
          `rr/rlc` with RLC (a repair per 2 source symbols, window 20). Ours: `fec-aware` (per RS \
          block, the split over the paths most likely to leave it decodable under each path's \
          measured loss rate and burst length, as a Gilbert channel; then interleaved) and \
-         `minrtt` (qfec's default scheduler). Not run: `redundant` (every packet on every path), \
-         which qfec does not have yet.\n",
+         `minrtt` (qfec's default scheduler); `redundant` sends every packet, source and repair \
+         symbols alike, on both paths (the faster first, a copy on the other).\n",
         if opts.quick { 10 } else { 25 },
         homo.len(),
         hetero.len(),

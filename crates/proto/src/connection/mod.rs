@@ -44,6 +44,7 @@ mod path;
 mod pmtud;
 mod receive;
 mod recovery;
+mod replica;
 pub(crate) mod sent;
 mod spaces;
 pub mod streams;
@@ -214,6 +215,9 @@ pub struct ConnectionStats {
     pub packets_dropped: u64,
     /// DATAGRAMs dropped unsent because they could no longer arrive by their deadline.
     pub datagrams_expired: u64,
+    /// Packets that carried a copy of another path's data packet (a scheduler that
+    /// replicates, [`crate::multipath::PathScheduler::replicates`]).
+    pub replicas_sent: u64,
     /// ACK frames sent (all packet-number spaces).
     pub ack_frames_sent: u64,
     /// ACK_FREQUENCY frames sent (first transmissions and repeats).

@@ -389,6 +389,43 @@ impl Connection {
         }
     }
 
+    /// A data packet on path slot `pi` carried `bytes` of data frames (with `frames`, the
+    /// loss-recovery records of its STREAM frames, and `deadline`, see
+    /// [`super::replica::Replica`]): with a replicating scheduler, every other path it
+    /// ranked now owes a copy. At most a congestion window's worth of copies wait per path
+    /// (at least 16 packets, at most 4 MiB).
+    pub(super) fn replicate(
+        &mut self,
+        pi: usize,
+        bytes: &[u8],
+        frames: &[super::sent::SentFrame],
+        deadline: Option<Instant>,
+    ) {
+        let Some(mp) = self.multipath.as_ref() else {
+            return;
+        };
+        if !mp.scheduler.replicates() {
+            return;
+        }
+        let from = self.paths[pi].id;
+        let to: SmallVec<[PathId; 4]> = mp.order.iter().copied().filter(|&id| id != from).collect();
+        for id in to {
+            let Some(pj) = self.slot_of(id).filter(|&pj| self.can_send_on(pj)) else {
+                continue;
+            };
+            let path = &mut self.paths[pj];
+            let max = usize::try_from(path.cc.window())
+                .unwrap_or(usize::MAX)
+                .clamp(16 * path.mtu, 4 << 20);
+            let copy = super::replica::Replica {
+                bytes: bytes.to_vec(),
+                frames: frames.iter().copied().collect(),
+                deadline,
+            };
+            path.replicas.push(copy, max);
+        }
+    }
+
     /// Whether the scheduler chooses a path before every datagram.
     pub(super) fn scheduler_per_packet(&self) -> bool {
         self.multipath
@@ -472,6 +509,7 @@ impl Connection {
             };
             // Its packets in flight count no more; what they carried goes again elsewhere.
             self.requeue_path_in_flight(pi);
+            self.paths[pi].replicas.clear();
             self.events
                 .push_back(Event::PathAbandoned { id, error_code });
         }

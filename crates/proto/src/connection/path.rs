@@ -147,6 +147,9 @@ pub(super) struct Path {
     /// UDP payload bytes sent and received on the path.
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Copies of data packets sent on other paths, owed by this one (a scheduler that
+    /// replicates, [`crate::multipath::PathScheduler::replicates`]).
+    pub replicas: super::replica::ReplicaQueue,
 }
 
 impl Path {
@@ -190,6 +193,7 @@ impl Path {
             losses: LossPattern::default(),
             bytes_sent: 0,
             bytes_received: 0,
+            replicas: super::replica::ReplicaQueue::default(),
         }
     }
 

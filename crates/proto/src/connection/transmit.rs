@@ -38,6 +38,9 @@ struct DataFrames {
     protected_from: u16,
     /// The region's deadline (see [`SentPacketInfo::deadline`]).
     deadline: Option<Instant>,
+    /// Where the data frames are (an extension's frames, the protected region, DATAGRAM and
+    /// STREAM frames): what a replicating scheduler copies to the other paths.
+    data: Range<usize>,
 }
 
 /// What the transmit path may put in a packet right now.
@@ -93,7 +96,12 @@ impl Connection {
         // then new data on the paths the scheduler ranks, best first.
         let orphan_acks = self.orphan_acks_due();
         for pi in 0..self.paths.len() {
-            let own = self.path_needs_own_send(pi) || (orphan_acks && self.can_send_on(pi));
+            // A path that owes copies of packets sent elsewhere (a replicating scheduler)
+            // sends them before any path takes new data.
+            let owes_copies = !self.paths[pi].replicas.is_empty() && data.contains(&pi);
+            let own = self.path_needs_own_send(pi)
+                || (orphan_acks && self.can_send_on(pi))
+                || owes_copies;
             if own
                 && let Some(t) = self.transmit_on(now, pi, data.contains(&pi), max_datagrams, buf)
             {
@@ -348,6 +356,7 @@ impl Connection {
             return early && (self.streams.wants_to_send() || !self.datagrams_out.is_empty());
         }
         self.pending.any()
+            || !self.paths[pns.path()].replicas.is_empty()
             || !self.local_cids.pending_new.is_empty()
             || self.remote_cids.has_pending_retire()
             || self.multipath.as_ref().is_some_and(|m| m.has_pending())
@@ -476,12 +485,32 @@ impl Connection {
                 sp.crypto_send.on_sent(now);
                 ack_eliciting = true;
             }
-            if pns.is_data() {
+            // A copy of a packet another path sent, if this path owes one (it goes before
+            // new data); else new data.
+            let replica = if pns.is_data() && allowance.data && !self.paths[pi].replicas.is_empty()
+            {
+                let room = max_payload_end.saturating_sub(buf.len());
+                let max_room =
+                    (packet_start + self.paths[pi].mtu).saturating_sub(payload_start + TAG_LEN);
+                self.paths[pi].replicas.pop(now, room, max_room)
+            } else {
+                None
+            };
+            if let Some(r) = replica {
+                buf.extend_from_slice(&r.bytes);
+                frames.extend(r.frames);
+                ack_eliciting = true;
+                self.stats.replicas_sent += 1;
+            } else if pns.is_data() {
                 let d = self.write_data_frames(now, pi, buf, max_payload_end, &mut frames);
                 ack_eliciting |= d.ack_eliciting;
                 carried_data = d.ack_eliciting && allowance.data;
                 if d.protected.is_some() {
                     info.protected_from = Some(d.protected_from);
+                }
+                if carried_data && !d.data.is_empty() {
+                    let from = usize::from(d.protected_from).min(frames.len());
+                    self.replicate(pi, &buf[d.data.clone()], &frames[from..], d.deadline);
                 }
                 protected = d.protected;
                 protected_deadline = d.deadline;
@@ -795,6 +824,7 @@ impl Connection {
         self.streams.write_control(buf, r, frames);
         // Every core frame above is ack-eliciting.
         let mut ack_eliciting = buf.len() > start;
+        let data_start = buf.len();
         if self.extensions.iter().any(|e| e.wants_to_send()) {
             ack_eliciting |= self.with_extensions(now, None, |exts, cx| {
                 let mut any = false;
@@ -842,6 +872,7 @@ impl Connection {
             self.stats.stream_bytes_retransmitted += resent;
         }
         let wrote_app = buf.len() > app_start;
+        let frames_end = buf.len();
         ack_eliciting |= wrote_app;
         if tail_ack && wrote_app && self.out_of_data() && buf.len() < end {
             // The sender goes idle: its last data should not wait for the peer's ack delay.
@@ -868,6 +899,7 @@ impl Connection {
             protected,
             protected_from,
             deadline: latest.filter(|_| all_dated),
+            data: data_start..frames_end.min(buf.len()),
         }
     }
 

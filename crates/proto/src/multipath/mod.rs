@@ -129,6 +129,14 @@ pub trait PathScheduler: Send + fmt::Debug {
     fn per_packet(&self) -> bool {
         false
     }
+
+    /// Whether every data packet goes on each path `rank` returned: the first path that can
+    /// send takes it, and each of the others sends a copy of its data frames (STREAM,
+    /// DATAGRAM and an extension's, not acknowledgements or control frames) as soon as its
+    /// own window and pacer allow.
+    fn replicates(&self) -> bool {
+        false
+    }
 }
 
 /// Builds a scheduler per connection.
@@ -158,16 +166,20 @@ pub enum Scheduler {
     /// Ours: an erasure code's symbols placed by each path's measured loss pattern so that
     /// each block stays decodable; repair on time.
     FecAware,
+    /// Every packet on every usable path: the lowest smoothed RTT takes it first, each other
+    /// path sends a copy when its window allows.
+    Redundant,
 }
 
 impl Scheduler {
-    pub const ALL: [Scheduler; 6] = [
+    pub const ALL: [Scheduler; 7] = [
         Scheduler::MinRtt,
         Scheduler::Backup,
         Scheduler::Single,
         Scheduler::RoundRobin,
         Scheduler::HighRb,
         Scheduler::FecAware,
+        Scheduler::Redundant,
     ];
 
     pub fn factory(self) -> Arc<dyn SchedulerFactory> {
@@ -182,6 +194,7 @@ impl Scheduler {
             Scheduler::RoundRobin => "rr",
             Scheduler::HighRb => "highrb",
             Scheduler::FecAware => "fec-aware",
+            Scheduler::Redundant => "redundant",
         }
     }
 }
@@ -201,7 +214,7 @@ impl std::str::FromStr for Scheduler {
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 format!(
-                    "unknown scheduler {s:?}: use minrtt, backup, single, rr, highrb or fec-aware"
+                    "unknown scheduler {s:?}: use minrtt, backup, single, rr, highrb, fec-aware or redundant"
                 )
             })
     }
@@ -216,6 +229,7 @@ impl SchedulerFactory for Scheduler {
             Scheduler::RoundRobin => Box::new(spread::RoundRobin::default()),
             Scheduler::HighRb => Box::new(spread::HighRb),
             Scheduler::FecAware => Box::new(spread::FecAware::default()),
+            Scheduler::Redundant => Box::new(Redundant),
         }
     }
 
@@ -245,6 +259,25 @@ impl PathScheduler for MinRtt {
         // A path without a sample yet ranks after those with one (its RTT is a guess).
         usable.sort_by_key(|p| (!p.has_rtt_sample, p.srtt, p.id));
         order.extend(usable.into_iter().map(|p| p.id));
+    }
+}
+
+/// Every usable path, lowest smoothed RTT first (as `MinRtt` ranks them), each carrying
+/// every data packet.
+#[derive(Debug)]
+struct Redundant;
+
+impl PathScheduler for Redundant {
+    fn rank(&mut self, cx: &mut SchedulerCx<'_>, paths: &[PathView], order: &mut Vec<PathId>) {
+        MinRtt.rank(cx, paths, order);
+    }
+
+    fn per_packet(&self) -> bool {
+        true
+    }
+
+    fn replicates(&self) -> bool {
+        true
     }
 }
 

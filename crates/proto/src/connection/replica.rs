@@ -1,0 +1,123 @@
+//! Copies of data packets waiting to go out on another path, for a scheduler that sends
+//! every packet on every path ([`crate::multipath::PathScheduler::replicates`]).
+//!
+//! A copy is the data frames of a packet sent on one path (STREAM, DATAGRAM and an
+//! extension's, e.g. a FEC source symbol or repair), as plaintext, with the loss-recovery
+//! records of its STREAM frames: the path that sends it seals it in a packet of its own
+//! number space, and a loss of that packet queues its stream ranges again like any other
+//! (what the other copy already delivered is not sent again). Copies a path cannot send
+//! in time are dropped: the oldest when more than its window's worth wait, and any whose
+//! DATAGRAMs' deadlines have passed.
+
+use std::collections::VecDeque;
+
+use super::sent::SentFrames;
+use crate::Instant;
+
+/// A packet's data frames, to be sent again on another path.
+#[derive(Debug, Clone)]
+pub(super) struct Replica {
+    /// The frames as encoded in the first packet.
+    pub bytes: Vec<u8>,
+    /// Loss-recovery records of its STREAM frames.
+    pub frames: SentFrames,
+    /// When it carries only DATAGRAMs with deadlines: the latest of them.
+    pub deadline: Option<Instant>,
+}
+
+/// The copies one path owes, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct ReplicaQueue {
+    queue: VecDeque<Replica>,
+    bytes: usize,
+    /// Copies dropped: too many waiting, too late, or larger than this path's packets.
+    pub dropped: u64,
+}
+
+impl ReplicaQueue {
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Queues `r`; copies beyond `max_bytes` waiting are dropped, oldest first (the path is
+    /// slower than the one that sent them: they would only arrive later and later).
+    pub fn push(&mut self, r: Replica, max_bytes: usize) {
+        self.bytes += r.bytes.len();
+        self.queue.push_back(r);
+        while self.bytes > max_bytes.max(1)
+            && let Some(old) = self.queue.pop_front()
+        {
+            self.bytes -= old.bytes.len();
+            self.dropped += 1;
+        }
+    }
+
+    /// The oldest copy still useful at `now` whose frames fit in `room` bytes; copies past
+    /// their deadline, or too large for this path's packets (`max_room`), are dropped.
+    pub fn pop(&mut self, now: Instant, room: usize, max_room: usize) -> Option<Replica> {
+        while let Some(front) = self.queue.front() {
+            let late = front.deadline.is_some_and(|d| now > d);
+            if !late && front.bytes.len() <= max_room {
+                if front.bytes.len() > room {
+                    return None;
+                }
+                let r = self.queue.pop_front().expect("non-empty");
+                self.bytes -= r.bytes.len();
+                return Some(r);
+            }
+            let r = self.queue.pop_front().expect("non-empty");
+            self.bytes -= r.bytes.len();
+            self.dropped += 1;
+        }
+        None
+    }
+
+    /// Forgets every copy (the path closed).
+    pub fn clear(&mut self) {
+        self.dropped += self.queue.len() as u64;
+        self.queue.clear();
+        self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica(len: usize, deadline: Option<u64>) -> Replica {
+        Replica {
+            bytes: vec![0; len],
+            frames: SentFrames::new(),
+            deadline: deadline.map(|ms| Instant::from_nanos(ms * 1_000_000)),
+        }
+    }
+
+    #[test]
+    fn oldest_first_within_the_byte_budget() {
+        let mut q = ReplicaQueue::default();
+        q.push(replica(100, None), 250);
+        q.push(replica(110, None), 250);
+        q.push(replica(120, None), 250);
+        assert_eq!(q.dropped, 1, "the oldest went to keep 250 bytes");
+        let now = Instant::ZERO;
+        assert!(q.pop(now, 100, 1200).is_none(), "the next does not fit yet");
+        assert_eq!(q.pop(now, 1200, 1200).map(|r| r.bytes.len()), Some(110));
+        assert_eq!(q.pop(now, 1200, 1200).map(|r| r.bytes.len()), Some(120));
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn late_and_oversized_copies_are_dropped() {
+        let mut q = ReplicaQueue::default();
+        q.push(replica(100, Some(10)), 10_000);
+        q.push(replica(1300, None), 10_000);
+        q.push(replica(90, Some(30)), 10_000);
+        let r = q.pop(Instant::from_nanos(20_000_000), 1200, 1200);
+        assert_eq!(r.map(|r| r.bytes.len()), Some(90));
+        assert_eq!(q.dropped, 2);
+        q.push(replica(90, None), 10_000);
+        q.clear();
+        assert!(q.is_empty());
+        assert_eq!(q.dropped, 3);
+    }
+}
