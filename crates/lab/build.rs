@@ -32,8 +32,13 @@ fn main() {
         },
     );
     println!("cargo:rustc-env=QFEC_COMMIT={commit}");
-    // Rebuilt when HEAD moves (a commit, a checkout) and when this crate's sources change.
-    println!("cargo:rerun-if-changed=src");
+    // Rebuilt when HEAD moves (a commit, a checkout) and when any tracked source the label
+    // covers changes: every crate (a directory is scanned whole), the manifest and the lock.
+    // Watching this crate alone kept a `-dirty` label after the tree went back to its commit
+    // (a change in another crate rebuilt the lab, its reversal did not).
+    for watched in ["..", "../../Cargo.toml", "../../Cargo.lock"] {
+        println!("cargo:rerun-if-changed={watched}");
+    }
     if let Some(dir) = git(&["rev-parse", "--absolute-git-dir"]) {
         let dir = Path::new(&dir);
         // refs/heads too: a commit after `git pack-refs` writes a loose ref it names.
