@@ -200,24 +200,32 @@ fn series(names: &[&str], get: &dyn Fn(&str) -> Vec<f64>) -> Vec<Series> {
         .collect()
 }
 
-fn data_table(md: &mut String, m: &Medians, design: &str, names: &[&str]) {
+/// The design's table; the last column is the median over its runs of the UDP payload bytes
+/// both ends sent (what `redundant` pays for its copies).
+fn data_table(md: &mut String, m: &Medians, records: &[RunRecord], design: &str, names: &[&str]) {
     let _ = writeln!(
         md,
-        "| variant | points | all data received | median data | p10 data | median re-buffering (s) | no re-buffering |\n|---|---:|---:|---:|---:|---:|---:|"
+        "| variant | points | all data received | median data | p10 data | median re-buffering (s) | no re-buffering | MB on the wire |\n|---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for v in names {
         let d = m.data(design, v);
         let r = m.rebuffering(design, v);
         let (sd, sr) = (Stats::of(&d), Stats::of(&r));
+        let wire: Vec<f64> = records
+            .iter()
+            .filter(|x| x.error.is_none() && x.scenario == design && x.variant == *v)
+            .map(|x| x.bytes_on_wire as f64 / 1e6)
+            .collect();
         let _ = writeln!(
             md,
-            "| {v} | {} | {} | {} | {} | {} | {} |",
+            "| {v} | {} | {} | {} | {} | {} | {} | {} |",
             d.len(),
             pct(share(&d, all)),
             sd.map_or("–".into(), |s| format!("{:.2} %", s.median * 100.0)),
             sd.map_or("–".into(), |s| format!("{:.2} %", s.p10 * 100.0)),
             fmt_opt(sr.map(|s| s.median), 3),
             pct(share(&r, |x| x == 0.0)),
+            fmt_opt(Stats::of(&wire).map(|s| s.median), 1),
         );
     }
     md.push('\n');
@@ -324,7 +332,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
 
     // Fig. 13: re-buffering of single, RR, HighRB.
     let _ = writeln!(md, "## Fig. 13: total re-buffering, homogeneous paths\n");
-    data_table(&mut md, &m, "homogeneous", &RS_VARIANTS);
+    data_table(&mut md, &m, records, "homogeneous", &RS_VARIANTS);
     let single = by_place(&m, "homogeneous", "single");
     let rr = by_place(&m, "homogeneous", "rr");
     let mut bursts: Vec<f64> = homo.iter().map(|p| p.burst(0)).collect();
@@ -423,7 +431,7 @@ pub(super) fn report(records: &[RunRecord], opts: &Options) -> Report {
 
     // Fig. 17.
     let _ = writeln!(md, "## Fig. 17: data received, heterogeneous paths\n");
-    data_table(&mut md, &m, "heterogeneous", &RS_VARIANTS);
+    data_table(&mut md, &m, records, "heterogeneous", &RS_VARIANTS);
     let get = |v: &str| by_place(&m, "heterogeneous", v);
     let (hs, hr, hh) = (get("single"), get("rr"), get("highrb"));
     // The most data any of the paper's schedulers received at a point, and which did

@@ -389,18 +389,10 @@ impl Connection {
         }
     }
 
-    /// A data packet on path slot `pi` carried `bytes` of data frames (with `frames`, the
-    /// loss-recovery records of its STREAM frames, and `deadline`, see
-    /// [`super::replica::Replica`]): with a replicating scheduler, every other path it
-    /// ranked now owes a copy. At most a congestion window's worth of copies wait per path
-    /// (at least 16 packets, at most 4 MiB).
-    pub(super) fn replicate(
-        &mut self,
-        pi: usize,
-        bytes: &[u8],
-        frames: &[super::sent::SentFrame],
-        deadline: Option<Instant>,
-    ) {
+    /// A data packet on path slot `pi` carried the data frames of `copy`: with a replicating
+    /// scheduler, every other path it ranked now owes a copy. At most a congestion window's
+    /// worth of copies wait per path (at least 16 packets, at most 4 MiB).
+    pub(super) fn replicate(&mut self, pi: usize, copy: super::replica::Replica) {
         let Some(mp) = self.multipath.as_ref() else {
             return;
         };
@@ -417,12 +409,7 @@ impl Connection {
             let max = usize::try_from(path.cc.window())
                 .unwrap_or(usize::MAX)
                 .clamp(16 * path.mtu, 4 << 20);
-            let copy = super::replica::Replica {
-                bytes: bytes.to_vec(),
-                frames: frames.iter().copied().collect(),
-                deadline,
-            };
-            path.replicas.push(copy, max);
+            path.replicas.push(copy.clone(), max);
         }
     }
 

@@ -6,8 +6,9 @@
 //! records of its STREAM frames: the path that sends it seals it in a packet of its own
 //! number space, and a loss of that packet queues its stream ranges again like any other
 //! (what the other copy already delivered is not sent again). Copies a path cannot send
-//! in time are dropped: the oldest when more than its window's worth wait, and any whose
-//! DATAGRAMs' deadlines have passed.
+//! in time are dropped: the oldest when more than its window's worth wait, any whose
+//! DATAGRAMs' deadlines have passed, and any of STREAM data only that the peer
+//! acknowledged through the packet it copies (or another).
 
 use std::collections::VecDeque;
 
@@ -23,6 +24,9 @@ pub(super) struct Replica {
     pub frames: SentFrames,
     /// When it carries only DATAGRAMs with deadlines: the latest of them.
     pub deadline: Option<Instant>,
+    /// Its frames are STREAM frames only (no DATAGRAM, no extension frame): once the peer
+    /// acknowledged them all through another packet, the copy is dropped unsent.
+    pub only_streams: bool,
 }
 
 /// The copies one path owes, oldest first.
@@ -53,11 +57,19 @@ impl ReplicaQueue {
     }
 
     /// The oldest copy still useful at `now` whose frames fit in `room` bytes; copies past
-    /// their deadline, or too large for this path's packets (`max_room`), are dropped.
-    pub fn pop(&mut self, now: Instant, room: usize, max_room: usize) -> Option<Replica> {
+    /// their deadline, too large for this path's packets (`max_room`), or whose STREAM
+    /// frames `delivered` says the peer has, are dropped.
+    pub fn pop(
+        &mut self,
+        now: Instant,
+        room: usize,
+        max_room: usize,
+        delivered: impl Fn(&SentFrames) -> bool,
+    ) -> Option<Replica> {
         while let Some(front) = self.queue.front() {
             let late = front.deadline.is_some_and(|d| now > d);
-            if !late && front.bytes.len() <= max_room {
+            let useless = front.only_streams && delivered(&front.frames);
+            if !late && !useless && front.bytes.len() <= max_room {
                 if front.bytes.len() > room {
                     return None;
                 }
@@ -89,7 +101,12 @@ mod tests {
             bytes: vec![0; len],
             frames: SentFrames::new(),
             deadline: deadline.map(|ms| Instant::from_nanos(ms * 1_000_000)),
+            only_streams: false,
         }
+    }
+
+    fn none_delivered(_: &SentFrames) -> bool {
+        false
     }
 
     #[test]
@@ -100,9 +117,20 @@ mod tests {
         q.push(replica(120, None), 250);
         assert_eq!(q.dropped, 1, "the oldest went to keep 250 bytes");
         let now = Instant::ZERO;
-        assert!(q.pop(now, 100, 1200).is_none(), "the next does not fit yet");
-        assert_eq!(q.pop(now, 1200, 1200).map(|r| r.bytes.len()), Some(110));
-        assert_eq!(q.pop(now, 1200, 1200).map(|r| r.bytes.len()), Some(120));
+        assert!(
+            q.pop(now, 100, 1200, none_delivered).is_none(),
+            "the next does not fit yet"
+        );
+        assert_eq!(
+            q.pop(now, 1200, 1200, none_delivered)
+                .map(|r| r.bytes.len()),
+            Some(110)
+        );
+        assert_eq!(
+            q.pop(now, 1200, 1200, none_delivered)
+                .map(|r| r.bytes.len()),
+            Some(120)
+        );
         assert!(q.is_empty());
     }
 
@@ -112,12 +140,40 @@ mod tests {
         q.push(replica(100, Some(10)), 10_000);
         q.push(replica(1300, None), 10_000);
         q.push(replica(90, Some(30)), 10_000);
-        let r = q.pop(Instant::from_nanos(20_000_000), 1200, 1200);
+        let r = q.pop(Instant::from_nanos(20_000_000), 1200, 1200, none_delivered);
         assert_eq!(r.map(|r| r.bytes.len()), Some(90));
         assert_eq!(q.dropped, 2);
         q.push(replica(90, None), 10_000);
         q.clear();
         assert!(q.is_empty());
         assert_eq!(q.dropped, 3);
+    }
+
+    #[test]
+    fn a_copy_of_delivered_stream_data_is_dropped() {
+        use super::super::sent::SentFrame;
+        use crate::types::StreamId;
+        let frame = |offset| SentFrame::Stream {
+            id: StreamId(3),
+            offset,
+            len: 100,
+            fin: false,
+        };
+        let mut q = ReplicaQueue::default();
+        for (offset, only_streams) in [(0, true), (100, false), (200, true)] {
+            q.push(
+                Replica {
+                    frames: std::iter::once(frame(offset)).collect(),
+                    only_streams,
+                    ..replica(120, None)
+                },
+                10_000,
+            );
+        }
+        // The peer has everything: only the copy that carries more than STREAM frames goes.
+        let r = q.pop(Instant::ZERO, 1200, 1200, |_| true);
+        assert_eq!(r.map(|r| r.frames[0]), Some(frame(100)));
+        assert!(q.pop(Instant::ZERO, 1200, 1200, |_| true).is_none());
+        assert_eq!(q.dropped, 2);
     }
 }

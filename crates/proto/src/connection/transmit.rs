@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use super::extension::{ProtectedRegion, SentPacketInfo};
+use super::replica::Replica;
 use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::spaces::{HANDSHAKE_PATH, Pns};
 use super::{CloseInfo, Connection, PathId, State, Transmit};
@@ -41,6 +42,8 @@ struct DataFrames {
     /// Where the data frames are (an extension's frames, the protected region, DATAGRAM and
     /// STREAM frames): what a replicating scheduler copies to the other paths.
     data: Range<usize>,
+    /// Those are STREAM frames only.
+    only_streams: bool,
 }
 
 /// What the transmit path may put in a packet right now.
@@ -492,7 +495,18 @@ impl Connection {
                 let room = max_payload_end.saturating_sub(buf.len());
                 let max_room =
                     (packet_start + self.paths[pi].mtu).saturating_sub(payload_start + TAG_LEN);
-                self.paths[pi].replicas.pop(now, room, max_room)
+                let streams = &self.streams;
+                self.paths[pi].replicas.pop(now, room, max_room, |frames| {
+                    frames.iter().all(|f| match *f {
+                        SentFrame::Stream {
+                            id,
+                            offset,
+                            len,
+                            fin,
+                        } => streams.is_delivered(id, offset, len as usize, fin),
+                        _ => false,
+                    })
+                })
             } else {
                 None
             };
@@ -510,7 +524,13 @@ impl Connection {
                 }
                 if carried_data && !d.data.is_empty() {
                     let from = usize::from(d.protected_from).min(frames.len());
-                    self.replicate(pi, &buf[d.data.clone()], &frames[from..], d.deadline);
+                    let copy = Replica {
+                        bytes: buf[d.data.clone()].to_vec(),
+                        frames: frames[from..].iter().copied().collect(),
+                        deadline: d.deadline,
+                        only_streams: d.only_streams,
+                    };
+                    self.replicate(pi, copy);
                 }
                 protected = d.protected;
                 protected_deadline = d.deadline;
@@ -900,6 +920,7 @@ impl Connection {
             protected_from,
             deadline: latest.filter(|_| all_dated),
             data: data_start..frames_end.min(buf.len()),
+            only_streams: data_start == app_start && before_streams == app_start,
         }
     }
 

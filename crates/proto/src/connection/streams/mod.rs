@@ -860,6 +860,14 @@ impl Streams {
         }
     }
 
+    /// Whether the peer has all of a STREAM frame we sent: acknowledged, or its stream is
+    /// gone from our send side (all acknowledged, or reset).
+    pub fn is_delivered(&self, id: StreamId, offset: u64, len: usize, fin: bool) -> bool {
+        self.send
+            .get(&id)
+            .is_none_or(|s| s.is_acked(offset, len, fin))
+    }
+
     pub fn on_stream_lost(&mut self, id: StreamId, offset: u64, len: usize, fin: bool) {
         let Some(s) = self.send.get_mut(&id) else {
             return;

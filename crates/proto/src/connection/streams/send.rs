@@ -235,6 +235,17 @@ impl SendStream {
         false
     }
 
+    /// Whether the peer acknowledged all of `offset..offset+len` (and the end, with `fin`);
+    /// a reset stream's data counts as delivered: nothing of it is sent again.
+    pub fn is_acked(&self, offset: u64, len: usize, fin: bool) -> bool {
+        if self.is_reset() {
+            return true;
+        }
+        let (start, end) = (offset.max(self.buf.start()), offset + len as u64);
+        let data = start >= end || self.acked.iter().any(|r| r.start <= start && end <= r.end);
+        data && (!fin || self.fin_acked)
+    }
+
     /// Bytes at `offset..offset+len` were lost: queue what is still unacknowledged.
     pub fn on_lost(&mut self, offset: u64, len: usize, fin: bool) {
         if self.is_reset() {
