@@ -365,6 +365,10 @@ fn lossy_download(seed: u64, scheduler: Scheduler) -> (usize, usize, u64, [u64; 
     let distinct: std::collections::BTreeSet<&Vec<u8>> = got.iter().collect();
     let s = pair.server.connection(x.server.unwrap()).unwrap().stats();
     let carried = [0, 1].map(|i| pair.link_bytes[i][1] - before[i][1]);
+    assert!(
+        s.replicas_sent > 0 || s.replicas_dropped == 0,
+        "copies dropped without a replicating scheduler: {s:?}"
+    );
     (distinct.len(), got.len(), s.replicas_sent, carried)
 }
 

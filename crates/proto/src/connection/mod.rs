@@ -218,6 +218,9 @@ pub struct ConnectionStats {
     /// Packets that carried a copy of another path's data packet (a scheduler that
     /// replicates, [`crate::multipath::PathScheduler::replicates`]).
     pub replicas_sent: u64,
+    /// Copies dropped unsent: more than a window's worth waited, their DATAGRAMs' deadline
+    /// passed, the peer had their STREAM data already, or their path closed.
+    pub replicas_dropped: u64,
     /// ACK frames sent (all packet-number spaces).
     pub ack_frames_sent: u64,
     /// ACK_FREQUENCY frames sent (first transmissions and repeats).

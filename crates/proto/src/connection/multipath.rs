@@ -389,16 +389,20 @@ impl Connection {
         }
     }
 
-    /// A data packet on path slot `pi` carried the data frames of `copy`: with a replicating
-    /// scheduler, every other path it ranked now owes a copy. At most a congestion window's
+    /// Whether the scheduler sends every data packet on every path it ranks.
+    pub(super) fn replicating(&self) -> bool {
+        self.multipath
+            .as_ref()
+            .is_some_and(|mp| mp.scheduler.replicates())
+    }
+
+    /// A data packet on path slot `pi` carried the data frames of `copy`: every other path
+    /// the (replicating) scheduler ranked now owes a copy. At most a congestion window's
     /// worth of copies wait per path (at least 16 packets, at most 4 MiB).
     pub(super) fn replicate(&mut self, pi: usize, copy: super::replica::Replica) {
         let Some(mp) = self.multipath.as_ref() else {
             return;
         };
-        if !mp.scheduler.replicates() {
-            return;
-        }
         let from = self.paths[pi].id;
         let to: SmallVec<[PathId; 4]> = mp.order.iter().copied().filter(|&id| id != from).collect();
         for id in to {
@@ -409,7 +413,7 @@ impl Connection {
             let max = usize::try_from(path.cc.window())
                 .unwrap_or(usize::MAX)
                 .clamp(16 * path.mtu, 4 << 20);
-            path.replicas.push(copy.clone(), max);
+            self.stats.replicas_dropped += path.replicas.push(copy.clone(), max);
         }
     }
 
@@ -496,7 +500,7 @@ impl Connection {
             };
             // Its packets in flight count no more; what they carried goes again elsewhere.
             self.requeue_path_in_flight(pi);
-            self.paths[pi].replicas.clear();
+            self.stats.replicas_dropped += self.paths[pi].replicas.clear();
             self.events
                 .push_back(Event::PathAbandoned { id, error_code });
         }

@@ -29,13 +29,12 @@ pub(super) struct Replica {
     pub only_streams: bool,
 }
 
-/// The copies one path owes, oldest first.
+/// The copies one path owes, oldest first. What it drops (too many waiting, too late,
+/// delivered already, larger than this path's packets) its callers count.
 #[derive(Debug, Default)]
 pub(super) struct ReplicaQueue {
     queue: VecDeque<Replica>,
     bytes: usize,
-    /// Copies dropped: too many waiting, too late, or larger than this path's packets.
-    pub dropped: u64,
 }
 
 impl ReplicaQueue {
@@ -44,30 +43,35 @@ impl ReplicaQueue {
     }
 
     /// Queues `r`; copies beyond `max_bytes` waiting are dropped, oldest first (the path is
-    /// slower than the one that sent them: they would only arrive later and later).
-    pub fn push(&mut self, r: Replica, max_bytes: usize) {
+    /// slower than the one that sent them: they would only arrive later and later). Returns
+    /// how many were dropped.
+    pub fn push(&mut self, r: Replica, max_bytes: usize) -> u64 {
         self.bytes += r.bytes.len();
         self.queue.push_back(r);
+        let mut dropped = 0;
         while self.bytes > max_bytes.max(1)
             && let Some(old) = self.queue.pop_front()
         {
             self.bytes -= old.bytes.len();
-            self.dropped += 1;
+            dropped += 1;
         }
+        dropped
     }
 
-    /// The oldest copy still useful at `now` whose frames fit in `room` bytes; copies past
-    /// their deadline, too large for this path's packets (`max_room`), or whose STREAM
-    /// frames `delivered` says the peer has, are dropped.
+    /// The oldest copy still useful whose frames fit in `room` bytes; copies whose deadline
+    /// comes before `arrival` (when a packet sent now would arrive), too large for this
+    /// path's packets (`max_room`), or whose STREAM frames `delivered` says the peer has,
+    /// are dropped and counted in `dropped`.
     pub fn pop(
         &mut self,
-        now: Instant,
+        arrival: Instant,
         room: usize,
         max_room: usize,
         delivered: impl Fn(&SentFrames) -> bool,
+        dropped: &mut u64,
     ) -> Option<Replica> {
         while let Some(front) = self.queue.front() {
-            let late = front.deadline.is_some_and(|d| now > d);
+            let late = front.deadline.is_some_and(|d| arrival > d);
             let useless = front.only_streams && delivered(&front.frames);
             if !late && !useless && front.bytes.len() <= max_room {
                 if front.bytes.len() > room {
@@ -79,16 +83,17 @@ impl ReplicaQueue {
             }
             let r = self.queue.pop_front().expect("non-empty");
             self.bytes -= r.bytes.len();
-            self.dropped += 1;
+            *dropped += 1;
         }
         None
     }
 
-    /// Forgets every copy (the path closed).
-    pub fn clear(&mut self) {
-        self.dropped += self.queue.len() as u64;
+    /// Forgets every copy (the path closed); returns how many there were.
+    pub fn clear(&mut self) -> u64 {
+        let n = self.queue.len() as u64;
         self.queue.clear();
         self.bytes = 0;
+        n
     }
 }
 
@@ -112,26 +117,21 @@ mod tests {
     #[test]
     fn oldest_first_within_the_byte_budget() {
         let mut q = ReplicaQueue::default();
-        q.push(replica(100, None), 250);
-        q.push(replica(110, None), 250);
-        q.push(replica(120, None), 250);
-        assert_eq!(q.dropped, 1, "the oldest went to keep 250 bytes");
-        let now = Instant::ZERO;
+        assert_eq!(q.push(replica(100, None), 250), 0);
+        assert_eq!(q.push(replica(110, None), 250), 0);
+        assert_eq!(q.push(replica(120, None), 250), 1, "the oldest went");
+        let (now, mut dropped) = (Instant::ZERO, 0);
         assert!(
-            q.pop(now, 100, 1200, none_delivered).is_none(),
+            q.pop(now, 100, 1200, none_delivered, &mut dropped)
+                .is_none(),
             "the next does not fit yet"
         );
-        assert_eq!(
-            q.pop(now, 1200, 1200, none_delivered)
-                .map(|r| r.bytes.len()),
-            Some(110)
-        );
-        assert_eq!(
-            q.pop(now, 1200, 1200, none_delivered)
-                .map(|r| r.bytes.len()),
-            Some(120)
-        );
+        for len in [110, 120] {
+            let r = q.pop(now, 1200, 1200, none_delivered, &mut dropped);
+            assert_eq!(r.map(|r| r.bytes.len()), Some(len));
+        }
         assert!(q.is_empty());
+        assert_eq!(dropped, 0);
     }
 
     #[test]
@@ -140,13 +140,15 @@ mod tests {
         q.push(replica(100, Some(10)), 10_000);
         q.push(replica(1300, None), 10_000);
         q.push(replica(90, Some(30)), 10_000);
-        let r = q.pop(Instant::from_nanos(20_000_000), 1200, 1200, none_delivered);
+        let mut dropped = 0;
+        // A packet sent now arrives at 20 ms: the first copy's deadline has passed.
+        let arrival = Instant::from_nanos(20_000_000);
+        let r = q.pop(arrival, 1200, 1200, none_delivered, &mut dropped);
         assert_eq!(r.map(|r| r.bytes.len()), Some(90));
-        assert_eq!(q.dropped, 2);
+        assert_eq!(dropped, 2);
         q.push(replica(90, None), 10_000);
-        q.clear();
+        assert_eq!(q.clear(), 1);
         assert!(q.is_empty());
-        assert_eq!(q.dropped, 3);
     }
 
     #[test]
@@ -171,9 +173,13 @@ mod tests {
             );
         }
         // The peer has everything: only the copy that carries more than STREAM frames goes.
-        let r = q.pop(Instant::ZERO, 1200, 1200, |_| true);
+        let mut dropped = 0;
+        let r = q.pop(Instant::ZERO, 1200, 1200, |_| true, &mut dropped);
         assert_eq!(r.map(|r| r.frames[0]), Some(frame(100)));
-        assert!(q.pop(Instant::ZERO, 1200, 1200, |_| true).is_none());
-        assert_eq!(q.dropped, 2);
+        assert!(
+            q.pop(Instant::ZERO, 1200, 1200, |_| true, &mut dropped)
+                .is_none()
+        );
+        assert_eq!(dropped, 2);
     }
 }

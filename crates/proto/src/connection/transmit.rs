@@ -496,7 +496,9 @@ impl Connection {
                 let max_room =
                     (packet_start + self.paths[pi].mtu).saturating_sub(payload_start + TAG_LEN);
                 let streams = &self.streams;
-                self.paths[pi].replicas.pop(now, room, max_room, |frames| {
+                let path = &mut self.paths[pi];
+                let arrival = now + path.rtt.min() / 2;
+                let delivered = |frames: &SentFrames| {
                     frames.iter().all(|f| match *f {
                         SentFrame::Stream {
                             id,
@@ -506,7 +508,10 @@ impl Connection {
                         } => streams.is_delivered(id, offset, len as usize, fin),
                         _ => false,
                     })
-                })
+                };
+                let dropped = &mut self.stats.replicas_dropped;
+                path.replicas
+                    .pop(arrival, room, max_room, delivered, dropped)
             } else {
                 None
             };
@@ -522,7 +527,7 @@ impl Connection {
                 if d.protected.is_some() {
                     info.protected_from = Some(d.protected_from);
                 }
-                if carried_data && !d.data.is_empty() {
+                if carried_data && !d.data.is_empty() && self.replicating() {
                     let from = usize::from(d.protected_from).min(frames.len());
                     let copy = Replica {
                         bytes: buf[d.data.clone()].to_vec(),
