@@ -65,6 +65,21 @@ fn a_wildcard_server_answers_from_the_address_the_client_used() {
     assert_eq!(std::fs::read(out.join("small.txt")).unwrap(), b"hello\n");
 }
 
+/// The client's report line for path `id`.
+fn path_line(stdout: &str, id: u32) -> &str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("path {id}  ")))
+        .unwrap_or_else(|| panic!("no line for path {id}: {stdout}"))
+}
+
+/// The bytes a path's report line says it received.
+fn path_received(line: &str) -> u64 {
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let i = w.iter().position(|x| *x == "received").unwrap();
+    w[i + 1].parse().unwrap()
+}
+
 /// A server with the redundant scheduler sends the whole file on both of the client's paths
 /// over real sockets; it arrives intact once.
 #[test]
@@ -83,17 +98,7 @@ fn a_redundant_server_sends_every_packet_on_both_paths() {
         .unwrap();
     let stdout = succeeded(&o);
     assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), data);
-    let received: Vec<u64> = [0, 1]
-        .map(|id| {
-            let line = stdout
-                .lines()
-                .find(|l| l.starts_with(&format!("path {id}  ")))
-                .unwrap_or_else(|| panic!("no line for path {id}: {stdout}"));
-            let w: Vec<&str> = line.split_whitespace().collect();
-            let i = w.iter().position(|x| *x == "received").unwrap();
-            w[i + 1].parse().unwrap()
-        })
-        .to_vec();
+    let received = [0, 1].map(|id| path_received(path_line(&stdout, id)));
     // Each path's copies go as its own window allows, and a copy of data the other path
     // already delivered is dropped: on an idle machine each path carries all of it (8.0 and
     // 8.0 MB of an 8 MB file measured), with both cores busy elsewhere at least half.
@@ -121,14 +126,7 @@ fn multipath_client_opens_a_path_per_address_and_survives_abandoning_one() {
     let stdout = succeeded(&o);
     assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), data);
     // Path 0 left from 127.0.0.1, path 1 from 127.0.0.2 (same port), both carried data.
-    let path = |id: u32| {
-        stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("path {id}  ")))
-            .unwrap_or_else(|| panic!("no line for path {id}: {stdout}"))
-            .to_string()
-    };
-    let (p0, p1) = (path(0), path(1));
+    let (p0, p1) = (path_line(&stdout, 0), path_line(&stdout, 1));
     assert!(
         p0.contains("127.0.0.1:") && p0.contains("abandoned"),
         "{p0}"
@@ -137,14 +135,9 @@ fn multipath_client_opens_a_path_per_address_and_survives_abandoning_one() {
         p1.contains("127.0.0.2:") && p1.contains("validated"),
         "{p1}"
     );
-    let received = |l: &str| -> u64 {
-        let w: Vec<&str> = l.split_whitespace().collect();
-        let i = w.iter().position(|x| *x == "received").unwrap();
-        w[i + 1].parse().unwrap()
-    };
-    assert!(received(&p1) > 1_000_000, "{stdout}");
+    assert!(path_received(p1) > 1_000_000, "{stdout}");
     assert!(
-        received(&p0) + received(&p1) > data.len() as u64,
+        path_received(p0) + path_received(p1) > data.len() as u64,
         "{stdout}"
     );
     assert!(stdout.contains("path 0 abandoned after"), "{stdout}");
