@@ -40,6 +40,7 @@ fn placement(scheduler: Scheduler) -> Vec<u32> {
             rate: 0.0,
             mean_burst: 1.0,
             samples: 1000.0,
+            isolated: 0.0,
         },
     };
     let paths = [view(0), view(1)];

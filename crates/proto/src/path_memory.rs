@@ -91,6 +91,11 @@ pub fn merge(old: LossEstimate, new: LossEstimate) -> LossEstimate {
     let samples = ns + keep;
     let lost = ns * nr + os * or * scale;
     let bursts = ns * nr / nb + os * or * scale / ob;
+    let isolated = if lost > 0.0 {
+        (ns * nr * clean_share(new.isolated) + os * or * scale * clean_share(old.isolated)) / lost
+    } else {
+        0.0
+    };
     LossEstimate {
         rate: if samples > 0.0 { lost / samples } else { 0.0 },
         mean_burst: if bursts > 0.0 {
@@ -99,6 +104,16 @@ pub fn merge(old: LossEstimate, new: LossEstimate) -> LossEstimate {
             1.0
         },
         samples,
+        isolated,
+    }
+}
+
+/// A share in [0, 1] (0 when not a number).
+fn clean_share(x: f64) -> f64 {
+    if x.is_finite() {
+        x.clamp(0.0, 1.0)
+    } else {
+        0.0
     }
 }
 
@@ -141,6 +156,8 @@ pub(crate) fn decode(r: &mut crate::coding::Reader<'_>) -> Option<Option<LossEst
         rate: f64::from(rate) / 65535.0,
         mean_burst: (f64::from(burst) / 100.0).max(1.0),
         samples: f64::from(samples),
+        // A token keeps rate and bursts only: a remembered path is a Gilbert channel.
+        isolated: 0.0,
     }))
 }
 
@@ -153,6 +170,7 @@ mod tests {
             rate,
             mean_burst: burst,
             samples,
+            isolated: 0.0,
         }
     }
 

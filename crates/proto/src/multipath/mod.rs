@@ -461,6 +461,7 @@ mod tests {
             rate,
             mean_burst,
             samples: 1000.0,
+            isolated: 0.0,
         }
     }
 

@@ -17,9 +17,15 @@ pub struct LossPattern {
     lost: f64,
     /// Runs of consecutive lost packet numbers.
     bursts: f64,
+    /// Ended runs of one loss, runs of two or more, and the losses in the latter.
+    singles: f64,
+    long_runs: f64,
+    long_lost: f64,
     /// The largest packet number declared lost, to join a run that loss detection splits
     /// over two calls.
     last_lost: Option<u64>,
+    /// The length of the run `last_lost` ends (it may go on).
+    run: u32,
 }
 
 /// What [`LossPattern`] estimates.
@@ -31,6 +37,13 @@ pub struct LossEstimate {
     pub mean_burst: f64,
     /// Packets resolved (acknowledged or lost) behind the estimate, after decay.
     pub samples: f64,
+    /// Share of the losses that came alone beyond what the runs of two or more explain:
+    /// independent losses beside a bursty state (a Gilbert-Elliott channel whose good state
+    /// loses too, paper 002's k < 1). Runs of a two-state Gilbert channel are geometric, so
+    /// the runs of two or more tell how many single losses its bad state makes; the singles
+    /// beyond those are independent. 0 for a two-state Gilbert channel, and before a run of
+    /// two or more was seen.
+    pub isolated: f64,
 }
 
 impl LossEstimate {
@@ -56,13 +69,29 @@ impl LossPattern {
     pub fn on_lost(&mut self, pns: impl IntoIterator<Item = u64>) {
         for pn in pns {
             let joins = self.last_lost.is_some_and(|l| pn == l + 1);
-            if !joins {
+            if joins {
+                self.run += 1;
+            } else {
+                self.end_run();
                 self.bursts += 1.0;
+                self.run = 1;
             }
             self.lost += 1.0;
             self.last_lost = Some(pn);
         }
         self.decay();
+    }
+
+    /// The run `last_lost` ends is over (another began).
+    fn end_run(&mut self) {
+        match self.run {
+            0 => {}
+            1 => self.singles += 1.0,
+            n => {
+                self.long_runs += 1.0;
+                self.long_lost += f64::from(n);
+            }
+        }
     }
 
     /// A packet declared lost was acknowledged after all.
@@ -82,7 +111,23 @@ impl LossPattern {
                 1.0
             },
             samples: n,
+            isolated: self.isolated(),
         }
+    }
+
+    /// See [`LossEstimate::isolated`]: the runs of two or more, geometric with parameter r
+    /// (mean length 1 + 1/r), come with r/(1-r) single losses per such run from the same
+    /// bursty state; the singles beyond those are independent.
+    fn isolated(&self) -> f64 {
+        let ended = self.singles + self.long_lost;
+        if self.long_runs <= 0.0 || ended <= 0.0 {
+            return 0.0;
+        }
+        let mean_long = (self.long_lost / self.long_runs).max(2.0);
+        // r at most 0.9: runs of exactly two say little about how many singles go with them.
+        let r = (1.0 / (mean_long - 1.0)).min(0.9);
+        let bursty_singles = self.long_runs * r / (1.0 - r);
+        ((self.singles - bursty_singles).max(0.0) / ended).clamp(0.0, 1.0)
     }
 
     fn decay(&mut self) {
@@ -90,6 +135,9 @@ impl LossPattern {
             self.delivered /= 2.0;
             self.lost /= 2.0;
             self.bursts /= 2.0;
+            self.singles /= 2.0;
+            self.long_runs /= 2.0;
+            self.long_lost /= 2.0;
         }
     }
 }
@@ -138,6 +186,32 @@ mod tests {
         }
         assert!(l.estimate().rate < 0.01, "{:?}", l.estimate());
         assert!(l.estimate().samples <= HORIZON + 1.0);
+    }
+
+    /// A two-state Gilbert channel's runs are geometric: no isolated losses. A good state
+    /// that loses too (paper 002's k < 1) adds singles beyond the geometric share.
+    #[test]
+    fn isolated_losses_are_the_singles_the_bursts_do_not_explain() {
+        let feed = |runs: &[(u64, u64)]| {
+            let mut l = LossPattern::default();
+            let mut pn = 0;
+            for &(len, count) in runs {
+                for _ in 0..count {
+                    l.on_lost(pn..pn + len);
+                    pn += len + 5;
+                }
+            }
+            l.on_lost([pn + 10]); // ends the last run
+            l.estimate().isolated
+        };
+        // Geometric with r = 1/2: half the runs single, a quarter of two, ...
+        let gilbert = feed(&[(1, 80), (2, 40), (3, 20), (4, 10), (5, 5), (6, 3), (7, 2)]);
+        assert!(gilbert < 0.05, "{gilbert}");
+        // The same bursts and 200 independent single losses on top: 200 of 517 losses.
+        let mixed = feed(&[(1, 280), (2, 40), (3, 20), (4, 10), (5, 5), (6, 3), (7, 2)]);
+        assert!((0.35..0.42).contains(&mixed), "{mixed}");
+        // Singles only: no burst seen, nothing to tell them apart by.
+        assert_eq!(feed(&[(1, 50)]), 0.0);
     }
 
     #[test]
