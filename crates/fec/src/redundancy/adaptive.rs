@@ -70,14 +70,17 @@
 //!   dropped with it).
 //! - *After a message with a deadline* (real-time DATAGRAMs). Nothing but repair arrives in
 //!   time, so the code stays on for the rest of the connection once such data is seen, and
-//!   the repair after each message is sized on a Gilbert channel (a lossless good state, a
-//!   lossy bad state) fitted to the loss rate and the path's mean loss burst: the fewest m
-//!   (at most 16) that leave less than 0.1 % chance of more than m losses among the message's
-//!   packets and the m repairs after them, which bursts would take together. The burst length
-//!   starts from a prior of 2 packets worth 3 bursts. Under congestion control m stays
-//!   within what the window lets out now (at least one), so repair never delays the next
-//!   message. An 8-packet message gets 2 repairs at 1 % independent loss, 6 when the losses
-//!   come in bursts of 2 packets, 16 (the most) in bursts of 8.
+//!   the repair after each message is sized on a two-state channel (a good state, a bad
+//!   state that loses every packet) fitted to the loss rate, the path's mean loss burst and
+//!   the share of its losses that came alone beyond what its longer runs explain
+//!   ([`qfec_proto::recovery::LossEstimate::isolated`]; the good state loses those): the
+//!   fewest m (at most 16) that leave less than 0.1 % chance of more than m losses among the
+//!   message's packets and the m repairs after them, which bursts would take together. The
+//!   burst length starts from a prior of 2 packets worth 3 bursts. Under congestion control
+//!   m stays within what the window lets out now (at least one), so repair never delays the
+//!   next message. An 8-packet message gets 2 repairs at 1 % independent loss, 6 when the
+//!   losses come in bursts of 2 packets, 16 (the most) in bursts of 8; at 4.6 % loss with a
+//!   mean run of 1.37 packets, 6 if no loss is isolated, more than 8 if 55 % are.
 //! - *Within the flow.* In `mask` mode a recovered loss costs neither a retransmission nor a
 //!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
