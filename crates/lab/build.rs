@@ -4,33 +4,11 @@
 //! checkout (a source archive, a wheel built from one).
 
 use std::path::Path;
-use std::process::Command;
 
-fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
+include!("commit_label.rs");
 
 fn main() {
-    let commit = git(&["rev-parse", "--short=7", "HEAD"]).map_or_else(
-        || "unknown".to_string(),
-        |c| {
-            // The sources only: results or docs edited beside a build do not change it.
-            let dirty = git(&[
-                "status",
-                "--porcelain",
-                "--untracked-files=no",
-                "--",
-                ":/crates",
-                ":/Cargo.toml",
-                ":/Cargo.lock",
-            ])
-            .is_some_and(|s| !s.is_empty());
-            if dirty { format!("{c}-dirty") } else { c }
-        },
-    );
+    let commit = commit_label();
     println!("cargo:rustc-env=QFEC_COMMIT={commit}");
     // Rebuilt when HEAD moves (a commit, a checkout) and when any tracked source the label
     // covers changes: every crate (a directory is scanned whole), the manifest and the lock.

@@ -78,36 +78,13 @@ pub use workload::{Delivery, RealtimeSpec, Workload};
 
 #[cfg(test)]
 mod build_commit_tests {
+    include!("../commit_label.rs");
+
     /// Regression: the label said `-dirty` after the tree went back to its commit (the build
     /// script watched the lab's own sources only). The test binary is built from the tree as
-    /// it is now, so its label is what git says of the tree now. Skipped outside a checkout.
+    /// it is now, so its label is what git says of the tree now.
     #[test]
     fn the_commit_label_is_the_trees() {
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git").args(args).output().ok()?;
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        };
-        let Some(head) = git(&["rev-parse", "--short=7", "HEAD"]) else {
-            assert_eq!(super::BUILD_COMMIT, "unknown");
-            return;
-        };
-        let status = git(&[
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            ":/crates",
-            ":/Cargo.toml",
-            ":/Cargo.lock",
-        ])
-        .expect("git status works where rev-parse does");
-        let want = if status.is_empty() {
-            head
-        } else {
-            format!("{head}-dirty")
-        };
-        assert_eq!(super::BUILD_COMMIT, want);
+        assert_eq!(super::BUILD_COMMIT, commit_label());
     }
 }

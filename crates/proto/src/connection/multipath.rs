@@ -404,17 +404,26 @@ impl Connection {
             return;
         };
         let from = self.paths[pi].id;
-        let to: SmallVec<[PathId; 4]> = mp.order.iter().copied().filter(|&id| id != from).collect();
-        for id in to {
-            let Some(pj) = self.slot_of(id).filter(|&pj| self.can_send_on(pj)) else {
-                continue;
-            };
-            let path = &mut self.paths[pj];
-            let max = usize::try_from(path.cc.window())
-                .unwrap_or(usize::MAX)
-                .clamp(16 * path.mtu, 4 << 20);
-            self.stats.replicas_dropped += path.replicas.push(copy.clone(), max);
+        let to: SmallVec<[usize; 4]> = (mp.order.iter())
+            .filter(|&&id| id != from)
+            .filter_map(|&id| self.slot_of(id).filter(|&pj| self.can_send_on(pj)))
+            .collect();
+        // The last path takes the copy itself, the others a clone.
+        if let Some((&last, rest)) = to.split_last() {
+            for &pj in rest {
+                self.queue_copy(pj, copy.clone());
+            }
+            self.queue_copy(last, copy);
         }
+    }
+
+    /// Path slot `pj` owes `copy`; at most its window's worth wait.
+    fn queue_copy(&mut self, pj: usize, copy: super::replica::Replica) {
+        let path = &mut self.paths[pj];
+        let max = usize::try_from(path.cc.window())
+            .unwrap_or(usize::MAX)
+            .clamp(16 * path.mtu, 4 << 20);
+        self.stats.replicas_dropped += path.replicas.push(copy, max);
     }
 
     /// Whether the scheduler chooses a path before every datagram.
