@@ -5,7 +5,12 @@
 //! slow paths still send the initial window and small bursts back-to-back) and at most 64 KiB
 //! (one GSO batch; bursts larger than that overflow shallow router buffers at high rates), and
 //! never more than the window itself. At a controller's rate the capacity is BBR's send
-//! quantum instead: 1 ms at the rate, between 2 datagrams and 64 KiB. All arithmetic is
+//! quantum instead: 1 ms at the rate, between 2 datagrams and 64 KiB.
+//!
+//! Above 64 KiB per 2 ms (about 260 Mb/s) the cap gives way to what the rate delivers between
+//! two timer ticks (2 ms): a driver's timer ticks every millisecond (tokio's wheel) and rounds
+//! a deadline up to the next tick, so a pacer that waits a few microseconds after each 64 KiB
+//! sleeps up to 2 ms instead and the cap, not the window, sets the rate. All arithmetic is
 //! integer (bytes, nanoseconds).
 
 use std::time::Duration;
@@ -16,6 +21,9 @@ use crate::Instant;
 const BURST_INTERVAL_NANOS: u128 = 2_000_000;
 const MIN_BURST_DATAGRAMS: u64 = 10;
 const MAX_BURST_BYTES: u64 = 64 * 1024;
+/// The longest a driver may sleep when the pacer asks for a shorter wait: two ticks of a 1 ms
+/// timer.
+const TIMER_INTERVAL_NANOS: u128 = 2_000_000;
 /// Send quantum at a controller's rate (draft-ietf-ccwg-bbr SetSendQuantum): 1 ms of sending.
 const QUANTUM_INTERVAL_NANOS: u128 = 1_000_000;
 const MIN_QUANTUM_DATAGRAMS: u64 = 2;
@@ -159,18 +167,31 @@ fn capacity(rtt_nanos: u64, window: u64, mtu: u16) -> u64 {
     let mtu = u64::from(mtu);
     let rtt = u128::from(rtt_nanos.max(1));
     let per_interval = (5 * u128::from(window) * BURST_INTERVAL_NANOS / (4 * rtt)) as u64;
-    per_interval
+    let per_tick = (5 * u128::from(window) * TIMER_INTERVAL_NANOS / (4 * rtt)) as u64;
+    let capped = per_interval
         .max(MIN_BURST_DATAGRAMS * mtu)
-        .min(MAX_BURST_BYTES.max(mtu))
-        .min(window.max(mtu))
+        .min(MAX_BURST_BYTES.max(mtu));
+    at_least_a_tick(capped, per_tick).min(window.max(mtu))
 }
 
 fn quantum(bytes_per_sec: u64, mtu: u16) -> u64 {
     let per_interval = (u128::from(bytes_per_sec) * QUANTUM_INTERVAL_NANOS / 1_000_000_000) as u64;
-    per_interval.clamp(
+    let per_tick = (u128::from(bytes_per_sec) * TIMER_INTERVAL_NANOS / 1_000_000_000) as u64;
+    let capped = per_interval.clamp(
         MIN_QUANTUM_DATAGRAMS * u64::from(mtu),
         MAX_BURST_BYTES.max(2 * u64::from(mtu)),
-    )
+    );
+    at_least_a_tick(capped, per_tick)
+}
+
+/// Where the 64 KiB cap would bind, the bucket holds what the rate delivers between two timer
+/// ticks instead, so that a driver with a millisecond timer keeps the rate.
+fn at_least_a_tick(capacity: u64, per_tick: u64) -> u64 {
+    if per_tick > MAX_BURST_BYTES {
+        capacity.max(per_tick)
+    } else {
+        capacity
+    }
 }
 
 #[cfg(test)]
@@ -221,13 +242,20 @@ mod tests {
         );
         let cap = capacity(nanos(rtt), window, mtu);
         assert!(max_burst <= cap, "burst {max_burst} > capacity {cap}");
-        assert!(max_burst <= MAX_BURST_BYTES.max(u64::from(mtu)));
+        // No more than 64 KiB at once, or 2 ms of the rate where that is more.
+        assert!(
+            max_burst
+                <= MAX_BURST_BYTES
+                    .max(u64::from(mtu))
+                    .max((expected / 500.0) as u64)
+        );
     }
 
     #[test]
     fn sustained_rate_matches() {
         check_rate(ms(100), 120_000, 1200); // 1.5 MB/s
-        check_rate(ms(20), 2_000_000, 1500); // 125 MB/s, burst capped at 64 KiB
+        check_rate(ms(20), 2_000_000, 1500); // 125 MB/s: 2 ms of it, 250 kB, in a burst
+        check_rate(ms(20), 200_000, 1500); // 12.5 MB/s: 25 kB bursts
         check_rate(ms(50), 12_000, 1200); // small window: 10-datagram bursts
         check_rate(Duration::from_micros(300), 30_000, 1200);
     }
@@ -236,9 +264,49 @@ mod tests {
     fn burst_bounds() {
         assert_eq!(capacity(nanos(ms(100)), 12_000, 1200), 12_000);
         assert_eq!(capacity(nanos(ms(100)), 2_400, 1200), 2_400);
-        assert_eq!(capacity(nanos(ms(10)), 100_000_000, 1200), MAX_BURST_BYTES);
-        // 2 ms at 1.25 * 10 MB / 100 ms = 250 kB, capped; 1.25 * 4 MB / 100 ms * 2 ms = 100 kB.
+        // 2 ms at 1.25 * 100 MB / 10 ms: above the cap, one timer tick's worth.
+        assert_eq!(capacity(nanos(ms(10)), 100_000_000, 1200), 25_000_000);
+        // 1.25 * 1.6 MB / 100 ms * 2 ms = 40 kB; 1.25 * 2.6 MB / 100 ms * 2 ms = 65 kB, just
+        // above the cap; 2 datagrams under the cap, the window.
         assert_eq!(capacity(nanos(ms(100)), 1_600_000, 1200), 40_000);
+        assert_eq!(capacity(nanos(ms(100)), 2_600_000, 1200), 65_000);
+        assert_eq!(capacity(nanos(ms(100)), 2_400, 1200), 2_400);
+    }
+
+    /// Sends for one second through a pacer whose waits are served by a timer that ticks every
+    /// millisecond and rounds a deadline up to the tick after next (the worst a tokio driver
+    /// does); returns the bytes sent.
+    fn run_on_ticks(mut next: impl FnMut(&mut Pacer, Instant) -> Option<Instant>) -> u64 {
+        let mut now = Instant::ZERO;
+        let end = now + Duration::from_secs(1);
+        let mut pacer = Pacer::new(ms(1), 12_000, 1500, now);
+        let mut sent = 0u64;
+        while now < end {
+            match next(&mut pacer, now) {
+                None => {
+                    pacer.on_sent(1500);
+                    sent += 1500;
+                }
+                Some(t) => {
+                    let tick = (t - Instant::ZERO).as_millis() as u64 + 2;
+                    now = Instant::ZERO + ms(tick);
+                }
+            }
+        }
+        sent
+    }
+
+    /// Regression: on loopback (RTT 100 µs) the 64 KiB cap held a bulk transfer at half of what
+    /// it reached with pacing off (5.3 against 10.1 Gb/s, `cargo bench -p qfec-io --bench
+    /// loopback`): each wait of a few microseconds became a millisecond timer.
+    #[test]
+    fn a_millisecond_timer_keeps_a_fast_rate() {
+        // 10 MB window over 10 ms: 1.25 GB/s, 10 Gb/s.
+        let sent = run_on_ticks(|p, now| p.delay(now, 1500, 1500, ms(10), 10_000_000));
+        assert!(sent >= 1_000_000_000, "sent {sent} bytes in 1 s");
+        // BBR's rate, 1.25 GB/s.
+        let sent = run_on_ticks(|p, now| p.delay_at_rate(now, 1500, 1500, 1_250_000_000));
+        assert!(sent >= 1_000_000_000, "sent {sent} bytes in 1 s");
     }
 
     #[test]
@@ -256,7 +324,9 @@ mod tests {
         // 2.5 MB/s: the quantum is 1 ms = 2500 bytes, i.e. two 1200-byte datagrams.
         assert_eq!(quantum(2_500_000, 1200), 2500);
         assert_eq!(quantum(100_000, 1200), 2400);
-        assert_eq!(quantum(1_000_000_000, 1200), MAX_BURST_BYTES);
+        assert_eq!(quantum(20_000_000, 1200), 20_000);
+        // 1 GB/s: 1 ms is 1 MB, above the cap; the bucket holds two timer ticks, 2 MB.
+        assert_eq!(quantum(1_000_000_000, 1200), 2_000_000);
         let mut now = Instant::ZERO;
         let mut p = Pacer::new(ms(100), 12_000, 1200, now);
         let end = now + Duration::from_secs(1);
