@@ -829,7 +829,14 @@ fn quinn_through_relay(
 fn quinn_against_patient_qfec(testcase: &str, site: &Site, policy: Policy) -> Relay {
     let server = patient_qfec_server(testcase, site);
     let per_file = vec![1; site.files.len()];
-    quinn_through_relay(server, site, policy, &per_file, false, patient_quinn_client())
+    quinn_through_relay(
+        server,
+        site,
+        policy,
+        &per_file,
+        false,
+        patient_quinn_client(),
+    )
 }
 
 /// The qfec interop server idle for up to [`PATIENT_IDLE`].

@@ -587,12 +587,25 @@ fn multipath_with_noq_both_ways_survives_abandoning_a_path() {
 
     // noq client, qfec server.
     let qfec = start_server(&root, &["--multipath"]);
-    let o = Command::new(&noq.program[0])
-        .args(["client", "--multipath", "--insecure", "--bind", "127.0.0.2"])
-        .args(["--abandon-path", "0@3000000"])
-        .arg(format!("https://{}/f.bin", qfec.addr))
-        .output()
-        .unwrap();
+    let fetch = || {
+        Command::new(&noq.program[0])
+            .args(["client", "--multipath", "--insecure", "--bind", "127.0.0.2"])
+            .args(["--abandon-path", "0@3000000"])
+            .arg(format!("https://{}/f.bin", qfec.addr))
+            .output()
+            .unwrap()
+    };
+    let mut o = fetch();
+    // noq's own failure (above, and once in CI): one more try, and only for it.
+    let noqs_own = |o: &std::process::Output| {
+        !o.status.success()
+            && [&o.stdout, &o.stderr]
+                .iter()
+                .any(|b| String::from_utf8_lossy(b).contains("too many gaps in stream buffer"))
+    };
+    if noqs_own(&o) {
+        o = fetch();
+    }
     let stdout = succeeded(&o);
     assert!(
         stdout.contains(&format!("/f.bin  {} bytes", data.len()))
