@@ -396,10 +396,7 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
                     .draw_series(std::iter::once(PathElement::new(pair.to_vec(), grey)))
                     .map_err(e)?;
             }
-            let at = match r.y {
-                Some(y) => (x0 + (x1 - x0) * 0.02, y + (y1 - y0) * 0.045),
-                None => (r.x + (x1 - x0) * 0.01, y0 + (y1 - y0) * 0.04),
-            };
+            let at = reference_label_at(r, (x0, x1, y0, y1));
             chart
                 .draw_series(std::iter::once(Text::new(
                     r.label.clone(),
@@ -431,9 +428,19 @@ pub fn draw(fig: &Figure, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Where a reference line's label starts (its text's top left), in data coordinates: just
+/// above a horizontal line near the left edge, beside a vertical one near the bottom.
+fn reference_label_at(r: &Reference, (x0, x1, y0, y1): (f64, f64, f64, f64)) -> (f64, f64) {
+    match r.y {
+        Some(y) => (x0 + (x1 - x0) * 0.02, y + (y1 - y0) * 0.045),
+        None => (r.x + (x1 - x0) * 0.01, y0 + (y1 - y0) * 0.04),
+    }
+}
+
 /// Where a panel's legend covers the least data: of the four corners and the top and
 /// bottom middles, the one whose box (its size estimated from the entries and the panel's
-/// pixels) holds the fewest samples of the curves and marks; `preferred` wins ties.
+/// pixels) holds the fewest samples of the curves, the marks and the reference lines'
+/// labels; `preferred` wins ties.
 fn legend_position(
     panel: &Panel,
     (x0, x1, y0, y1): (f64, f64, f64, f64),
@@ -483,6 +490,16 @@ fn legend_position(
                     let x = frac(p).0;
                     samples.extend((0..=20).map(|k| (x, k as f64 / 20.0)));
                 }
+            }
+        }
+    }
+    // A reference line's label: its text box (11-point text, from its top left down).
+    for r in panel.references.iter().filter(|r| !r.label.is_empty()) {
+        let (lx, ly) = frac(reference_label_at(r, (x0, x1, y0, y1)));
+        let (tw, th) = (r.label.chars().count() as f64 * 6.2 / pw, 14.0 / ph);
+        for i in 0..=10 {
+            for j in 0..=2 {
+                samples.push((lx + tw * i as f64 / 10.0, ly - th * j as f64 / 2.0));
             }
         }
     }
@@ -661,6 +678,34 @@ mod tests {
         };
         let at = legend_position(&empty, (0.0, 1.0, 0.0, 1.0), (640, 480), Corner::UpperRight);
         assert!(matches!(at, SeriesLabelPosition::UpperRight), "{at:?}");
+    }
+
+    /// Regression: paper 001's Fig. 2 drew its legend over the label of the paper's 25 % line
+    /// (upper left, where the caller put the legend); the legend avoids reference labels.
+    #[test]
+    fn the_legend_avoids_reference_labels() {
+        let panel = Panel {
+            series: vec![Series {
+                label: "bquic".into(),
+                points: vec![(0.0, 0.0), (3700.0, -1.0)],
+            }],
+            references: vec![Reference {
+                label: "paper: large pages 25 %".into(),
+                y: Some(25.0),
+                x: 0.0,
+            }],
+            ..Panel::default()
+        };
+        let range = (0.0, 3700.0, -7.0, 27.0);
+        let at = legend_position(&panel, range, (900, 600), Corner::UpperLeft);
+        assert!(!matches!(at, SeriesLabelPosition::UpperLeft), "{at:?}");
+        // Without the label the caller's corner stands.
+        let bare = Panel {
+            references: Vec::new(),
+            ..panel
+        };
+        let at = legend_position(&bare, range, (900, 600), Corner::UpperLeft);
+        assert!(matches!(at, SeriesLabelPosition::UpperLeft), "{at:?}");
     }
 
     #[test]
