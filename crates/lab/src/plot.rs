@@ -437,8 +437,8 @@ fn reference_label_at(r: &Reference, (x0, x1, y0, y1): (f64, f64, f64, f64)) -> 
     }
 }
 
-/// Where a panel's legend covers the least data: of the four corners and the top and
-/// bottom middles, the one whose box (its size estimated from the entries and the panel's
+/// Where a panel's legend covers the least data: of the four corners, the top and bottom
+/// middles and the middles of the sides, the one whose box (its size estimated from the entries and the panel's
 /// pixels) holds the fewest samples of the curves, the marks and the reference lines'
 /// labels; `preferred` wins ties.
 fn legend_position(
@@ -518,6 +518,8 @@ fn legend_position(
         (P::LowerLeft, left, bottom),
         (P::UpperMiddle, middle, top),
         (P::LowerMiddle, middle, bottom),
+        (P::MiddleLeft, left, 0.5 - bh / 2.0),
+        (P::MiddleRight, right, 0.5 - bh / 2.0),
     ];
     let covered = |(fx, fy): (f64, f64)| {
         samples
