@@ -438,9 +438,9 @@ fn reference_label_at(r: &Reference, (x0, x1, y0, y1): (f64, f64, f64, f64)) -> 
 }
 
 /// Where a panel's legend covers the least data: of the four corners, the top and bottom
-/// middles and the middles of the sides, the one whose box (its size estimated from the entries and the panel's
-/// pixels) holds the fewest samples of the curves, the marks and the reference lines'
-/// labels; `preferred` wins ties.
+/// middles and the middles of the sides, the one whose box (its size estimated from the
+/// entries and the panel's pixels) holds the fewest samples of the curves, the marks and the
+/// reference lines' labels; `preferred` wins ties.
 fn legend_position(
     panel: &Panel,
     (x0, x1, y0, y1): (f64, f64, f64, f64),
@@ -461,7 +461,7 @@ fn legend_position(
     let chars = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0) as f64;
     let (bw, bh) = (
         ((chars * 6.2 + 40.0) / pw).min(1.0),
-        ((labels.len() as f64 * 16.0 + 12.0) / ph).min(1.0),
+        ((labels.len() as f64 * 20.0 + 12.0) / ph).min(1.0),
     );
     let (mx, my) = (12.0 / pw, 12.0 / ph);
     // Samples of what the panel draws, as fractions of the plot area (y up).
@@ -521,10 +521,15 @@ fn legend_position(
         (P::MiddleLeft, left, 0.5 - bh / 2.0),
         (P::MiddleRight, right, 0.5 - bh / 2.0),
     ];
+    // The box's place is an estimate (plotters puts it 5 px from the plot's edges, inside
+    // label areas whose size varies): what lies within 12 px of it counts as covered.
+    let (px, py) = (12.0 / pw, 12.0 / ph);
     let covered = |(fx, fy): (f64, f64)| {
         samples
             .iter()
-            .filter(|(x, y)| *x >= fx && *x <= fx + bw && *y >= fy && *y <= fy + bh)
+            .filter(|(x, y)| {
+                *x >= fx - px && *x <= fx + bw + px && *y >= fy - py && *y <= fy + bh + py
+            })
             .count()
     };
     let same = |a: &P, b: &P| std::mem::discriminant(a) == std::mem::discriminant(b);
@@ -708,6 +713,49 @@ mod tests {
         };
         let at = legend_position(&bare, range, (900, 600), Corner::UpperLeft);
         assert!(matches!(at, SeriesLabelPosition::UpperLeft), "{at:?}");
+    }
+
+    /// Regression: paper 002's Fig. 5 (640 x 480, seven entries) then put its legend in the
+    /// lower left, over the first steps of an ECDF that run along the bottom edge (the box's
+    /// estimated place missed them by a few pixels).
+    #[test]
+    fn the_legend_keeps_off_curves_along_the_edges() {
+        let series = |label: &str, points: Vec<(f64, f64)>| Series {
+            label: label.into(),
+            points,
+        };
+        let at_100 = || vec![(100.0, 0.0), (100.0, 1.0)];
+        let panel = Panel {
+            series: vec![
+                series("quic", at_100()),
+                series(
+                    "udp",
+                    vec![(80.2, 0.005), (81.6, 0.015), (92.0, 0.06), (99.8, 1.0)],
+                ),
+                series("rs", vec![(84.6, 0.005), (96.0, 0.1), (100.0, 0.44)]),
+                series("rs/message", vec![(83.5, 0.01), (94.0, 0.06), (99.9, 0.87)]),
+                series("adaptive", at_100()),
+                series("quic+adaptive", at_100()),
+                series("quic+rlc", at_100()),
+            ],
+            references: vec![Reference {
+                label: "paper: RS gets all data in > 35 % (its curve ends below)".into(),
+                y: Some(0.65),
+                x: 0.0,
+            }],
+            ..Panel::default()
+        };
+        let range = (79.0, 101.0, 0.0, 1.0);
+        // Every place covers something here; not the curves, then (the label is covered
+        // instead: the figure has no room for both).
+        let at = legend_position(&panel, range, (640, 480), Corner::LowerRight);
+        assert!(
+            !matches!(
+                at,
+                SeriesLabelPosition::LowerLeft | SeriesLabelPosition::LowerRight
+            ),
+            "{at:?}"
+        );
     }
 
     #[test]
