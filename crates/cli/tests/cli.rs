@@ -100,11 +100,15 @@ fn a_redundant_server_sends_every_packet_on_both_paths() {
     assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), data);
     let received = [0, 1].map(|id| path_received(path_line(&stdout, id)));
     // Each path's copies go as its own window allows, and a copy of data the other path
-    // already delivered is dropped: on an idle machine each path carries all of it (8.0 and
-    // 8.0 MB of an 8 MB file measured), with both cores busy elsewhere at least half.
+    // already delivered is dropped. Since the pacer keeps multi-gigabit rates (9701dee) the
+    // first path delivers the 4 MB in about 20 ms, before the second path's window has grown:
+    // the second then received 0.71-1.13 MB in 5 runs on an idle machine (before, with the
+    // first path held near 2 Gb/s, each path carried all of it). The every-packet property
+    // at rates a window can follow is the protocol test's
+    // (`the_redundant_scheduler_sends_every_packet_on_both_paths`).
     let size = data.len() as u64;
-    assert!(received.iter().all(|&r| r > size / 4), "{stdout}");
-    assert!(received.iter().sum::<u64>() > size * 13 / 10, "{stdout}");
+    assert!(received.iter().all(|&r| r > size / 10), "{stdout}");
+    assert!(received.iter().sum::<u64>() > size * 11 / 10, "{stdout}");
 }
 
 #[test]
