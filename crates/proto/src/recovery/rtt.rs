@@ -117,13 +117,22 @@ impl RttEstimator {
         self.max
     }
 
-    /// Whether the latest sample shows a standing queue, for congestion control (loss
+    /// Whether the path shows a standing queue, for congestion control (loss
     /// differentiation): see [`standing_queue`], with anything more than 1/32 of the minimum
     /// RTT above it counted as queue. A bottleneck whose whole buffer holds less (a few
     /// packets on a long path) never shows: loss differentiation then takes its drops for
-    /// the channel's.
+    /// the channel's. The queue must show in the latest sample and in the smoothed RTT: it
+    /// stands, where the last packets of a burst only wait behind its first ones (a slow
+    /// link's first flight puts its last packet a whole flight's time above the minimum, and
+    /// drains by the next round trip).
     pub fn standing_queue(&self) -> bool {
-        self.has_sample && standing_queue(self.latest, self.min, self.max, self.min / 32)
+        self.has_sample
+            && standing_queue(
+                self.latest.min(self.smoothed),
+                self.min,
+                self.max,
+                self.min / 32,
+            )
     }
     pub fn has_sample(&self) -> bool {
         self.has_sample
@@ -176,21 +185,49 @@ mod tests {
         r.update(ms(300), ms(0), ms(25), true);
         r.update(ms(540), ms(0), ms(25), true);
         assert_eq!((r.min(), r.max()), (ms(300), ms(540)));
-        // The threshold: 300 + max(300 / 32, (540 - 300) / 4) = 360 ms.
-        assert!(r.standing_queue());
+        // The threshold: 300 + max(300 / 32, (540 - 300) / 4) = 360 ms. One sample above it
+        // leaves the smoothed RTT at 330 ms, two at 356: no standing queue yet; three at 380.
+        assert!(!r.standing_queue(), "smoothed {:?}", r.smoothed());
+        r.update(ms(540), ms(0), ms(25), true);
+        assert!(!r.standing_queue(), "smoothed {:?}", r.smoothed());
+        r.update(ms(540), ms(0), ms(25), true);
+        assert!(r.standing_queue(), "smoothed {:?}", r.smoothed());
         r.update(ms(350), ms(0), ms(25), true);
         assert!(!r.standing_queue());
         r.update(ms(371), ms(0), ms(25), true);
         assert!(r.standing_queue());
+        // A burst's queue (MSS: 761 ms, 6 ms a packet; ten packets at once, an ACK every
+        // other): the latest sample high, the smoothed RTT not.
+        let mut burst = RttEstimator::new(INITIAL_RTT);
+        burst.update(ms(761), ms(0), ms(25), true);
+        for (i, latest) in [767, 779, 791, 803, 815].into_iter().enumerate() {
+            burst.update(ms(latest), ms(0), ms(25), true);
+            if i == 4 {
+                assert!(
+                    standing_queue(burst.latest(), burst.min(), burst.max(), burst.min() / 32),
+                    "the latest sample alone shows a queue"
+                );
+            }
+        }
+        assert!(!burst.standing_queue(), "smoothed {:?}", burst.smoothed());
+        // Every sample of the next round trip as high: the queue stands.
+        for _ in 0..16 {
+            burst.update(ms(815), ms(0), ms(25), true);
+        }
+        assert!(burst.standing_queue(), "smoothed {:?}", burst.smoothed());
         // No queue seen yet: an RTT less than `noise` above the minimum is jitter.
         assert!(!standing_queue(ms(329), ms(320), ms(329), ms(10)));
         assert!(standing_queue(ms(331), ms(320), ms(331), ms(10)));
         let mut low = RttEstimator::new(INITIAL_RTT);
         low.update(ms(320), ms(0), ms(25), true);
-        low.update(ms(330), ms(0), ms(25), true);
+        for _ in 0..40 {
+            low.update(ms(330), ms(0), ms(25), true);
+        }
         assert!(!low.standing_queue(), "10 ms is within 1/32 of 320 ms");
-        low.update(ms(331), ms(0), ms(25), true);
-        assert!(low.standing_queue());
+        for _ in 0..8 {
+            low.update(ms(331), ms(0), ms(25), true);
+        }
+        assert!(low.standing_queue(), "smoothed {:?}", low.smoothed());
         // After persistent congestion the range starts again from the next sample.
         r.reset_min_rtt();
         r.update(ms(400), ms(0), ms(25), true);
