@@ -518,8 +518,9 @@ impl Sender {
         let rcx = RedundancyCx::new(cx, unprotected, self.mode);
         // The application ran out of data (for now): protect the tail at once, so that a
         // tail loss does not wait for a probe timeout.
-        let (repairs, gap) = if self.controller.protect_now(&rcx) {
-            (1, Duration::ZERO)
+        let now = self.controller.protect_now(&rcx);
+        let (repairs, gap) = if now > 0 {
+            (now, Duration::ZERO)
         } else if !cx.app_data_pending() {
             // Only a tail looks at the deadlines (a walk over the code's span).
             let rcx = rcx.with_deadline(code.covered_deadline());

@@ -44,6 +44,17 @@
 //! congestion drop ends the prior's say as well (the path is congested, not lossy). The first channel loss brings the
 //! code back for good.
 //!
+//! **The first flight of a short flow** (at most 64 packets of data, more than the window
+//! lets out now) joins the code too, and its last place in the window goes to a repair. A
+//! loss in it is declared at the flight's first acknowledgments, when the window is still
+//! near its initial size, and ends slow start: on paper 003's MSS link (761 ms RTT) a 50 kB
+//! download then takes a fourth round trip. With the repair the peer recovers the loss as
+//! the flight arrives, and in `mask` and `differentiate` modes the reduction is undone
+//! (`qfec_proto::recovery::rtt::RttEstimator::standing_queue`: the flight's own queue at a
+//! slow link is no standing queue). Longer flows keep their first flight unprotected: their
+//! slow start overshoots a one-BDP queue on fast paths, and which packets that drops turns on
+//! the one packet the repair moves (see `SHORT_FLOW_PACKETS`).
+//!
 //! **The handshake.** Before any 1-RTT packet, a lost ClientHello or server flight waits for
 //! a probe timeout of a connection that has no RTT sample: a second (3 x 333 ms), more than
 //! the whole of a short download on most paths. So the prior also sizes copies of each
@@ -135,6 +146,13 @@ const TAIL_GAP_RTT_DIVISOR: u32 = 8;
 const TAIL_GAP_MAX: Duration = Duration::from_millis(5);
 /// Interval meaning "no repair at the code's own cadence".
 const NO_CADENCE: u16 = u16::MAX;
+/// Longest flow (packets of data) whose first flight ends with a repair.
+const SHORT_FLOW_PACKETS: u64 = 64;
+/// Repairs that end a first flight the flow goes on past. One: at the 2 % prior a flight of
+/// ten loses two packets or more in 1.6 % of flows, and on a slow link each repair delays
+/// the rest of the flow by a packet's time (a second one made DA2GC's 50 kB downloads slower
+/// on average than plain QUIC's).
+const FIRST_FLIGHT_REPAIRS: u64 = 1;
 
 /// Settings of [`Adaptive`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -473,6 +491,23 @@ impl Adaptive {
 
     /// The interval of the code wanted now; `None`: no code. Repair between data packets
     /// needs a channel loss of the connection's own, not the prior alone.
+    /// Whether the packet being sent belongs to the first flight of a short flow that goes
+    /// on past it: no 1-RTT packet of the path acknowledged or lost yet, the prior (or a
+    /// loss) asking for repair, no deadline, more data than the window's room, and no more
+    /// than `SHORT_FLOW_PACKETS` (a longer flow's slow start overshoots a one-BDP queue on
+    /// fast paths, and which packets that drops, the file's last or not, turns on the one
+    /// packet the repair moves: on WLAN without loss, 300 and 350 kB downloads took 2.7 and
+    /// 4.9 % longer with it, 400 kB 1.8 % less).
+    fn first_flight(&self, cx: &RedundancyCx<'_, '_>) -> bool {
+        let path = cx.path();
+        let pending = cx.app_pending_bytes();
+        !self.deadlines
+            && path.loss.samples <= 0.0
+            && self.loss.protect()
+            && pending > path.cwnd.saturating_sub(path.bytes_in_flight)
+            && pending.div_ceil(cx.packet_size().max(1)) <= SHORT_FLOW_PACKETS
+    }
+
     fn want(&self, mode: RecoveredLossMode) -> Option<u16> {
         if !self.protects() {
             None
@@ -542,6 +577,10 @@ impl RedundancyController for Adaptive {
             // Repair within the flow covers every packet.
             return true;
         }
+        if self.first_flight(cx) {
+            // Its last packet is a repair (`protect_now`).
+            return true;
+        }
         if self.loss.any() && cx.stats().packets_sent < u64::from(window_for(NO_CADENCE)) {
             // A short flow on a lossy path is protected whole: a tail repair's window spans
             // all of it, including losses of the flight before the last not yet detected.
@@ -552,6 +591,22 @@ impl RedundancyController for Adaptive {
         // acknowledged or retransmitted before any tail repair is sent.
         let path = cx.path();
         cx.app_pending_bytes() <= path.cwnd.saturating_sub(path.bytes_in_flight)
+    }
+
+    fn protect_now(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {
+        // The first flight's last places in the window go to repair. The packet just built
+        // is not in flight yet.
+        let path = cx.path();
+        if !self.first_flight(cx) {
+            return 0;
+        }
+        let size = path.mtu.max(1) as u64;
+        let room = path.cwnd.saturating_sub(path.bytes_in_flight + size) / size;
+        if room == FIRST_FLIGHT_REPAIRS {
+            FIRST_FLIGHT_REPAIRS as u32
+        } else {
+            0
+        }
     }
 
     fn protect_tail(&mut self, cx: &RedundancyCx<'_, '_>) -> u32 {

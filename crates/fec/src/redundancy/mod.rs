@@ -122,10 +122,11 @@ pub trait RedundancyController: Send + fmt::Debug {
     }
 
     /// A source symbol went into the code (repair symbols the code's own cadence produced are
-    /// already out) and some are unprotected: whether to protect them now (close the block,
-    /// or emit an RLC repair over the window).
-    fn protect_now(&mut self, _cx: &RedundancyCx<'_, '_>) -> bool {
-        false
+    /// already out) and some are unprotected: how many repair symbols to protect them with
+    /// now (0: none). A block code closes its block once, whatever the count; RLC sends that
+    /// many repairs over its window.
+    fn protect_now(&mut self, _cx: &RedundancyCx<'_, '_>) -> u32 {
+        0
     }
 
     /// The application has nothing more to send (for now) and some source symbols are
