@@ -93,18 +93,7 @@ fn short_download(
         }
         false
     }));
-    let mut x = Exchange::new(ch, b"GET /50kB".to_vec(), payload(50_000, 5));
-    let mut done_at = None;
-    let ok = pair.run_until(Duration::from_secs(60), |p| {
-        let done = x.drive(p);
-        if x.flows[0].complete && done_at.is_none() {
-            done_at = Some(p.now);
-        }
-        done
-    });
-    assert!(ok && x.error.is_none(), "{:?}", x.error);
-    common::assert_same(&x.flows[0].received, &x.flows[1].data, "response");
-    let t = (done_at.unwrap() - start).as_secs_f64();
+    let (t, x) = common::request_response_of(&mut pair, ch, start, 5, b"GET /50kB", 50_000);
     (t, common::stats(&pair, &x, false))
 }
 

@@ -43,7 +43,19 @@ pub fn request_response(
     start: qfec_proto::Instant,
     seed: u64,
 ) -> (f64, Exchange) {
-    let mut x = Exchange::new(ch, b"GET /1kB".to_vec(), payload(1000, seed));
+    request_response_of(pair, ch, start, seed, b"GET /1kB", 1000)
+}
+
+/// [`request_response`] with the request `request` and an answer of `len` bytes.
+pub fn request_response_of(
+    pair: &mut Pair,
+    ch: ConnectionHandle,
+    start: qfec_proto::Instant,
+    seed: u64,
+    request: &[u8],
+    len: usize,
+) -> (f64, Exchange) {
+    let mut x = Exchange::new(ch, request.to_vec(), payload(len, seed));
     let mut done_at = None;
     let ok = pair.run_until(Duration::from_secs(30), |p| {
         let done = x.drive(p);
