@@ -49,7 +49,8 @@
 //! loss in it is declared at the flight's first acknowledgments, when the window is still
 //! near its initial size, and ends slow start: on paper 003's MSS link (761 ms RTT) a 50 kB
 //! download then takes a fourth round trip. With the repair the peer recovers the loss as
-//! the flight arrives, and in `mask` and `differentiate` modes the reduction is undone
+//! the flight arrives, and in `mask` and `differentiate` modes (only: in `signal` mode the
+//! reduction stands) the reduction is undone
 //! (`qfec_proto::recovery::rtt::RttEstimator::standing_queue`: the flight's own queue at a
 //! slow link is no standing queue). Longer flows keep their first flight unprotected: their
 //! slow start overshoots a one-BDP queue on fast paths, and which packets that drops turns on
@@ -493,8 +494,10 @@ impl Adaptive {
     /// needs a channel loss of the connection's own, not the prior alone.
     /// Whether the packet being sent belongs to the first flight of a short flow that goes
     /// on past it: no 1-RTT packet of the path acknowledged or lost yet, the prior (or a
-    /// loss) asking for repair, no deadline, more data than the window's room, and no more
-    /// than `SHORT_FLOW_PACKETS` (a longer flow's slow start overshoots a one-BDP queue on
+    /// loss) asking for repair, no deadline, recoveries that may be masked (the repair pays
+    /// by undoing the reduction the loss brought: in `signal` mode it stands, and the
+    /// repair only took a data packet's place), more data than the window's room, and no
+    /// more than `SHORT_FLOW_PACKETS` (a longer flow's slow start overshoots a one-BDP queue on
     /// fast paths, and which packets that drops, the file's last or not, turns on the one
     /// packet the repair moves: on WLAN without loss, 300 and 350 kB downloads took 2.7 and
     /// 4.9 % longer with it, 400 kB 1.8 % less).
@@ -502,6 +505,7 @@ impl Adaptive {
         let path = cx.path();
         let pending = cx.app_pending_bytes();
         !self.deadlines
+            && cx.mode.may_mask()
             && path.loss.samples <= 0.0
             && self.loss.protect()
             && pending > path.cwnd.saturating_sub(path.bytes_in_flight)
