@@ -516,8 +516,9 @@ impl Sender {
             return;
         }
         let rcx = RedundancyCx::new(cx, unprotected, self.mode);
-        // The application ran out of data (for now): protect the tail at once, so that a
-        // tail loss does not wait for a probe timeout.
+        // Repair the controller wants now (e.g. the end of a first flight); else, when the
+        // application ran out of data (for now), the tail's at once, so that a tail loss
+        // does not wait for a probe timeout.
         let now = self.controller.protect_now(&rcx);
         let (repairs, gap) = if now > 0 {
             (now, Duration::ZERO)

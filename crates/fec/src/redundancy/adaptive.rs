@@ -97,7 +97,7 @@
 //!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
 //!   repaired), when the loss rate p is at least 0.5 % and the connection saw a channel loss
-//!   (the prior alone never adds repair between data packets). The same in `differentiate`
+//!   (the prior alone never adds repair at the code's cadence: only the first flight's, above). The same in `differentiate`
 //!   mode, where a loss recovered without a standing queue is masked. In `signal` mode a
 //!   recovered loss still halves the window, so repair inside a long flow only adds bytes:
 //!   none is sent.
@@ -490,8 +490,6 @@ impl Adaptive {
         self.deadlines || self.loss.protect()
     }
 
-    /// The interval of the code wanted now; `None`: no code. Repair between data packets
-    /// needs a channel loss of the connection's own, not the prior alone.
     /// Whether the packet being sent belongs to the first flight of a short flow that goes
     /// on past it: no 1-RTT packet of the path acknowledged or lost yet, the prior (or a
     /// loss) asking for repair, no deadline, recoveries that may be masked (the repair pays
@@ -512,6 +510,8 @@ impl Adaptive {
             && pending.div_ceil(cx.packet_size().max(1)) <= SHORT_FLOW_PACKETS
     }
 
+    /// The interval of the code wanted now; `None`: no code. Repair at the code's cadence
+    /// needs a channel loss of the connection's own, not the prior alone.
     fn want(&self, mode: RecoveredLossMode) -> Option<u16> {
         if !self.protects() {
             None
