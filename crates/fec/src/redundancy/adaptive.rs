@@ -97,10 +97,10 @@
 //!   window cut, which is worth more than the repair: one repair per 1 / (3 p) source symbols
 //!   over a window of three intervals (so that two losses close together are still
 //!   repaired), when the loss rate p is at least 0.5 % and the connection saw a channel loss
-//!   (the prior alone never adds repair at the code's cadence: only the first flight's, above). The same in `differentiate`
-//!   mode, where a loss recovered without a standing queue is masked. In `signal` mode a
-//!   recovered loss still halves the window, so repair inside a long flow only adds bytes:
-//!   none is sent.
+//!   (the prior alone adds no repair at the code's cadence, only the first flight's, above).
+//!   The same in `differentiate` mode, where a loss recovered without a standing queue is
+//!   masked. In `signal` mode a recovered loss still halves the window, so repair inside a
+//!   long flow only adds bytes: none is sent.
 //!
 //! The code is RLC over GF(2^8): it repairs any loss pattern its window allows, and its
 //! repairs interleave with the data, so recovery comes after a few packets, before packet-
