@@ -457,21 +457,23 @@ fn insert_bounded(set: &mut RangeSet, sid: u64) {
 }
 
 /// A digest of a source symbol that tells a copy from other frames under the same SID: its
-/// length and its first and last 32 bytes (frame headers, stream offsets), FNV-1a. Cheap
-/// enough for every symbol; a copy has the same bytes, a reused SID other frames.
+/// length and its first and last 32 bytes (frame headers, stream offsets), taken eight bytes
+/// at a time (a byte-wise hash cost 8 % of a receiving thread on loopback). Cheap enough for
+/// every symbol; a copy has the same bytes, a reused SID other frames.
 fn symbol_digest(data: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let head = &data[..data.len().min(32)];
     let tail = &data[data.len().saturating_sub(32)..];
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in (data.len() as u64)
-        .to_le_bytes()
-        .iter()
-        .chain(head)
-        .chain(tail)
-    {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    let mut h = (data.len() as u64).wrapping_mul(K);
+    for chunk in head.chunks(8).chain(tail.chunks(8)) {
+        // A whole word is one load; a short symbol's last bytes are gathered one by one.
+        let word = match <[u8; 8]>::try_from(chunk) {
+            Ok(w) => u64::from_le_bytes(w),
+            Err(_) => chunk.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b)),
+        };
+        h = (h ^ word).rotate_left(27).wrapping_mul(K);
     }
-    h
+    h ^ (h >> 31)
 }
 
 /// A source symbol is the frames after the SID without trailing PADDING: the zero padding of
@@ -479,4 +481,24 @@ fn symbol_digest(data: &[u8]) -> u64 {
 fn trim_padding(rest: &[u8]) -> &[u8] {
     let end = rest.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
     &rest[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::symbol_digest;
+
+    #[test]
+    fn the_digest_tells_a_copy_from_other_frames() {
+        let a: Vec<u8> = (0..1200u32).map(|i| (i * 7 + 3) as u8).collect();
+        assert_eq!(symbol_digest(&a), symbol_digest(&a.clone()));
+        // A byte of the head or the tail, or the length, changes it (short symbols too).
+        for at in [0, 5, 31, 1168, 1199] {
+            let mut b = a.clone();
+            b[at] ^= 1;
+            assert_ne!(symbol_digest(&a), symbol_digest(&b), "byte {at}");
+        }
+        assert_ne!(symbol_digest(&a), symbol_digest(&a[..1199]));
+        assert_ne!(symbol_digest(&a[..3]), symbol_digest(&a[..4]));
+        assert_ne!(symbol_digest(&[1, 0]), symbol_digest(&[1]));
+    }
 }

@@ -584,7 +584,7 @@ impl Sender {
         }
         // Loss detection keeps a lost packet's content for 3 PTO after declaring it lost; a
         // recovery reported later changes nothing. Declaring it takes about a PTO at most.
-        self.sids.trim(cx.now, cx.path().pto * 6);
+        self.sids.trim(cx.now, cx.pto() * 6);
     }
 
     pub fn on_packets_lost(&mut self, cx: &ExtensionCx<'_>, pns: &[PacketId]) {

@@ -144,6 +144,16 @@ impl ExtensionCx<'_> {
             .expect("the hook's path exists")
     }
 
+    /// The probe timeout of the path this hook is about: [`ExtensionCx::path`]'s `pto`
+    /// without building the rest of its state (for hooks that run on every ACK).
+    pub fn pto(&self) -> std::time::Duration {
+        let slot = self
+            .conn
+            .slot_of(self.path)
+            .expect("the hook's path exists");
+        self.conn.pto_duration(Pns::Data(slot))
+    }
+
     /// The path this hook is about: the one of the packet being built, sent or received; the
     /// path the connection sends on in hooks about no one packet.
     pub fn path_id(&self) -> PathId {
