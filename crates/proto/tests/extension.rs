@@ -77,7 +77,9 @@ impl ConnectionExtension for Oracle {
             self.copies.insert(p.packet, b.to_vec());
         }
     }
-    fn on_packets_acked(&mut self, _cx: &mut ExtensionCx<'_>, pns: &[PacketId]) {
+    fn on_packets_acked(&mut self, cx: &mut ExtensionCx<'_>, pns: &[PacketId]) {
+        // The PTO read alone is the one of the path's whole state.
+        assert_eq!(cx.pto(), cx.path().pto);
         for pn in pns {
             self.copies.remove(pn);
         }
