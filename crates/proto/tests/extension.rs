@@ -78,8 +78,9 @@ impl ConnectionExtension for Oracle {
         }
     }
     fn on_packets_acked(&mut self, cx: &mut ExtensionCx<'_>, pns: &[PacketId]) {
-        // The PTO read alone is the one of the path's whole state.
+        // The PTO and loss estimate read alone are those of the path's whole state.
         assert_eq!(cx.pto(), cx.path().pto);
+        assert_eq!(cx.path_loss(), cx.path().loss);
         for pn in pns {
             self.copies.remove(pn);
         }

@@ -66,6 +66,11 @@ impl<'c, 'a> RedundancyCx<'c, 'a> {
         self.cx.path()
     }
 
+    /// What the path's losses show ([`RedundancyCx::path`]'s `loss`, without the rest).
+    pub fn path_loss(&self) -> qfec_proto::recovery::LossEstimate {
+        self.cx.path_loss()
+    }
+
     /// Bytes the application could still send now (STREAM data and DATAGRAMs).
     pub fn app_pending_bytes(&self) -> u64 {
         self.cx.app_data_pending_bytes()

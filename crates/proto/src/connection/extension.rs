@@ -147,11 +147,19 @@ impl ExtensionCx<'_> {
     /// The probe timeout of the path this hook is about: [`ExtensionCx::path`]'s `pto`
     /// without building the rest of its state (for hooks that run on every ACK).
     pub fn pto(&self) -> std::time::Duration {
-        let slot = self
-            .conn
+        self.conn.pto_duration(Pns::Data(self.slot()))
+    }
+
+    /// What the losses of the path this hook is about show: [`ExtensionCx::path`]'s `loss`
+    /// alone (for hooks that run on every packet).
+    pub fn path_loss(&self) -> crate::recovery::LossEstimate {
+        self.conn.paths[self.slot()].losses.estimate()
+    }
+
+    fn slot(&self) -> usize {
+        self.conn
             .slot_of(self.path)
-            .expect("the hook's path exists");
-        self.conn.pto_duration(Pns::Data(slot))
+            .expect("the hook's path exists")
     }
 
     /// The path this hook is about: the one of the packet being built, sent or received; the
