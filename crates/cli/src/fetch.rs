@@ -2,9 +2,9 @@
 //! download goes (a file, a hash), the report's lines, the runtime. Neither client module
 //! depends on the other.
 
-use std::fs::File;
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
@@ -104,30 +104,174 @@ pub fn output_name(path: &str) -> &str {
         .unwrap_or("index.html")
 }
 
-/// A download's bytes go to a thread of their own that saves them to `file` and, with
-/// `sha256`, hashes them; it returns the digest (None without `sha256`).
+/// What a download's thread is told: bytes of the body, or that the body is complete and
+/// verified, so that the file takes its final name.
+pub enum SinkMsg {
+    Data(bytes::Bytes),
+    Commit,
+}
+
+/// Where a download is saved: its final path, written first under a temporary name in the
+/// same directory and renamed only once the response is complete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaveAs {
+    pub path: PathBuf,
+}
+
+/// The files `urls` are saved as in `dir` (`-o`), checked before any connection and
+/// without creating anything: the directory (or, while it does not exist, the nearest
+/// directory above it, where it will be created) takes a new file, no two URLs end in the
+/// same name, and no directory holds a file's name. A one-line error otherwise.
+pub fn prepare_output(dir: &Path, urls: &[Url]) -> Result<Vec<SaveAs>> {
+    let dir_text = dir.display();
+    let existing = dir
+        .ancestors()
+        .find(|a| a.as_os_str().is_empty() || a.exists())
+        .map(|a| {
+            if a.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                a
+            }
+        })
+        .unwrap_or(Path::new("."));
+    if !existing.is_dir() {
+        bail!(
+            "cannot save into {dir_text}: {} is not a directory (choose another -o)",
+            existing.display()
+        );
+    }
+    // A probe file, removed at once: a read-only or full file system says so now, not after
+    // the transfer.
+    let probe = existing.join(format!(".qfec-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot write in {}: {e} (choose another output directory with -o)",
+                existing.display()
+            )
+        })?;
+    let _ = std::fs::remove_file(&probe);
+    let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    let mut out = Vec::with_capacity(urls.len());
+    for url in urls {
+        let name = output_name(&url.path);
+        if let Some(other) = seen.insert(name, &url.path) {
+            bail!(
+                "{other} and {} would both be saved as {}: fetch them in separate runs or \
+                 into separate directories",
+                url.path,
+                dir.join(name).display()
+            );
+        }
+        let path = dir.join(name);
+        if path.is_dir() {
+            bail!(
+                "cannot save {} as {}: a directory of that name is there (remove it or \
+                 choose another -o)",
+                url.path,
+                path.display()
+            );
+        }
+        out.push(SaveAs { path });
+    }
+    Ok(out)
+}
+
+/// A download's bytes go to a thread of their own that saves them (to a temporary file
+/// beside `save_as`, created when the first message comes, so nothing is created before
+/// the connection delivers) and, with `sha256`, hashes them. The file takes its final name
+/// on [`SinkMsg::Commit`]; if the sender is dropped without it, or anything fails, the
+/// temporary file is removed. The thread returns the digest (None without `sha256`), or
+/// an error that names the path.
 pub fn spawn_sink(
-    mut file: Option<File>,
+    save_as: Option<SaveAs>,
     sha256: bool,
 ) -> (
-    std::sync::mpsc::Sender<bytes::Bytes>,
+    std::sync::mpsc::Sender<SinkMsg>,
     std::thread::JoinHandle<Result<Option<String>, String>>,
 ) {
-    let (tx, rx) = std::sync::mpsc::channel::<bytes::Bytes>();
+    let (tx, rx) = std::sync::mpsc::channel::<SinkMsg>();
     let handle = std::thread::spawn(move || {
         let mut hash = sha256.then(|| ring::digest::Context::new(&ring::digest::SHA256));
-        for chunk in rx {
-            if let Some(h) = hash.as_mut() {
-                h.update(&chunk);
+        let mut file: Option<tempfile::NamedTempFile> = None;
+        let open = |target: &SaveAs| -> Result<tempfile::NamedTempFile, String> {
+            let dir = target.path.parent().unwrap_or(Path::new("."));
+            let name = target
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // Read and write for all, less the umask, as a file the user creates.
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create the directory {}: {e}", dir.display()))?;
+            tempfile::Builder::new()
+                .prefix(&format!(".{name}."))
+                .suffix(".part")
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+                .tempfile_in(dir)
+                .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))
+        };
+        for msg in rx {
+            if file.is_none()
+                && let Some(target) = &save_as
+            {
+                file = Some(open(target)?);
             }
-            if let Some(f) = file.as_mut() {
-                f.write_all(&chunk)
-                    .map_err(|e| format!("write failed: {e}"))?;
+            match msg {
+                SinkMsg::Data(chunk) => {
+                    if let Some(h) = hash.as_mut() {
+                        h.update(&chunk);
+                    }
+                    if let (Some(f), Some(target)) = (file.as_mut(), &save_as) {
+                        f.write_all(&chunk)
+                            .map_err(|e| format!("cannot write {}: {e}", target.path.display()))?;
+                    }
+                }
+                SinkMsg::Commit => {
+                    if let (Some(f), Some(target)) = (file.take(), &save_as) {
+                        f.persist(&target.path).map_err(|e| {
+                            format!("cannot save {}: {}", target.path.display(), e.error)
+                        })?;
+                    }
+                    return Ok(hash.map(|h| hex(h.finish().as_ref())));
+                }
             }
         }
-        Ok(hash.map(|h| hex(h.finish().as_ref())))
+        // The sender went away without a commit: the download failed; the temporary file
+        // goes with `file`.
+        Err("incomplete: nothing saved".to_string())
     });
     (tx, handle)
+}
+
+/// A fetch that failed as a whole (the connection, or the time limit): the lines of the
+/// files that were under way, each saying what became of it, and the error.
+#[derive(Debug)]
+pub struct FetchFailed {
+    pub lines: Vec<String>,
+    pub error: String,
+}
+
+impl std::fmt::Display for FetchFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error)
+    }
+}
+
+impl std::error::Error for FetchFailed {}
+
+/// Prints the lines of a fetch that failed as a whole, if `e` is one; the error itself is
+/// the caller's to report.
+pub fn print_failed_lines(e: &anyhow::Error) {
+    if let Some(f) = e.downcast_ref::<FetchFailed>() {
+        for l in &f.lines {
+            println!("{l}");
+        }
+    }
 }
 
 /// A downloaded file's line of a client's report (`secs` since the connection started).

@@ -112,6 +112,29 @@ pub fn parse_local_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// `--timeout`: seconds ("60", "0.5") or a duration with its unit ("500ms", "2min"); more
+/// than zero.
+pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let d = if t.parse::<f64>().is_ok() {
+        qfec_lab::units::parse_duration(&format!("{t}s"))
+    } else {
+        qfec_lab::units::parse_duration(t)
+    }
+    .map_err(|e| format!("{e} (give seconds, e.g. 60, or a duration, e.g. 500ms)"))?;
+    if d.is_zero() {
+        return Err(format!(
+            "{s:?} would give up before starting: give more than zero, e.g. 60 or 500ms"
+        ));
+    }
+    Ok(d)
+}
+
+/// A duration for a person: "60 s", "0.5 s".
+pub fn fmt_secs(d: std::time::Duration) -> String {
+    format!("{} s", d.as_secs_f64())
+}
+
 pub fn existing_dir(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     if p.is_dir() {

@@ -551,7 +551,7 @@ impl Client {
         match &mut self.settings {
             Settings::Quic { client, port } => {
                 let opts = FetchOptions {
-                    timeout: TIMEOUT_SECS,
+                    timeout: Duration::from_secs(TIMEOUT_SECS),
                     pmtu_from_route: true,
                     // Offering only HTTP/3 lets a resumed connection ask in 0-RTT.
                     alpn: browser.then_some(hq::AppProtocol::H3),

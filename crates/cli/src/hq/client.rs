@@ -1,7 +1,6 @@
 //! The hq-interop client: fetches URLs from one server, one stream each, and reports
 //! goodput and SHA-256 digests.
 
-use std::fs::File;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -21,8 +20,8 @@ use qfec_proto::{
 
 use super::{ALPN_HQ, QUIC_TRANSPORT_ONLY, TransportArgs, new_endpoint};
 use crate::fetch::{
-    Url, certificate_hint, failed_line, file_line, one_server, output_name, parse_url, runtime,
-    spawn_sink, total_line,
+    FetchFailed, SaveAs, SinkMsg, Url, certificate_hint, failed_line, file_line, one_server,
+    parse_url, prepare_output, print_failed_lines, runtime, spawn_sink, total_line,
 };
 use crate::tls;
 use qfec_http::RequestSession;
@@ -70,9 +69,11 @@ pub struct ClientArgs {
     /// Check the server's certificate against this name instead of the URL's host.
     #[arg(long, value_name = "NAME")]
     server_name: Option<String>,
-    /// Give up after this many seconds (also how long a silent server is waited for).
-    #[arg(long, default_value_t = 60)]
-    timeout: u64,
+    /// Give up after this long (also how long a silent server is waited for): seconds
+    /// (60, 0.5) or a duration with its unit (500ms, 2min). A download cut short is not
+    /// saved.
+    #[arg(long, default_value = "60", value_parser = crate::parse_timeout)]
+    timeout: Duration,
     /// Derive connection IDs from this seed instead of the operating system's random
     /// source (reproducible tests only).
     #[arg(long)]
@@ -199,7 +200,7 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         };
         let options = crate::tcp::TcpFetchOptions {
             tls: crate::tcp::client_tls(&trust, args.transport.keylog()?, args.tls12)?,
-            timeout: Duration::from_secs(args.timeout),
+            timeout: args.timeout,
             server_name: args.server_name,
             bind: args.bind.first().copied(),
             cc: args.tcp_cc,
@@ -253,7 +254,9 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
         pmtu_from_route: args.transport.pmtu_auto(),
     };
     let rt = runtime()?;
-    let outcome = rt.block_on(fetch(urls, client, &options))?;
+    let outcome = rt
+        .block_on(fetch(urls, client, &options))
+        .inspect_err(print_failed_lines)?;
     outcome.print();
     Ok(outcome.exit_code())
 }
@@ -271,8 +274,8 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 pub struct FetchOptions {
     /// Directory the files are saved in (named after the URL's last segment).
     pub output: Option<PathBuf>,
-    /// Seconds before giving up, and how long a silent server is waited for.
-    pub timeout: u64,
+    /// How long before giving up, and how long a silent server is waited for.
+    pub timeout: Duration,
     /// Name the certificate must hold; the URL's host when unset.
     pub server_name: Option<String>,
     pub bind: Option<SocketAddr>,
@@ -301,11 +304,13 @@ pub async fn fetch(
     opts: &FetchOptions,
 ) -> Result<Outcome> {
     let (first, remote) = one_server(&urls)?;
-    if let Some(dir) = &opts.output {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
+    // Where each file goes, checked before connecting; nothing is created until bytes come.
+    let saves = match &opts.output {
+        Some(dir) => prepare_output(dir, &urls)?.into_iter().map(Some).collect(),
+        None => vec![None; urls.len()],
+    };
     let mut transport = (*client.transport).clone();
-    transport.handshake_timeout = Some(Duration::from_secs(opts.timeout));
+    transport.handshake_timeout = Some(opts.timeout);
     if opts.pmtu_from_route
         && let Some(d) = transport.mtu_discovery.as_mut()
         && let Ok(max) = qfec_io::mtu::route_max_udp_payload(remote)
@@ -349,8 +354,8 @@ pub async fn fetch(
         let conn = driver.endpoint.connection_mut(h).expect("just connected");
         conn.set_local_address(SocketAddr::new(first.ip(), port));
     }
-    let deadline = now + Duration::from_secs(opts.timeout);
-    let mut app = HqClient::new(h, urls, opts.output.clone(), deadline, now, opts.sha256);
+    let deadline = now + opts.timeout;
+    let mut app = HqClient::new(h, urls, saves, deadline, now, opts.sha256);
     app.key_update = opts.key_update;
     app.alpn = opts.alpn;
     *app.paths = Paths {
@@ -421,7 +426,7 @@ pub async fn fetch(
 struct Describe {
     remote: Option<SocketAddr>,
     server_name: String,
-    timeout: u64,
+    timeout: Duration,
 }
 
 impl Describe {
@@ -431,9 +436,9 @@ impl Describe {
         let text = e.to_string();
         if !heard_from_server && matches!(e, qfec_proto::ConnectionError::TimedOut) {
             return format!(
-                "no answer from {remote} to the handshake in {} s: is a QUIC server running \
-                 there, and does a firewall let UDP through?",
-                self.timeout
+                "no answer from {remote} to the handshake in {}: is a QUIC server running \
+                 there, and does a firewall let UDP through? (or give it longer with --timeout)",
+                crate::fmt_secs(self.timeout)
             );
         }
         let hint = certificate_hint(&text, &self.server_name);
@@ -446,11 +451,9 @@ struct Download {
     bytes: u64,
     /// Hashing (and saving) run on a thread of their own, so that they never slow the
     /// transfer being measured.
-    sink: Option<std::sync::mpsc::Sender<bytes::Bytes>>,
+    sink: Option<std::sync::mpsc::Sender<SinkMsg>>,
     digest: Option<std::thread::JoinHandle<Result<Option<String>, String>>>,
     done: Option<Result<Instant, String>>,
-    /// Where it is saved (-o), removed again if the download fails.
-    saved_as: Option<PathBuf>,
 }
 
 /// Multipath in the client: the paths still to open, a path to abandon, and what each path
@@ -576,22 +579,24 @@ pub struct HqClient {
 }
 
 impl HqClient {
+    /// `saves` has one entry per URL: where it is saved, if it is (see
+    /// [`prepare_output`]).
     pub(super) fn new(
         conn: ConnectionHandle,
         urls: Vec<Url>,
-        out: Option<PathBuf>,
+        saves: Vec<Option<SaveAs>>,
         deadline: Instant,
         start: Instant,
         sha256: bool,
     ) -> Self {
+        assert_eq!(urls.len(), saves.len(), "one save target per URL");
         let downloads = urls
             .into_iter()
-            .map(|url| {
-                let saved_as = out.as_ref().map(|d| d.join(output_name(&url.path)));
-                let file = saved_as.as_ref().and_then(|p| File::create(p).ok());
+            .zip(saves)
+            .map(|(url, save)| {
                 // Nothing to save or hash: the bytes are only counted, no thread.
-                let (sink, digest) = if file.is_some() || sha256 {
-                    let (tx, digest) = spawn_sink(file, sha256);
+                let (sink, digest) = if save.is_some() || sha256 {
+                    let (tx, digest) = spawn_sink(save, sha256);
                     (Some(tx), Some(digest))
                 } else {
                     (None, None)
@@ -602,7 +607,6 @@ impl HqClient {
                     sink,
                     digest,
                     done: None,
-                    saved_as,
                 }
             })
             .collect();
@@ -630,30 +634,35 @@ impl HqClient {
         }
     }
 
-    /// What happened: an error if the connection failed, else a line per file.
+    /// What happened: a line per file, and a total. An error if the connection failed or
+    /// timed out: a [`FetchFailed`] with the lines of the files that were under way (none
+    /// when the connection never came up). A file is saved under its final name only when
+    /// its response completed and its bytes were written.
     pub(super) fn outcome(&mut self) -> Result<Outcome> {
-        if let Some(e) = &self.error {
-            bail!("{e}");
-        }
         let mut lines = Vec::new();
         let mut files = Vec::with_capacity(self.downloads.len());
         let end = self.finished.unwrap_or(self.start);
         let mut total = 0;
         let mut failed = 0;
         for d in &mut self.downloads {
+            // A download under way when the connection failed has failed with it.
+            if d.done.is_none()
+                && let Some(e) = &self.error
+            {
+                d.done = Some(Err(format!("{e} ({} bytes received)", d.bytes)));
+            }
+            // Only a complete response is committed; without the commit the thread
+            // removes its temporary file.
+            if let (Some(Ok(_)), Some(tx)) = (&d.done, &d.sink) {
+                let _ = tx.send(SinkMsg::Commit);
+            }
             d.sink = None;
             let digest = d.digest.take().map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err("hashing thread failed".into()))
+                    .unwrap_or_else(|_| Err("the saving thread failed".into()))
             });
             if let (Some(Ok(_)), Some(Err(e))) = (&d.done, &digest) {
                 d.done = Some(Err(e.clone()));
-            }
-            // A failed download leaves no partial file behind.
-            if !matches!(d.done, Some(Ok(_)))
-                && let Some(p) = &d.saved_as
-            {
-                let _ = std::fs::remove_file(p);
             }
             files.push(FileResult {
                 result: match &d.done {
@@ -681,6 +690,17 @@ impl HqClient {
                     lines.push(format!("{}  incomplete", d.url.path));
                 }
             }
+        }
+        if let Some(e) = &self.error {
+            // Without a connection there is nothing to say per file.
+            if self.connected_at.is_none() {
+                lines.clear();
+            }
+            return Err(FetchFailed {
+                lines,
+                error: e.clone(),
+            }
+            .into());
         }
         let secs = (end - self.start).as_secs_f64();
         let hs = self
@@ -836,7 +856,10 @@ impl Application for HqClient {
                 self.describe
                     .failure(&qfec_proto::ConnectionError::TimedOut, false)
             } else {
-                format!("timed out after {} s (--timeout)", self.describe.timeout)
+                format!(
+                    "timed out after {} (--timeout)",
+                    crate::fmt_secs(self.describe.timeout)
+                )
             });
             conn.close(now, 0, b"timeout");
             return ControlFlow::Break(());
@@ -882,14 +905,18 @@ impl Application for HqClient {
                 for chunk in session.take_body(i) {
                     d.bytes += chunk.len() as u64;
                     if let Some(tx) = &d.sink {
-                        let _ = tx.send(chunk);
+                        let _ = tx.send(SinkMsg::Data(chunk));
                     }
                 }
                 if d.done.is_none()
                     && let Some(result) = session.result(i)
                 {
+                    // A failed response's thread ends now and removes what it wrote; a
+                    // complete one is committed in `outcome`.
+                    if result.is_err() {
+                        d.sink = None;
+                    }
                     d.done = Some(result);
-                    d.sink = None;
                 }
             }
         }

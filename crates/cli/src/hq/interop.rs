@@ -18,14 +18,33 @@ use crate::tls;
 /// Exit code for a test case the endpoint does not implement.
 const UNSUPPORTED: u8 = 127;
 
+/// What `qfec interop --help` says after the options: the environment and the cases.
+const ENVIRONMENT_HELP: &str = "\
+Environment (as the QUIC interop runner sets it):
+  ROLE           client or server (required)
+  TESTCASE       the test case (required): handshake, transfer, retry, resumption, keyupdate,
+                 chacha20, zerortt, multiconnect, http3, ecn, versionnegotiation, v2,
+                 connectionmigration; any other exits 127 (unsupported)
+  REQUESTS       client: the URLs to fetch, separated by spaces (required)
+  DOWNLOADS      client: where the files are saved (default /downloads)
+  WWW            server: the directory served (default /www)
+  CERTS          server: the directory holding cert.pem and priv.key (default /certs)
+  SSLKEYLOGFILE  both: write the TLS secrets there
+  QLOGDIR        both: write qlog files there
+
+Example: ROLE=client TESTCASE=transfer REQUESTS=https://127.0.0.1:4433/a.bin \
+DOWNLOADS=out qfec interop";
+
 #[derive(Args, Debug)]
+#[command(after_help = ENVIRONMENT_HELP)]
 pub struct InteropArgs {
     /// Address the server listens on (the runner's servers use port 443).
     #[arg(long, default_value = "[::]:443", value_parser = crate::parse_socket_addr)]
     listen: SocketAddr,
-    /// Seconds a client waits for its downloads.
-    #[arg(long, default_value_t = 60)]
-    timeout: u64,
+    /// How long a client waits for its downloads: seconds (60) or a duration with its
+    /// unit (90s, 2min).
+    #[arg(long, default_value = "60", value_parser = crate::parse_timeout)]
+    timeout: std::time::Duration,
     #[command(flatten)]
     transport: TransportArgs,
 }
@@ -61,24 +80,26 @@ enum Case {
     ConnectionMigration,
 }
 
+/// Every case by its runner name (the help text lists the same names: a test checks it).
+const CASES: [(&str, Case); 13] = [
+    ("handshake", Case::Handshake),
+    ("transfer", Case::Transfer),
+    ("retry", Case::Retry),
+    ("resumption", Case::Resumption),
+    ("keyupdate", Case::KeyUpdate),
+    ("chacha20", Case::ChaCha20),
+    ("zerortt", Case::ZeroRtt),
+    ("multiconnect", Case::MultiConnect),
+    ("http3", Case::Http3),
+    ("ecn", Case::Ecn),
+    ("versionnegotiation", Case::VersionNegotiation),
+    ("v2", Case::V2),
+    ("connectionmigration", Case::ConnectionMigration),
+];
+
 impl Case {
     fn parse(name: &str) -> Option<Case> {
-        Some(match name {
-            "handshake" => Case::Handshake,
-            "transfer" => Case::Transfer,
-            "retry" => Case::Retry,
-            "resumption" => Case::Resumption,
-            "keyupdate" => Case::KeyUpdate,
-            "chacha20" => Case::ChaCha20,
-            "zerortt" => Case::ZeroRtt,
-            "multiconnect" => Case::MultiConnect,
-            "http3" => Case::Http3,
-            "ecn" => Case::Ecn,
-            "versionnegotiation" => Case::VersionNegotiation,
-            "v2" => Case::V2,
-            "connectionmigration" => Case::ConnectionMigration,
-            _ => return None,
-        })
+        CASES.iter().find(|(n, _)| *n == name).map(|&(_, c)| c)
     }
 }
 
@@ -99,8 +120,12 @@ fn env_path(name: &str, default: &str) -> PathBuf {
 }
 
 pub fn run(args: InteropArgs) -> Result<ExitCode> {
-    let role = std::env::var("ROLE").unwrap_or_default();
-    let testcase = std::env::var("TESTCASE").unwrap_or_default();
+    let (Ok(role), Ok(testcase)) = (std::env::var("ROLE"), std::env::var("TESTCASE")) else {
+        bail!(
+            "qfec interop takes its role and test case from the environment: set ROLE (client \
+             or server) and TESTCASE (e.g. transfer); see qfec interop --help"
+        );
+    };
     let Some(case) = Case::parse(&testcase) else {
         eprintln!("qfec interop: test case {testcase:?} is not supported");
         return Ok(ExitCode::from(UNSUPPORTED));
@@ -214,7 +239,9 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     for (i, group) in groups.into_iter().enumerate() {
         // The same TLS configuration (and so session cache) and the server's latest token
         // serve every connection: the second one of `resumption` resumes.
-        let outcome = rt.block_on(fetch(group, config.clone(), &options))?;
+        let outcome = rt
+            .block_on(fetch(group, config.clone(), &options))
+            .inspect_err(crate::fetch::print_failed_lines)?;
         outcome.print();
         if matches!(case, Case::Resumption | Case::ZeroRtt) && i > 0 && !outcome.resumed {
             eprintln!("qfec interop: the second connection did not resume the TLS session");
@@ -246,4 +273,26 @@ fn client(args: InteropArgs, case: Case, keylog: bool) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_lists_every_case() {
+        let listed: String = ENVIRONMENT_HELP
+            .lines()
+            .skip_while(|l| !l.starts_with("  TESTCASE"))
+            .take_while(|l| !l.starts_with("  REQUESTS"))
+            .collect();
+        for (name, case) in CASES {
+            assert!(
+                listed.split([' ', ',', ':', ';']).any(|w| w == name),
+                "{name} missing from the help"
+            );
+            assert_eq!(Case::parse(name), Some(case));
+        }
+        assert_eq!(Case::parse(""), None);
+    }
 }

@@ -346,7 +346,7 @@ mod in_the_simulator {
         let app = HqClient::new(
             h,
             vec![url],
-            None,
+            vec![None],
             Instant::ZERO + Duration::from_secs(60),
             Instant::ZERO,
             true,

@@ -1,7 +1,6 @@
 //! The HTTP/2 client: fetches URLs from one server over one TCP connection, a stream per URL,
 //! all at once, and reports each file's bytes, times and SHA-256 with the socket's counters.
 
-use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
@@ -25,7 +24,8 @@ use tokio_rustls::TlsConnector;
 use super::sock::{TcpCc, TcpInfo, set_congestion, tcp_info};
 use super::{ALPN_H2, CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::fetch::{
-    Url, certificate_hint, failed_line, file_line, one_server, output_name, spawn_sink, total_line,
+    FetchFailed, SaveAs, SinkMsg, Url, certificate_hint, failed_line, file_line, one_server,
+    prepare_output, spawn_sink, total_line,
 };
 
 /// Which server certificates the client accepts.
@@ -205,28 +205,19 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
         anyhow!("invalid server name {server_name:?}: expected a DNS name or IP address")
     })?;
     let connector = TlsConnector::from(opts.tls.clone());
-    // Output files are opened before the clock starts: creating them is not the transfer.
-    if let Some(dir) = &opts.output {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let mut sinks = Vec::with_capacity(urls.len());
-    let mut saved = Vec::with_capacity(urls.len());
-    for url in &urls {
-        let file = match &opts.output {
-            Some(dir) => {
-                let path = dir.join(output_name(&url.path));
-                let file = File::create(&path)
-                    .with_context(|| format!("cannot create {}", path.display()))?;
-                saved.push(Some(path));
-                Some(file)
-            }
-            None => {
-                saved.push(None);
-                None
-            }
-        };
-        sinks.push(spawn_sink(file, opts.sha256));
-    }
+    // Where each file goes, checked before connecting; a file is created when its bytes
+    // come, under a temporary name until it is complete.
+    let saves: Vec<Option<SaveAs>> = match &opts.output {
+        Some(dir) => prepare_output(dir, &urls)?.into_iter().map(Some).collect(),
+        None => vec![None; urls.len()],
+    };
+    let (sinks, mut digests): (Vec<_>, Vec<_>) = saves
+        .into_iter()
+        .map(|save| {
+            let (tx, digest) = spawn_sink(save, opts.sha256);
+            (tx, Some(digest))
+        })
+        .unzip();
 
     let start = Instant::now();
     let deadline = tokio::time::Instant::from_std(start + opts.timeout);
@@ -301,45 +292,39 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
         format!("{}:{}", first.host, first.port)
     };
     let mut downloads = JoinSet::new();
-    for (i, (url, (sink, digest))) in urls.iter().zip(sinks).enumerate() {
+    for (i, (url, sink)) in urls.iter().zip(sinks).enumerate() {
         let uri = format!("https://{authority}{}", url.path);
         let send = send.clone();
-        downloads.spawn(async move {
-            let result = download(send, &uri, start, sink).await;
-            (i, result, digest)
-        });
+        downloads.spawn(async move { (i, download(send, &uri, start, sink).await) });
     }
     drop(send);
     let mut results: Vec<Option<Result<FileStats, String>>> = vec![None; urls.len()];
-    let mut digests = Vec::new();
     let all = async {
         while let Some(joined) = downloads.join_next().await {
-            let (i, result, digest) = joined.context("a download task failed")?;
+            let (i, result) = joined.context("a download task failed")?;
             results[i] = Some(result);
-            digests.push((i, digest));
         }
         anyhow::Ok(())
     };
     let finished = timeout_at(deadline, all).await;
-    match finished {
-        Err(_) => {
-            let done = results.iter().filter(|r| r.is_some()).count();
-            bail!(
-                "timed out after {secs} s (--timeout) with {done} of {} files complete",
-                urls.len()
-            )
-        }
-        Ok(r) => r?,
+    let timed_out = finished.is_err();
+    if let Ok(r) = finished {
+        r?;
     }
+    // Downloads still under way end here: their threads remove what they wrote.
+    downloads.shutdown().await;
     let elapsed = start.elapsed();
     let tcp = tcp_info(probe.as_fd()).context("cannot read TCP_INFO")?;
     // Every request handle is gone: the connection says GOAWAY and closes.
     let _ = tokio::time::timeout(Duration::from_secs(1), connection).await;
-    // The hashing threads end with their downloads.
-    for (i, digest) in digests {
+    // The saving threads end with their downloads (a complete one was committed).
+    for (i, digest) in digests.iter_mut().enumerate() {
+        let Some(digest) = digest.take() else {
+            continue;
+        };
         let hashed = digest
             .join()
-            .unwrap_or_else(|_| Err("hashing thread failed".into()));
+            .unwrap_or_else(|_| Err("the saving thread failed".into()));
         if let Some(Ok(stats)) = &mut results[i] {
             match hashed {
                 Ok(sha) => stats.sha256 = sha,
@@ -347,22 +332,42 @@ pub(crate) async fn fetch(urls: Vec<Url>, opts: &TcpFetchOptions) -> Result<Outc
             }
         }
     }
-    let files = urls
+    let files: Vec<FileOutcome> = urls
         .into_iter()
         .zip(results)
-        .zip(saved)
-        .map(|((url, result), saved)| {
-            let result = result.unwrap_or_else(|| Err("incomplete".into()));
-            // A failed download leaves no file that could pass for the real one.
-            if let (Err(_), Some(path)) = (&result, saved) {
-                let _ = std::fs::remove_file(path);
-            }
-            FileOutcome {
-                path: url.path,
-                result,
-            }
+        .map(|(url, result)| FileOutcome {
+            path: url.path,
+            result: result.unwrap_or_else(|| {
+                Err(if timed_out {
+                    format!("timed out after {secs} s (--timeout)")
+                } else {
+                    "incomplete".into()
+                })
+            }),
         })
         .collect();
+    if timed_out {
+        let done = files.iter().filter(|f| f.result.is_ok()).count();
+        return Err(FetchFailed {
+            lines: files
+                .iter()
+                .map(|f| match &f.result {
+                    Ok(s) => file_line(
+                        &f.path,
+                        s.bytes,
+                        s.since_connect.as_secs_f64(),
+                        s.sha256.as_deref(),
+                    ),
+                    Err(e) => failed_line(&f.path, e),
+                })
+                .collect(),
+            error: format!(
+                "timed out after {secs} s (--timeout) with {done} of {} files complete",
+                files.len()
+            ),
+        }
+        .into());
+    }
     Ok(Outcome {
         files,
         handshake,
@@ -378,7 +383,7 @@ async fn download(
     mut send: SendRequest<NoBody>,
     uri: &str,
     start: Instant,
-    sink: std::sync::mpsc::Sender<Bytes>,
+    sink: std::sync::mpsc::Sender<SinkMsg>,
 ) -> Result<FileStats, String> {
     let request = Request::get(uri)
         .body(NoBody)
@@ -400,10 +405,12 @@ async fn download(
         let frame = frame.map_err(|e| format!("HTTP/2: {e}"))?;
         if let Ok(data) = frame.into_data() {
             bytes += data.len() as u64;
-            let _ = sink.send(data);
+            let _ = sink.send(SinkMsg::Data(data));
         }
     }
     let end = Instant::now();
+    // The body is whole (hyper checks it against content-length): the file takes its name.
+    let _ = sink.send(SinkMsg::Commit);
     Ok(FileStats {
         bytes,
         since_connect: end - start,

@@ -90,7 +90,9 @@ pub(crate) fn run_server(
 
 /// `qfec client --tcp`: fetches, prints the report, and exits 1 if a file failed.
 pub(crate) fn run_client(urls: Vec<Url>, options: &TcpFetchOptions) -> Result<ExitCode> {
-    let outcome = runtime()?.block_on(fetch(urls, options))?;
+    let outcome = runtime()?
+        .block_on(fetch(urls, options))
+        .inspect_err(crate::fetch::print_failed_lines)?;
     for l in outcome.lines() {
         println!("{l}");
     }

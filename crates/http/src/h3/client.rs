@@ -233,11 +233,37 @@ async fn fetch(
     stream.finish().await.map_err(|e| e.to_string())?;
     let resp = stream.recv_response().await.map_err(|e| e.to_string())?;
     responses.borrow_mut()[i].status = Some(resp.status().as_u16());
+    // A body that ends short of (or runs past) its announced length is malformed (RFC 9114
+    // §4.1.2): it fails rather than pass for the whole file.
+    let announced = match resp.headers().get(http::header::CONTENT_LENGTH) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| format!("malformed content-length {v:?}"))?,
+        ),
+    };
     while let Some(mut chunk) = stream.recv_data().await.map_err(|e| e.to_string())? {
         let b = chunk.copy_to_bytes(chunk.remaining());
         let mut rs = responses.borrow_mut();
         rs[i].bytes += b.len() as u64;
         rs[i].body.push_back(b);
+        if let Some(n) = announced
+            && rs[i].bytes > n
+        {
+            return Err(format!(
+                "the body runs past its content-length of {n} bytes"
+            ));
+        }
+    }
+    let got = responses.borrow()[i].bytes;
+    if let Some(n) = announced
+        && got != n
+    {
+        return Err(format!(
+            "the body ended after {got} of its {n} bytes (content-length)"
+        ));
     }
     responses.borrow_mut()[i].done = Some(Ok(now.get()));
     Ok(())
