@@ -3,6 +3,11 @@
 //! event sink on both ends (what building the trace events costs, `noop/qfec`), and quinn <-
 //! quinn, in the same run, printed side by side with the ratios.
 //!
+//! Every qfec side runs PMTU discovery as `qfec client` and `qfec server` ship it (`--pmtu
+//! auto`: up to what the interfaces carry, on loopback a 9,000-byte jumbo frame); the row
+//! `qfec@1452` is qfec with discovery off (`--pmtu off`: 1,452-byte datagrams), quinn's
+//! default size.
+//!
 //! `cargo bench -p qfec-io --bench loopback` (QFEC_BENCH_MB=300 QFEC_BENCH_RUNS=7 to change;
 //! QFEC_BENCH_FEC sets the FEC scheme).
 
@@ -28,8 +33,9 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The bench's transport; with `fec`, both sides decode and the server sends that FEC.
-fn transport(fec: Option<&str>, server: bool) -> TransportConfig {
+/// The bench's transport; with `fec`, both sides decode and the server sends that FEC. With
+/// `discovery`, PMTU discovery as the CLI's default (`--pmtu auto`) does it.
+fn transport(fec: Option<&str>, server: bool, discovery: bool) -> TransportConfig {
     let mut t = TransportConfig {
         receive_window: 32 << 20,
         max_receive_window: 64 << 20,
@@ -39,6 +45,12 @@ fn transport(fec: Option<&str>, server: bool) -> TransportConfig {
         pacing: std::env::var_os("QFEC_BENCH_NO_PACING").is_none(),
         ..TransportConfig::default()
     };
+    if discovery {
+        t.mtu_discovery = Some(qfec_proto::MtuDiscoveryConfig {
+            upper_bound: qfec_io::mtu::interfaces_max_udp_payload().unwrap_or(1472),
+            ..Default::default()
+        });
+    }
     if let Some(f) = fec {
         let send = qfec_fec::parse_fec(f).expect("QFEC_BENCH_FEC");
         qfec_fec::FecConfig::new(send.filter(|_| server)).install(&mut t);
@@ -155,7 +167,7 @@ impl Application for Receiver {
     }
 }
 
-fn qfec_run(bytes: u64, fec: Option<&str>, events: bool) -> Duration {
+fn qfec_run(bytes: u64, fec: Option<&str>, events: bool, discovery: bool) -> Duration {
     let traced = |mut t: TransportConfig| {
         if events {
             t.events = Some(Arc::new(DiscardEvents));
@@ -164,7 +176,7 @@ fn qfec_run(bytes: u64, fec: Option<&str>, events: bool) -> Duration {
     };
     let (chain, key) = qfec_proto::self_signed_certificate(&["localhost"]).unwrap();
     let mut sc = ServerConfig::new(ServerCryptoConfig::new(chain, key, &[ALPN]).unwrap());
-    sc.transport = traced(transport(fec, true));
+    sc.transport = traced(transport(fec, true, discovery));
     let server_ep = Endpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(sc)), 1);
     let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -199,7 +211,7 @@ fn qfec_run(bytes: u64, fec: Option<&str>, events: bool) -> Duration {
         let ep = Endpoint::new(Arc::new(EndpointConfig::default()), None, 2);
         let mut d = Driver::bind(loopback, ep).unwrap();
         let mut cc = ClientConfig::new(ClientCryptoConfig::insecure(&[ALPN]));
-        cc.transport = traced(transport(fec, false));
+        cc.transport = traced(transport(fec, false, discovery));
         let start = StdInstant::now();
         let h = d.endpoint.connect(d.now(), cc, addr, "localhost").unwrap();
         let mut app = Receiver {
@@ -308,7 +320,8 @@ fn main() {
     let bytes = mb * 1_000_000;
     println!("bulk download over loopback UDP, {mb} MB, {runs} alternating runs each");
     let (mut qs, mut fs, mut ns, mut es) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // QFEC_BENCH_ONLY=qfec,fec (any of qfec, fec, noop, quinn) runs only those sides.
+    let mut ss = Vec::new();
+    // QFEC_BENCH_ONLY=qfec,fec (any of qfec, small, fec, noop, quinn) runs only those sides.
     let only = std::env::var("QFEC_BENCH_ONLY").unwrap_or_default();
     let side = |name: &str, f: &dyn Fn() -> f64| {
         if only.is_empty() || only.split(',').any(|o| o.trim() == name) {
@@ -318,18 +331,26 @@ fn main() {
         }
     };
     for i in 0..runs {
-        let q = side("qfec", &|| gbps(bytes, qfec_run(bytes, None, false)));
-        let e = side("noop", &|| gbps(bytes, qfec_run(bytes, None, true)));
-        let f = side("fec", &|| gbps(bytes, qfec_run(bytes, Some(&fec), false)));
+        let q = side("qfec", &|| gbps(bytes, qfec_run(bytes, None, false, true)));
+        let s = side("small", &|| {
+            gbps(bytes, qfec_run(bytes, None, false, false))
+        });
+        let e = side("noop", &|| gbps(bytes, qfec_run(bytes, None, true, true)));
+        let f = side("fec", &|| {
+            gbps(bytes, qfec_run(bytes, Some(&fec), false, true))
+        });
         let n = side("quinn", &|| gbps(bytes, quinn_run(bytes)));
         println!(
-            "run {}: qfec {q:.2} Gb/s   qfec+noop-sink {e:.2} Gb/s   qfec+{fec} {f:.2} Gb/s   \
-             quinn {n:.2} Gb/s   qfec/quinn {:.2}   noop/qfec {:.3}   fec/qfec {:.2}",
+            "run {}: qfec {q:.2} Gb/s   qfec@1452 {s:.2} Gb/s   qfec+noop-sink {e:.2} Gb/s   \
+             qfec+{fec} {f:.2} Gb/s   quinn {n:.2} Gb/s   qfec/quinn {:.2}   \
+             qfec@1452/quinn {:.2}   noop/qfec {:.3}   fec/qfec {:.2}",
             i + 1,
             q / n,
+            s / n,
             e / q,
             f / q
         );
+        ss.push(s);
         qs.push(q);
         fs.push(f);
         ns.push(n);
@@ -352,16 +373,19 @@ fn main() {
         me / mq,
         be / bq
     );
+    let (bs, ms) = (best(&ss), median(&mut ss));
     println!(
-        "median: qfec {mq:.2}   qfec+fec {mf:.2}   quinn {mn:.2} Gb/s   qfec/quinn {:.2}   \
-         fec/qfec {:.2}",
+        "median: qfec {mq:.2}   qfec@1452 {ms:.2}   qfec+fec {mf:.2}   quinn {mn:.2} Gb/s   \
+         qfec/quinn {:.2}   qfec@1452/quinn {:.2}   fec/qfec {:.2}",
         mq / mn,
+        ms / mn,
         mf / mq
     );
     println!(
-        "best:   qfec {bq:.2}   qfec+fec {bf:.2}   quinn {bn:.2} Gb/s   qfec/quinn {:.2}   \
-         fec/qfec {:.2}",
+        "best:   qfec {bq:.2}   qfec@1452 {bs:.2}   qfec+fec {bf:.2}   quinn {bn:.2} Gb/s   \
+         qfec/quinn {:.2}   qfec@1452/quinn {:.2}   fec/qfec {:.2}",
         bq / bn,
+        bs / bn,
         bf / bq
     );
 }

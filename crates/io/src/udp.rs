@@ -18,6 +18,14 @@ const RECV_BUF: usize = 65536;
 /// Block from which received datagrams are cut.
 const RECV_BLOCK: usize = 2 << 20;
 
+/// Most bytes one GSO `sendmsg` may carry: the segments together form one UDP datagram
+/// before the kernel splits it, so they must fit its 16-bit length (65,535 less the IPv4 and
+/// UDP headers). Sixteen 9,000-byte segments do not: the kernel refused such a batch whole
+/// (EMSGSIZE), which on jumbo-frame paths lost every batch of more than seven packets.
+pub const MAX_GSO_BYTES: usize = 65_507;
+/// Most segments one GSO `sendmsg` may carry (the kernel's UDP_MAX_SEGMENTS).
+const MAX_GSO_SEGMENT_COUNT: usize = 64;
+
 /// Room for the control messages of one `recvmsg` or `sendmsg`: a GRO or GSO size, a packet
 /// info and a TOS / traffic class.
 const CONTROL_LEN: usize = 128;
@@ -106,8 +114,29 @@ impl UdpIo {
     }
 
     /// Sends `data`, split by the kernel into `segment_size` datagrams when given, from
-    /// `source` when given (one of our addresses), with `ecn` in the IP header.
+    /// `source` when given (one of our addresses), with `ecn` in the IP header. A batch
+    /// larger than one GSO call carries ([`MAX_GSO_BYTES`]) goes in several calls.
     pub async fn send(
+        &mut self,
+        dest: SocketAddr,
+        source: Option<SocketAddr>,
+        ecn: Option<EcnCodepoint>,
+        data: &[u8],
+        segment_size: Option<usize>,
+    ) -> io::Result<()> {
+        let per_call = gso_call_bytes(segment_size.filter(|_| self.gso));
+        if data.len() > per_call {
+            for chunk in data.chunks(per_call) {
+                self.send_batch(dest, source, ecn, chunk, segment_size)
+                    .await?;
+            }
+            return Ok(());
+        }
+        self.send_batch(dest, source, ecn, data, segment_size).await
+    }
+
+    /// One `sendmsg` (or, where the device refuses offload, one per segment).
+    async fn send_batch(
         &mut self,
         dest: SocketAddr,
         source: Option<SocketAddr>,
@@ -518,6 +547,15 @@ fn from_sockaddr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
     }
 }
 
+/// How many bytes of a batch of `segment`-byte datagrams one GSO call takes: whole
+/// segments, within the kernel's limits (everything, without GSO).
+fn gso_call_bytes(segment: Option<usize>) -> usize {
+    match segment {
+        Some(seg) if seg > 0 => (MAX_GSO_BYTES / seg).clamp(1, MAX_GSO_SEGMENT_COUNT) * seg,
+        _ => usize::MAX,
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -602,6 +640,38 @@ mod tests {
                 assert_eq!(info.remote, target);
                 got += data.len();
             }
+        });
+    }
+
+    #[test]
+    fn a_gso_call_stays_within_the_kernels_limits() {
+        assert_eq!(gso_call_bytes(None), usize::MAX);
+        assert_eq!(gso_call_bytes(Some(1452)), 45 * 1452);
+        assert_eq!(gso_call_bytes(Some(8972)), 7 * 8972);
+        assert_eq!(gso_call_bytes(Some(100)), 64 * 100);
+        assert_eq!(gso_call_bytes(Some(65_527)), 65_527);
+    }
+
+    /// Regression (issue 54): sixteen 8,972-byte datagrams in one batch, as PMTU discovery
+    /// on loopback or a jumbo-frame network gives, all arrive; the kernel refused the whole
+    /// batch in one call (EMSGSIZE), and the driver counted it as an oversize probe.
+    #[test]
+    fn a_batch_of_jumbo_datagrams_arrives_whole() {
+        runtime().block_on(async {
+            let rx = UdpIo::from_std(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap();
+            let to = rx.local_addr().unwrap();
+            let mut tx =
+                UdpIo::from_std(std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).unwrap();
+            let seg = 8972;
+            let batch: Vec<u8> = (0..16 * seg).map(|i| (i / seg) as u8).collect();
+            tx.send(to, None, None, &batch, Some(seg)).await.unwrap();
+            let mut got = Vec::new();
+            while got.len() < batch.len() {
+                let (data, _) = recv(&rx).await;
+                assert_eq!(data.len() % seg, 0, "whole datagrams");
+                got.extend_from_slice(&data);
+            }
+            assert_eq!(got, batch, "every datagram, in order");
         });
     }
 }
