@@ -356,8 +356,14 @@ impl Preset {
             .find(|p| p.name.eq_ignore_ascii_case(name))
             .ok_or_else(|| {
                 let names: Vec<&str> = PRESETS.iter().map(|p| p.name).collect();
+                let near = PRESETS
+                    .iter()
+                    .map(|p| (edit_distance(&name.to_ascii_lowercase(), p.name), p.name))
+                    .filter(|(d, _)| *d <= 2)
+                    .min();
                 format!(
-                    "unknown preset {name:?}; valid presets: {}",
+                    "unknown preset {name:?}{}; valid presets: {}",
+                    near.map_or(String::new(), |(_, n)| format!(" (did you mean {n:?}?)")),
                     names.join(", ")
                 )
             })
@@ -438,6 +444,31 @@ impl Preset {
             up: dir("up"),
         }
     }
+}
+
+/// Levenshtein distance, counting a swap of two neighbours as one edit ("wlna" is one from
+/// "wlan"): for did-you-mean hints.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 #[cfg(test)]

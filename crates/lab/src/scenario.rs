@@ -100,6 +100,18 @@ impl Scenario {
         let de = toml::Deserializer::parse(text)
             .map_err(|e| err("", e.message().to_string(), line_of(text, e.span())))?;
         let raw: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
+            // An unknown preset first: it is the likelier slip, and the file's other
+            // errors (a workload the preset would not have needed) may follow from it.
+            if let Ok(table) = toml::from_str::<toml::Table>(text)
+                && let Some(toml::Value::String(name)) = table.get("preset")
+                && let Err(message) = Preset::paths_from_name(name)
+            {
+                let line = text
+                    .lines()
+                    .position(|l| l.trim_start().starts_with("preset"))
+                    .map(|i| i + 1);
+                return err("preset", message, line);
+            }
             let path = e.path().to_string();
             let inner = e.into_inner();
             let path = if path == "." { String::new() } else { path };

@@ -80,6 +80,21 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos((secs * 1e9).round() as u64))
 }
 
+/// Smallest size that may be written without a unit: below it a bare number is more likely
+/// a slip ("20" for "20MB") than a size in bytes, so it is refused ([`check_bare_size`]).
+pub const MIN_BARE_SIZE: u64 = 1000;
+
+/// A size written without a unit (`size = 20`, `bulk:20`): refused below [`MIN_BARE_SIZE`]
+/// with the spellings that say what is meant.
+pub fn check_bare_size(v: u64) -> Result<u64, String> {
+    if v > 0 && v < MIN_BARE_SIZE {
+        return Err(format!(
+            "{v} is {v} bytes; write \"{v}B\" if that is meant, or \"{v}MB\""
+        ));
+    }
+    Ok(v)
+}
+
 /// A size in bytes: "20MB", "1776KiB", "1500B", "1 kB", or a bare integer (bytes).
 /// kB/MB/GB are decimal, KiB/MiB/GiB binary.
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -106,6 +121,16 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         return Err(format!("size {s:?} is not a whole number of bytes"));
     }
     Ok(bytes as u64)
+}
+
+/// A size as a workload or a scenario's size field takes it: [`parse_size`], and a bare
+/// number below [`MIN_BARE_SIZE`] refused ([`check_bare_size`]).
+pub fn parse_size_field(s: &str) -> Result<u64, String> {
+    let bytes = parse_size(s)?;
+    if s.trim().chars().all(|c| c.is_ascii_digit() || c == '_') {
+        return check_bare_size(bytes);
+    }
+    Ok(bytes)
 }
 
 /// Exact spelling of a rate with the largest whole unit ("20Mbps", "468kbps", "1500001bps").
@@ -145,6 +170,11 @@ pub fn parse_ratio(s: &str) -> Result<f64, String> {
         t.parse::<f64>()
             .map_err(|_| format!("expected a ratio like 0.02 or \"2%\", got {s:?}"))?
     };
+    if v < 0.0 {
+        return Err(format!(
+            "must be a non-negative ratio (0 to 1, or 0% to 100%), got {s:?}"
+        ));
+    }
     check_ratio(v)
 }
 
@@ -158,14 +188,19 @@ pub fn check_ratio(v: f64) -> Result<f64, String> {
 }
 
 /// A comma-separated list parsed item by item ("0,1%,2%" with [`parse_ratio`]); the error
-/// names the failing item.
+/// names the failing item. Empty items are skipped; a list with none is an error.
 pub fn parse_list<T>(s: &str, item: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, String> {
-    s.split(',')
+    let v = s
+        .split(',')
         .map(str::trim)
         .filter(|x| !x.is_empty())
         .enumerate()
         .map(|(i, x)| item(x).map_err(|e| format!("item {}: {e}", i + 1)))
-        .collect()
+        .collect::<Result<Vec<T>, String>>()?;
+    if v.is_empty() {
+        return Err(format!("empty list {s:?}: give at least one value"));
+    }
+    Ok(v)
 }
 
 /// Seeds: "7", "1,5,9", or an inclusive range "1..10" / "1-10".
@@ -179,6 +214,11 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
             .map_err(|_| format!("expected a seed (non-negative integer), got {x:?}"))
     };
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "must be a non-negative seed count, range or list (10, 1-10, 3,7,9), got {s:?}"
+        ));
+    }
     if let Some((a, b)) = t.split_once("..").or_else(|| t.split_once('-')) {
         let (a, b) = (num(a)?, num(b.trim_start_matches('='))?);
         if b < a {
@@ -192,12 +232,18 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
         }
         return Ok((a..=b).collect());
     }
-    let v = parse_list(t, num)?;
-    if v.is_empty() {
-        return Err("no seeds given".into());
+    if t.split(',').all(|x| x.trim().is_empty()) {
+        return Err("no seeds given: give a count (10), a range (1-10) or a list (3,7,9)".into());
     }
+    let v = parse_list(t, num)?;
     if v.len() as u64 > MAX_SEEDS {
         return Err(format!("{} seeds: at most {MAX_SEEDS}", v.len()));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(d) = v.iter().find(|x| !seen.insert(**x)) {
+        return Err(format!(
+            "seed {d} is listed twice: each seed runs once, give it once"
+        ));
     }
     Ok(v)
 }
@@ -276,11 +322,11 @@ unit_type!(
 );
 
 unit_type!(
-    /// Bytes ("20MB", "1776KiB"; a bare integer is bytes).
+    /// Bytes ("20MB", "1776KiB"; a bare integer is bytes, from [`MIN_BARE_SIZE`] up).
     Size(u64),
     "a size such as \"20MB\"",
-    parse_size,
-    Ok,
+    parse_size_field,
+    check_bare_size,
     |v| Err(format!("size {v} is not a whole number of bytes")),
     |v| format!("{v}B")
 );

@@ -207,14 +207,27 @@ impl Workload {
             }
         };
         match kind {
-            "bulk" => Ok(Workload::Bulk {
-                bytes: crate::units::parse_size(need("a size")?)
-                    .map_err(|e| format!("workload {s:?}: {e}"))?,
-            }),
-            "files" => Ok(Workload::Files {
-                sizes: crate::units::parse_list(need("sizes")?, crate::units::parse_size)
-                    .map_err(|e| format!("workload {s:?}: {e}"))?,
-            }),
+            "bulk" => {
+                let bytes = crate::units::parse_size_field(need("a size")?)
+                    .map_err(|e| format!("workload {s:?}: {e}"))?;
+                if bytes == 0 {
+                    return Err(format!(
+                        "workload {s:?}: a download of 0 bytes measures nothing; give a positive size, e.g. bulk:20MB"
+                    ));
+                }
+                Ok(Workload::Bulk { bytes })
+            }
+            "files" => {
+                let sizes =
+                    crate::units::parse_list(need("sizes")?, crate::units::parse_size_field)
+                        .map_err(|e| format!("workload {s:?}: {e}"))?;
+                if sizes.contains(&0) {
+                    return Err(format!(
+                        "workload {s:?}: every file needs a positive size, e.g. files:1kB,10kB"
+                    ));
+                }
+                Ok(Workload::Files { sizes })
+            }
             "page" => crate::pages::PageModel::by_name(need("a page name")?)
                 .map(Workload::Page)
                 .map_err(|e| format!("workload {s:?}: {e}")),
