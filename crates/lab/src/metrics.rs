@@ -137,9 +137,13 @@ pub struct RunRecord {
     /// The time series of `--trace` (cwnd, bytes in flight, RTT, goodput, FEC per bin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::RunTrace>,
-    /// Why the run failed, if it did.
+    /// Why the run failed, if it did: one line, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// A failed run: where each endpoint's connection stood at the end (state, bytes in
+    /// flight, window, timers, streams), for debugging a stall. JSON lines only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_detail: Option<String>,
 }
 
 /// A run over a WLAN medium (JSON lines only).

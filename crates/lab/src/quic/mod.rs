@@ -446,13 +446,21 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
         rec.trace = Some(s.finish(first.delivered()));
     }
     if let Some(e) = rec.error.as_mut() {
-        // Say where the sender stood: what a user needs to understand a stall.
+        // One line for people: when, and how far the transfer got. Where each endpoint's
+        // connection stood (what a developer needs to understand a stall) goes beside it.
+        e.push_str(&format!(
+            " at {:.1} s of simulated time, {} of {} delivered",
+            (sim.now() - start).as_secs_f64(),
+            crate::workload::short_size(rec.app_bytes),
+            crate::workload::short_size(flows.iter().map(|f| f.workload.total_bytes()).sum()),
+        ));
         let (server, client) = nodes[0];
-        if let Some(d) = sim.node(server).diagnostics() {
-            e.push_str(&format!(" (server: {d})"));
-        }
-        if let Some(d) = sim.node(client).diagnostics() {
-            e.push_str(&format!(" (client: {d})"));
+        let detail: Vec<String> = [("server", server), ("client", client)]
+            .into_iter()
+            .filter_map(|(side, n)| Some(format!("{side}: {}", sim.node(n).diagnostics()?)))
+            .collect();
+        if !detail.is_empty() {
+            rec.error_detail = Some(detail.join("; "));
         }
     }
     let q = sim.link_stats(down);
@@ -489,8 +497,13 @@ pub fn run_with(spec: &RunSpec, options: &RunOptions) -> RunRecord {
             RunOutcome::AllDone => {}
             RunOutcome::Limit => {
                 rec.error = Some(format!(
-                    "not finished within {:?} of simulated time",
-                    spec.duration_limit
+                    "not finished within {} of simulated time ({} of {} delivered; a longer \
+                     --time-limit or duration_limit gives it more)",
+                    crate::units::fmt_duration(spec.duration_limit),
+                    crate::workload::short_size(rec.app_bytes),
+                    crate::workload::short_size(
+                        flows.iter().map(|f| f.workload.total_bytes()).sum()
+                    ),
                 ))
             }
             other => rec.error = Some(format!("simulation stopped early: {other:?}")),
