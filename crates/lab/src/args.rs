@@ -32,15 +32,16 @@ pub struct SweepArgs {
     /// --preset with a scenario is refused, so that its links never change unnoticed).
     #[arg(long, requires = "preset")]
     pub replace_links: bool,
-    /// Loss rates to sweep, comma-separated: "2%" or "0,1%,2%" or 0.02.
-    #[arg(long)]
+    /// Loss rates to sweep, comma-separated, as percentages ("2%", "0,1%,2%") or as
+    /// fractions of 1: 0.02 is 2 %, and 0.5 is 50 % (half the packets lost), not 0.5 %.
+    #[arg(long, allow_hyphen_values = true)]
     pub loss: Option<String>,
     /// bulk:SIZE, files:SIZE,SIZE.., page:NAME or realtime[:DURATION][,buffer=DURATION][,stream];
     /// repeat the option to sweep workloads (e.g. --workload bulk:1kB --workload bulk:10kB).
     #[arg(long)]
     pub workload: Vec<String>,
     /// Number of seeds (1..=N) or a list/range such as 1-20 or 3,7,9.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub seeds: Option<String>,
     /// Congestion controller: newreno, cubic, bbr, lia (NewReno coupled across multipath
     /// paths, RFC 6356), olia (coupled, shifting window to the least lossy paths), or disabled (none at all, as paper 002's real-time runs); a list
@@ -63,11 +64,11 @@ pub struct SweepArgs {
     pub fec_cc: Option<String>,
     /// Put N flows on the same links: N identical ones, or, with a list of variants (e.g.
     /// --fec none,rlc), one flow of each (N must match the list).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole::<usize>)]
     pub flows: Option<usize>,
     /// With --flows: flow i (from 0) connects i times this long after the run starts, e.g.
     /// 10s.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub stagger: Option<String>,
     /// Add a path between client and server, as PRESET or PRESET@LOSS (e.g. 4g@1%): the run
     /// is then multipath QUIC, the client opening a path over each. Repeat for more paths;
@@ -89,12 +90,12 @@ pub struct SweepArgs {
     pub hystart: bool,
     /// Initial congestion window in packets (default 10, RFC 9002; quic-go, which papers
     /// 000 and 003 used, starts at 32).
-    #[arg(long, value_name = "PACKETS")]
+    #[arg(long, value_name = "PACKETS", allow_negative_numbers = true, value_parser = whole::<u32>)]
     pub initial_window: Option<u32>,
     /// A returning client: before the measured connection it made N connections with the
     /// same workload over the same links, one after another, so that the measured one
     /// starts with what the endpoints remembered of the path and the server's NEW_TOKEN.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = whole::<u32>)]
     pub earlier_connections: Option<u32>,
     /// The endpoints forget the path between connections (no memory of earlier connections'
     /// losses, none in NEW_TOKEN tokens): the control for --earlier-connections.
@@ -107,24 +108,24 @@ pub struct SweepArgs {
     #[arg(long)]
     pub ack_frequency: Option<String>,
     /// Acknowledge every N ack-eliciting packets.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = whole::<u32>)]
     pub ack_threshold: Option<u32>,
     /// Maximum ACK delay, e.g. 25ms.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub max_ack_delay: Option<String>,
-    /// Simulated-time limit of each run, e.g. 600s.
-    #[arg(long)]
+    /// Simulated-time limit of each run, e.g. 600s (the default).
+    #[arg(long, allow_hyphen_values = true)]
     pub time_limit: Option<String>,
     /// Bottleneck rate of the first path, both directions, e.g. 10Mbps (replaces the
     /// preset's or scenario's; the queue follows as one bandwidth-delay product unless
     /// --queue says otherwise).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rate: Option<String>,
     /// Round-trip propagation delay of the first path, e.g. 80ms (half each way).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub rtt: Option<String>,
     /// Queue of the first path's links: bdp, unlimited, "25 packets" or a size like 64KB.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub queue: Option<String>,
     /// The first path's queues mark ECN-capable packets CE: step:SIZE (each packet that
     /// finds SIZE queued, e.g. step:20kB) or red:MIN,MAX[,P] (RED on the average queue).
@@ -163,8 +164,14 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
             .collect(),
         None => Vec::new(),
     };
+    if args.preset.is_some() && presets.is_empty() {
+        return Err("--preset: empty: give e.g. wlan (see `qfec lab presets`)".into());
+    }
     for p in &presets {
         Preset::paths_from_name(p).map_err(|e| format!("--preset: {e}"))?;
+    }
+    if let Some(p) = twice(presets.iter().map(|p| p.to_ascii_lowercase())) {
+        return Err(format!("--preset: {p} is listed twice; give it once"));
     }
     if scenario.is_some() && !presets.is_empty() && !args.replace_links {
         return Err(
@@ -325,6 +332,19 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
     }
     if let Some(l) = &args.loss {
         sweep.losses = parse_list(l, parse_ratio).map_err(|e| format!("--loss: {e}"))?;
+        if let Some(x) = twice(sweep.losses.iter().map(|x| x.to_bits())) {
+            return Err(format!(
+                "--loss: {}% is listed twice; give each loss once",
+                f64::from_bits(x) * 100.0
+            ));
+        }
+        if sweep.losses.contains(&1.0) {
+            return Err(
+                "--loss: 100% loses every packet, so no run could complete; give a loss below \
+                 100% (0.5 is 50 %)"
+                    .into(),
+            );
+        }
     }
     if let Some(s) = &args.seeds {
         sweep.seeds = match s.parse::<u64>() {
@@ -339,7 +359,87 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
             Err(_) => parse_seeds(s).map_err(|e| format!("--seeds: {e}"))?,
         };
     }
+    check_rate(&sweep)?;
     Ok(sweep)
+}
+
+/// A count on the command line (--flows, --initial-window, ...): a negative one gets this
+/// message rather than clap's advice to write `-- -1`.
+fn whole<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!("must be a non-negative whole number, got {t:?}"));
+    }
+    t.parse()
+        .map_err(|_| format!("expected a whole number like 2, got {t:?}"))
+}
+
+/// The first value `items` yields twice, if any.
+fn twice<T: Ord + Clone>(items: impl IntoIterator<Item = T>) -> Option<T> {
+    let mut seen = std::collections::BTreeSet::new();
+    items.into_iter().find(|x| !seen.insert(x.clone()))
+}
+
+/// `--rate`: refused when a workload's bytes cannot cross the link at that rate within the
+/// time limit (at the rate alone, before any header, loss or congestion control), so that
+/// such a campaign fails now rather than each run after its whole time limit.
+fn check_rate(sweep: &Sweep) -> Result<(), String> {
+    let Some(rate) = sweep.link.rate_bps else {
+        return Ok(());
+    };
+    // A WLAN's rate follows from its MCS: --rate is refused there, with that reason.
+    let wlan = if sweep.presets.is_empty() {
+        matches!(
+            sweep.base.links.down.serializer,
+            qfec_sim::Serializer::Wifi(_)
+        )
+    } else {
+        sweep
+            .presets
+            .iter()
+            .any(|n| Preset::paths_from_name(n).is_ok_and(|(p, _)| p.wlan.is_some()))
+    };
+    if wlan {
+        return Ok(());
+    }
+    let limit = sweep.base.duration_limit;
+    let mut workloads: Vec<Workload> = if !sweep.workloads.is_empty() {
+        sweep.workloads.clone()
+    } else if sweep.preset_bulk {
+        sweep
+            .presets
+            .iter()
+            .filter_map(|n| Preset::paths_from_name(n).ok())
+            .map(|(p, _)| Workload::Bulk {
+                bytes: p.bulk_bytes,
+            })
+            .collect()
+    } else {
+        vec![sweep.base.workload.clone()]
+    };
+    workloads.extend(sweep.base.flows.iter().map(|f| f.workload.clone()));
+    for w in &workloads {
+        // A real-time source runs for its duration whatever the rate: what it loses is
+        // measured, not a failure.
+        if matches!(w, Workload::Realtime(_)) {
+            continue;
+        }
+        let bytes = w.total_bytes();
+        let needed = bytes as f64 * 8.0 / rate as f64;
+        if needed > limit.as_secs_f64() {
+            // A limit with room for headers and slow start: a quarter more, in 100 s.
+            let suggest = (needed * 1.25 / 100.0).ceil() * 100.0;
+            return Err(format!(
+                "--rate {}: the workload {} ({bytes} bytes) needs at least {needed:.0} s at that \
+                 rate, more than the {} time limit; give --time-limit {suggest:.0}s, a higher \
+                 --rate or a smaller --workload",
+                crate::units::fmt_rate(rate),
+                w.label(),
+                crate::units::fmt_duration(limit),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `--path PRESET[@LOSS]`: path `k`'s links.
@@ -407,17 +507,51 @@ fn list<T, E: std::fmt::Display>(
     value: &Option<String>,
     parse: impl Fn(&str) -> Result<T, E>,
 ) -> Result<Vec<(String, T)>, String> {
+    list_named(flag, value, parse, |item, _| item.to_ascii_lowercase())
+}
+
+/// Examples of each list option's values, for the error on an empty list.
+fn example_of(flag: &str) -> &'static str {
+    match flag {
+        "--cc" => "cubic or newreno,cubic",
+        "--fec" => "rlc or none",
+        "--fec-cc" => "signal or mask",
+        "--ack-frequency" => "none or bquic",
+        "--scheduler" => "minrtt or single,rr",
+        _ => "a value",
+    }
+}
+
+/// [`list`] with each item named by `name(spelling, value)`: an empty list, or two items of
+/// one name (the same variant twice), is an error naming `flag`.
+fn list_named<T, E: std::fmt::Display>(
+    flag: &str,
+    value: &Option<String>,
+    parse: impl Fn(&str) -> Result<T, E>,
+    name: impl Fn(&str, &T) -> String,
+) -> Result<Vec<(String, T)>, String> {
     let Some(v) = value else {
         return Ok(Vec::new());
     };
-    split_list(v)
-        .into_iter()
-        .map(|item| {
-            parse(&item)
-                .map(|x| (item.to_ascii_lowercase(), x))
-                .map_err(|e| format!("{flag}: {e}"))
-        })
-        .collect()
+    let items = split_list(v);
+    if items.is_empty() {
+        return Err(format!("{flag}: empty: give e.g. {}", example_of(flag)));
+    }
+    let mut out: Vec<(String, T)> = Vec::with_capacity(items.len());
+    for item in &items {
+        let x = parse(item).map_err(|e| format!("{flag}: {e}"))?;
+        let n = name(item, &x);
+        if let Some(j) = out.iter().position(|(o, _)| *o == n) {
+            let what = if items[j] == *item {
+                format!("{item} is listed twice")
+            } else {
+                format!("{} and {item} are the same ({n})", items[j])
+            };
+            return Err(format!("{flag}: {what}; give each once"));
+        }
+        out.push((n, x));
+    }
+    Ok(out)
 }
 
 /// Splits at commas outside parentheses, so "rs(20,10),rlc" is two items.
@@ -446,8 +580,22 @@ fn split_list(s: &str) -> Vec<String> {
 /// joins the values of the options given as lists.
 fn variants(base: &ProtocolSettings, args: &SweepArgs) -> Result<Vec<Variant>, String> {
     let ccs = list("--cc", &args.cc, str::parse::<CongestionControl>)?;
-    let fecs = list("--fec", &args.fec, qfec_fec::parse_fec)?;
+    let fecs = list_named("--fec", &args.fec, qfec_fec::parse_fec, |_, f| {
+        crate::campaign::fec_name(f)
+    })?;
     let modes = list("--fec-cc", &args.fec_cc, str::parse::<RecoveredLossMode>)?;
+    let any_fec = if fecs.is_empty() {
+        base.fec.is_some()
+    } else {
+        fecs.iter().any(|(_, f)| f.is_some())
+    };
+    if !modes.is_empty() && !any_fec {
+        return Err(
+            "--fec-cc: no variant uses FEC, so no loss is recovered to signal or mask; add a \
+             FEC variant (e.g. --fec none,rlc) or drop --fec-cc"
+                .into(),
+        );
+    }
     let afs = list(
         "--ack-frequency",
         &args.ack_frequency,

@@ -302,6 +302,52 @@ pub struct Variant {
     pub protocol: ProtocolSettings,
 }
 
+/// A FEC variant's name, the one `--fec` lists, tables and records use: the shortest
+/// spelling `--fec` reads back as the same code ("rs" for rs(20,10), "rlc" for rlc(20,2),
+/// "rs(10,5)" otherwise), "none" without FEC.
+pub fn fec_name(fec: &Option<qfec_fec::Redundancy>) -> String {
+    let Some(r) = fec else {
+        return "none".into();
+    };
+    ["xor", "rs", "rlc", "rquic", "adaptive"]
+        .into_iter()
+        .find(|short| qfec_fec::parse_fec(short).is_ok_and(|p| p.as_ref() == Some(r)))
+        .map_or_else(|| r.to_string(), str::to_string)
+}
+
+/// The name of a run with several flows: what each flow runs, joined by "+" ("rlc+none",
+/// as presets joined for several paths and files fetched one after another are); flows
+/// that all run the same settings share one name ("rlc", or "default").
+pub fn flows_name(flows: &[FlowSpec]) -> String {
+    let Some(first) = flows.first() else {
+        return "default".into();
+    };
+    if flows.iter().all(|f| f.protocol == first.protocol) {
+        return match first.protocol.fec {
+            Some(_) => fec_name(&first.protocol.fec),
+            None => "default".into(),
+        };
+    }
+    // Flows that differ in their FEC alone are named by it; otherwise by their own names
+    // (with --flows, the variants they run).
+    let without_fec = |p: &ProtocolSettings| ProtocolSettings {
+        fec: None,
+        fec_cc: None,
+        ..p.clone()
+    };
+    let by_fec: Vec<String> = flows.iter().map(|f| fec_name(&f.protocol.fec)).collect();
+    let names: Vec<String> = if flows
+        .iter()
+        .all(|f| without_fec(&f.protocol) == without_fec(&first.protocol))
+        && by_fec.iter().any(|n| *n != by_fec[0])
+    {
+        by_fec
+    } else {
+        flows.iter().map(|f| f.name.clone()).collect()
+    };
+    names.join("+")
+}
+
 /// The cartesian product presets x losses x variants x seeds over a base scenario.
 ///
 /// - `presets` empty: the base scenario's own links. Otherwise each preset's links (its
@@ -465,10 +511,15 @@ impl Sweep {
         };
         let variants = if self.variants.is_empty() {
             // One variant: named by its FEC when the scenario or options set one (a record
-            // then says which code ran), "default" otherwise.
-            let name = match &self.base.protocol.fec {
-                Some(fec) => fec.to_string(),
-                None => "default".into(),
+            // then says which code ran), "default" otherwise; with several flows, by what
+            // each flow runs.
+            let name = if self.base.flows.is_empty() {
+                match &self.base.protocol.fec {
+                    Some(_) => fec_name(&self.base.protocol.fec),
+                    None => "default".into(),
+                }
+            } else {
+                flows_name(&self.base.flows)
             };
             vec![Variant {
                 name,
