@@ -80,10 +80,11 @@ pub struct PlotArgs {
     /// Only the runs of this preset.
     #[arg(long)]
     preset: Option<String>,
-    /// Only the runs at this loss, e.g. 2%.
-    #[arg(long)]
+    /// Only the runs at this loss, e.g. 2% (or 0.02).
+    #[arg(long, allow_hyphen_values = true)]
     loss: Option<String>,
-    /// Only the runs of this workload, as the records name it (e.g. bulk-20MB).
+    /// Only the runs of this workload: as the command line names it (bulk:20MB) or as the
+    /// records do (bulk-20MB).
     #[arg(long)]
     workload: Option<String>,
     /// One panel per preset, workload, loss, variant or seed.
@@ -186,6 +187,11 @@ pub struct RunArgs {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Print the whole summary table even where it is wider than the terminal (on a
+    /// terminal, columns of less interest are otherwise left out to fit its width; piped
+    /// or redirected output, --out and --summary-out are always whole).
+    #[arg(long)]
+    wide: bool,
 }
 
 #[derive(Args, Debug)]
@@ -505,13 +511,75 @@ fn plot(args: PlotArgs) -> Result<ExitCode> {
             args.runs.display()
         )
     })?;
-    records.retain(|r| {
-        args.seed.is_none_or(|s| r.seed == s)
-            && args.variant.as_ref().is_none_or(|v| &r.variant == v)
-            && args.preset.as_ref().is_none_or(|p| &r.preset == p)
-            && args.workload.as_ref().is_none_or(|w| &r.workload == w)
-            && loss.is_none_or(|l| (r.loss - l).abs() < 1e-12)
+    // The workload as the command line spells it (bulk:20MB) or as records do (bulk-20MB).
+    let workload = args.workload.as_deref().map(|w| {
+        qfec_lab::workload::Workload::parse(w).map_or_else(|_| w.to_string(), |x| x.label())
     });
+    // Each filter on its own: one that matches no run is named, with the values there are.
+    type Filter<'a> = (
+        String,
+        Box<dyn Fn(&RunRecord) -> bool + 'a>,
+        fn(&RunRecord) -> String,
+    );
+    let mut filters: Vec<Filter> = Vec::new();
+    if let Some(s) = args.seed {
+        filters.push(
+            (format!("--seed {s}"), Box::new(move |r| r.seed == s), |r| {
+                r.seed.to_string()
+            }),
+        );
+    }
+    if let Some(v) = &args.variant {
+        filters.push((
+            format!("--variant {v}"),
+            Box::new(move |r| r.variant.eq_ignore_ascii_case(v)),
+            |r| r.variant.clone(),
+        ));
+    }
+    if let Some(p) = &args.preset {
+        filters.push((
+            format!("--preset {p}"),
+            Box::new(move |r| r.preset.eq_ignore_ascii_case(p)),
+            |r| r.preset.clone(),
+        ));
+    }
+    if let (Some(w), Some(label)) = (&args.workload, &workload) {
+        filters.push((
+            format!("--workload {w}"),
+            Box::new(move |r| r.workload == *label || r.workload == *w),
+            |r| r.workload.clone(),
+        ));
+    }
+    if let (Some(l), Some(x)) = (&args.loss, loss) {
+        filters.push((
+            format!("--loss {l}"),
+            Box::new(move |r| (r.loss - x).abs() < 1e-12),
+            |r| format!("{}%", r.loss * 100.0),
+        ));
+    }
+    for (flag, keep, value) in &filters {
+        if !records.iter().any(keep) {
+            // In the runs' order, each once; a long list cut short.
+            let mut seen = std::collections::HashSet::new();
+            let mut present: Vec<String> = Vec::new();
+            for v in records.iter().map(value) {
+                if seen.insert(v.clone()) {
+                    present.push(v);
+                }
+            }
+            let n = present.len();
+            if n > 20 {
+                present.truncate(20);
+                present.push(format!("... ({n} in all)"));
+            }
+            bail!(
+                "{flag}: no run in {} has it; its runs have: {}",
+                args.runs.display(),
+                present.join(", ")
+            );
+        }
+    }
+    records.retain(|r| filters.iter().all(|(_, keep, _)| keep(r)));
     if records.is_empty() {
         bail!(
             "no run in {} matches --seed/--variant/--preset/--loss/--workload",
@@ -692,6 +760,21 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
             eprintln!("note: no --seeds, so seed 1 only; --seeds 10 runs seeds 1 to 10");
         }
     }
+    // A loss of 0.5 is half the packets: said before the runs, since such runs may fail
+    // only at their time limit.
+    if let Some(high) = sweep
+        .losses
+        .iter()
+        .copied()
+        .filter(|l| *l >= 0.5)
+        .reduce(f64::max)
+    {
+        eprintln!(
+            "warning: --loss {high} loses {} % of packets (a fraction of 1; write {high}% for \
+             {high} percent); connections may not complete at such loss, and those runs then fail",
+            high * 100.0,
+        );
+    }
     if let Some((i, n)) = shard {
         qfec_lab::campaign::keep_shard(&mut specs, i, n);
         if specs.is_empty() {
@@ -802,7 +885,7 @@ fn run_experiment(args: RunArgs) -> Result<ExitCode> {
         records.sort_by_key(|r| r.index);
     }
     qfec_lab::metrics::attach_xi(&mut records, &sweep.baselines());
-    print!("{}", summary_table(&aggregate(&records)));
+    print_summary(&aggregate(&records), args.wide);
     let flows = flow_table(&records);
     if !flows.is_empty() {
         print!("\nper flow (medians over seeds; shared = while every flow was active):\n{flows}");
@@ -971,13 +1054,45 @@ fn report_failures(records: &[RunRecord]) {
     );
     for r in failed.iter().take(3) {
         eprintln!(
-            "  {} loss {:.2}% seed {}: {}",
+            "  {} {} loss {:.2}% seed {}: {}",
             r.preset,
+            r.variant,
             r.loss * 100.0,
             r.seed,
             r.error.as_deref().unwrap_or_default()
         );
     }
+    if failed.iter().any(|r| r.error_detail.is_some()) {
+        eprintln!(
+            "  (where each connection stood at the end: error_detail in the runs file, --out \
+             FILE.jsonl)"
+        );
+    }
+}
+
+/// The summary table on standard output: fitted to the terminal's width when standard
+/// output is one (unless `wide`), whole otherwise.
+fn print_summary(sums: &[qfec_lab::Summary], wide: bool) {
+    let width = (!wide && std::io::stdout().is_terminal()).then(terminal_width);
+    print!(
+        "{}",
+        qfec_lab::output::summary_table_fit(sums, width.flatten())
+    );
+}
+
+/// Columns of the terminal on standard output: $COLUMNS, else the terminal's own size.
+fn terminal_width() -> Option<usize> {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+    {
+        return Some(n);
+    }
+    // SAFETY: TIOCGWINSZ writes a winsize into the struct it is given, nothing else.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
 }
 
 /// Whether `--out PATH` is CSV (else JSON lines); an error for another extension.

@@ -307,6 +307,32 @@ type Col = (Option<&'static str>, &'static str);
 /// runs file's names and units (`qfec lab run --columns`), each with the statistics over
 /// the point's runs under it (the summary CSV's `QUANTITY_STATISTIC`).
 pub fn summary_table(sums: &[Summary]) -> String {
+    summary_table_fit(sums, None)
+}
+
+/// Columns [`summary_table_fit`] leaves out first, in order, to fit a width; the others
+/// (which point, the completions, the median completion time and xi, the real-time and
+/// fairness measures) stay.
+const DROP_FIRST: &[Col] = &[
+    (None, "scenario"),
+    (Some("completion_time_s"), "p10"),
+    (Some("completion_time_s"), "p90"),
+    (Some("completion_time_s"), "mean"),
+    (Some("recovered_symbols"), "mean"),
+    (Some("repair_symbols"), "mean"),
+    (Some("xi"), "p95"),
+    (None, "runs"),
+    (Some("retransmissions"), "mean"),
+    (Some("msg_delay_p95_s"), "median"),
+    (Some("rebuffering_s"), "median"),
+    (Some("overhead"), "mean"),
+    (Some("goodput_bps"), "median"),
+];
+
+/// [`summary_table`] at most `width` characters wide when it can be: columns of less
+/// interest ([`DROP_FIRST`]) left out until it fits, and a last line saying how many.
+/// `None`: the whole table.
+pub fn summary_table_fit(sums: &[Summary], width: Option<usize>) -> String {
     let mut header: Vec<Col> = vec![
         (None, "scenario"),
         (None, "preset"),
@@ -381,7 +407,36 @@ pub fn summary_table(sums: &[Summary]) -> String {
             .collect()
         })
         .collect();
-    render(&header, &rows, 4)
+    let mut rows = rows;
+    let wide = |t: &str| t.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    let mut table = render(&header, &rows, 4);
+    let Some(width) = width else {
+        return table;
+    };
+    let (mut text, mut dropped) = (4, 0);
+    for col in DROP_FIRST {
+        if wide(&table) <= width {
+            break;
+        }
+        let Some(i) = header.iter().position(|c| c == col) else {
+            continue;
+        };
+        header.remove(i);
+        for r in &mut rows {
+            r.remove(i);
+        }
+        if i < text {
+            text -= 1;
+        }
+        dropped += 1;
+        table = render(&header, &rows, text);
+    }
+    if dropped > 0 {
+        table.push_str(&format!(
+            "({dropped} columns left out to fit {width} columns; --wide shows them all)\n"
+        ));
+    }
+    table
 }
 
 /// A text table: the first `text` columns left-aligned, the others (numbers) right-aligned.
@@ -640,6 +695,76 @@ mod tests {
         assert_eq!(text.lines().count(), 2);
         let cols = text.lines().next().unwrap().split(',').count();
         assert_eq!(cols, 7 + 7 * 11);
+    }
+
+    /// On a narrow terminal the table keeps which point, the completions and the median
+    /// completion time, leaves out the rest until it fits, and says so; without a width,
+    /// or with room, it is whole.
+    #[test]
+    fn a_table_fits_a_width_by_leaving_out_columns() {
+        let mut rs = recs();
+        for r in &mut rs {
+            r.repair_symbols = 5;
+            r.xi = Some(0.9);
+        }
+        let sums = aggregate(&rs);
+        let whole = summary_table(&sums);
+        let full_width = whole.lines().map(str::len).max().unwrap();
+        assert!(full_width > 150, "{whole}");
+        assert_eq!(summary_table_fit(&sums, Some(full_width)), whole);
+        assert_eq!(summary_table_fit(&sums, None), whole);
+        for width in [80, 100, 120] {
+            let t = summary_table_fit(&sums, Some(width));
+            let (table, note) = t.trim_end().rsplit_once('\n').unwrap();
+            assert!(
+                table.lines().all(|l| l.len() <= width),
+                "{width}: wider than {width}:\n{t}"
+            );
+            assert!(
+                note.contains("columns left out") && note.contains("--wide"),
+                "{t}"
+            );
+            for kept in [
+                "preset",
+                "variant",
+                "workload",
+                "loss",
+                "completed",
+                "median",
+            ] {
+                assert!(table.contains(kept), "{width}: {kept} left out:\n{t}");
+            }
+            assert!(
+                table.contains("bulk-20MB") && table.contains(" 2.000"),
+                "{t}"
+            );
+        }
+        // Too narrow for what always stays: that much, and no narrower.
+        let narrowest = summary_table_fit(&sums, Some(20));
+        assert_eq!(
+            narrowest.lines().nth(1),
+            summary_table_fit(&sums, Some(75)).lines().nth(1)
+        );
+        assert!(
+            narrowest.contains("completed") && narrowest.contains("xi"),
+            "{narrowest}"
+        );
+        // The wider the room, the more columns stay.
+        let cols = |w| {
+            summary_table_fit(&sums, Some(w))
+                .lines()
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .count()
+        };
+        assert!(
+            cols(60) <= cols(100) && cols(100) < cols(120),
+            "{} {} {}",
+            cols(60),
+            cols(100),
+            cols(120)
+        );
     }
 
     #[test]
