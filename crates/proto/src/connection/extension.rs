@@ -451,12 +451,7 @@ impl ExtensionFrames for Vec<Box<dyn ConnectionExtension>> {
 
 /// The content of a 1-RTT packet declared lost, kept a short while so that a late
 /// acknowledgement or a peer's recovery report still counts it as delivered.
-#[derive(Debug, Clone)]
-pub(crate) struct LostPacket {
-    pub pn: u64,
-    pub lost_at: Instant,
-    pub info: SentInfo,
-}
+pub(crate) type LostPacket = crate::recovery::LostRecord<SentInfo>;
 
 impl Connection {
     /// Runs `f` with the extensions and a context over the connection's state. The actions
@@ -575,7 +570,7 @@ impl Connection {
             return false;
         };
         let pn = packet.pn;
-        if let Some(p) = space_mut!(self, Pns::Data(pi)).sent.remove(pn) {
+        if let Some(p) = space_mut!(self, Pns::Data(pi)).loss.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
             if p.ack_eliciting {
                 // Lost on the wire all the same: the path's loss pattern counts it.
@@ -593,7 +588,7 @@ impl Connection {
             self.trace_metrics(now);
             return true;
         }
-        let Some(lost) = space_mut!(self, Pns::Data(pi)).take_lost(pn) else {
+        let Some(lost) = space_mut!(self, Pns::Data(pi)).loss.take_lost(pn) else {
             return false;
         };
         self.stats.late_recoveries_by_peer += 1;

@@ -263,7 +263,7 @@ impl Connection {
         let mut frames = Vec::new();
         let sp = space_mut!(self, Pns::Data(HANDSHAKE_PATH));
         for pn in 0..self.early.sent_until {
-            if let Some(p) = sp.sent.remove(pn) {
+            if let Some(p) = sp.loss.remove(pn) {
                 frames.extend(p.info.frames);
             }
         }
@@ -316,8 +316,7 @@ impl Connection {
         }
         sp.discarded = true;
         let had_keys = sp.keys.take().is_some();
-        sp.sent.drain(|_, _| {});
-        sp.loss_time = None;
+        sp.loss.discard();
         sp.ack.discard();
         sp.probes = 0;
         self.paths[HANDSHAKE_PATH].recovery.pto_count = 0;

@@ -1,4 +1,8 @@
-//! Acknowledgements, loss detection, probe timeouts and the connection's timers (RFC 9002).
+//! Acknowledgements, loss, probe timeouts and the connection's timers (RFC 9002): what the
+//! connection does with the answers of each packet-number space's
+//! [`LossDetector`](crate::recovery::LossDetector) (which packets an ACK acknowledged, which are
+//! lost now, when its timers fire): RTT samples, congestion control, the lost frames queued
+//! again, PTO probes.
 
 use std::time::Duration;
 
@@ -8,10 +12,8 @@ use super::sent::{SentFrame, SentFrames, SentInfo};
 use super::spaces::{HANDSHAKE_PATH, Pns};
 use super::{Connection, ConnectionError, PacketId, State};
 use crate::frame::Ack;
-use crate::recovery::PersistentCongestion;
 use crate::recovery::cc::Coupled;
-use crate::recovery::rtt::GRANULARITY;
-use crate::recovery::sent::SentPacket;
+use crate::recovery::{AckOutcome, Lost, PersistentCongestion};
 use crate::time::Instant;
 use crate::types::{Side, TransportError};
 
@@ -92,12 +94,15 @@ impl Connection {
         ack: &Ack<'_>,
     ) -> Result<(), TransportError> {
         let pi = pns.path();
-        let mut acked: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
-        let summary = space_mut!(self, pns)
-            .sent
-            .on_ack_ranges(ack.ranges(), |pn, p| acked.push((pn, p)))
+        let AckOutcome {
+            summary,
+            acked,
+            late,
+        } = space_mut!(self, pns)
+            .loss
+            .on_ack(ack.ranges())
             .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
-        let late = self.take_spurious_losses(pns, ack);
+        self.stats.spurious_losses += late.len() as u64;
         if summary.newly_acked == 0 && late.is_empty() {
             return Ok(());
         }
@@ -292,35 +297,25 @@ impl Connection {
     /// Declares lost what passed the packet or time threshold, and reacts.
     fn detect_losses(&mut self, now: Instant, pns: Pns) {
         let pi = pns.path();
-        let loss_delay = self.paths[pi].rtt.loss_delay().max(GRANULARITY);
-        let threshold = self.config.packet_threshold;
-        let pc_duration = self.paths[pi]
-            .rtt
-            .persistent_congestion_duration(self.peer_max_ack_delay());
+        let rtt = self.paths[pi].rtt;
+        let pc_duration = rtt.persistent_congestion_duration(self.peer_max_ack_delay());
         let mut pc =
             PersistentCongestion::new(pc_duration, self.paths[pi].recovery.first_rtt_sample);
-        let mut lost: Vec<(u64, SentPacket<SentInfo>)> = Vec::new();
-        let loss_time = space_mut!(self, pns).sent.detect_lost_pc(
-            now,
-            loss_delay,
-            threshold,
-            &mut pc,
-            |pn, p| lost.push((pn, p)),
-        );
-        space_mut!(self, pns).loss_time = loss_time;
+        let mut lost: Vec<Lost<SentInfo>> =
+            space_mut!(self, pns).loss.detect_lost(now, &rtt, &mut pc);
         if pns.is_data() && self.paths[pi].pmtud.is_some() {
             // A lost PMTU probe says its size is too large, not that the path is congested
             // (RFC 9000 §14.4): it leaves loss detection here.
             let probe = (self.paths[pi].pmtud.as_ref())
-                .and_then(|m| lost.iter().position(|(pn, _)| m.is_probe(*pn)));
+                .and_then(|m| lost.iter().position(|l| m.is_probe(l.pn)));
             if let Some(i) = probe {
-                let (pn, _) = lost.remove(i);
+                let pn = lost.remove(i).pn;
                 self.on_pmtu_probe_outcome(now, pi, pn, false);
             }
             let largest = lost
                 .iter()
-                .filter(|(_, p)| p.in_flight)
-                .map(|(_, p)| p.size)
+                .filter(|l| l.packet.in_flight)
+                .map(|l| l.packet.size)
                 .max();
             if let Some(size) = largest
                 && let Some(mtu) = self.paths[pi]
@@ -339,13 +334,11 @@ impl Connection {
         let mut lost_bytes = 0;
         let mut in_flight_lost = Vec::new();
         if self.tracing() {
-            let largest_acked = space_mut!(self, pns).sent.largest_acked();
-            for (pn, p) in &lost {
-                let reordering = largest_acked.is_some_and(|l| l >= pn + threshold);
-                self.trace_lost(now, pns, *pn, &p.info.frames, reordering);
+            for l in &lost {
+                self.trace_lost(now, pns, l.pn, &l.packet.info.frames, l.by_reordering);
             }
         }
-        for (pn, p) in &lost {
+        for Lost { pn, packet: p, .. } in &lost {
             if p.ack_eliciting {
                 self.stats.packets_lost += 1;
                 self.stats.bytes_lost += u64::from(p.size);
@@ -367,30 +360,24 @@ impl Connection {
             self.requeue_frames(pns, &p.info.frames);
         }
         if pns.is_data() {
-            let runs = lost
-                .iter()
-                .filter(|(_, p)| p.ack_eliciting)
-                .map(|(pn, _)| *pn);
+            let runs = lost.iter().filter(|l| l.packet.ack_eliciting).map(|l| l.pn);
             self.paths[pi].losses.on_lost(runs);
             // The repair should be acknowledged as soon as it arrives.
             self.ack_frequency.want_immediate_ack();
         }
         if pns.is_data() && !self.extensions.is_empty() {
-            let pns: Vec<PacketId> = lost
-                .iter()
-                .map(|(pn, _)| self.paths[pi].packet(*pn))
-                .collect();
+            let pns: Vec<PacketId> = lost.iter().map(|l| self.paths[pi].packet(l.pn)).collect();
             self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &pns));
         }
         let keep = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
-        for (pn, p) in lost {
+        for Lost { pn, packet: p, .. } in lost {
             if p.ack_eliciting {
                 let l = LostPacket {
                     pn,
                     lost_at: now,
                     info: p.info,
                 };
-                space_mut!(self, pns).remember_lost(l, keep);
+                space_mut!(self, pns).loss.remember_lost(l, keep);
             }
         }
         if let Some(sent) = largest_lost_sent {
@@ -422,23 +409,6 @@ impl Connection {
             }
         }
         self.trace_metrics(now);
-    }
-
-    /// Lost packets that this ACK acknowledges after all (spurious losses), with the content
-    /// kept for them.
-    fn take_spurious_losses(&mut self, pns: Pns, ack: &Ack<'_>) -> Vec<LostPacket> {
-        let sp = space_mut!(self, pns);
-        if sp.lost.is_empty() {
-            return Vec::new();
-        }
-        let mut late = Vec::new();
-        for r in ack.ranges() {
-            let lo = sp.lost.partition_point(|l| l.pn < *r.start());
-            let hi = sp.lost.partition_point(|l| l.pn <= *r.end());
-            late.extend(sp.lost.drain(lo..hi));
-        }
-        self.stats.spurious_losses += late.len() as u64;
-        late
     }
 
     /// Queues the content of a lost (or probed) packet again.
@@ -479,7 +449,7 @@ impl Connection {
     /// Earliest loss time over the spaces whose packets travel on path slot `pi`.
     fn loss_time_and_space(&self, pi: usize) -> Option<(Instant, Pns)> {
         Pns::on_path(pi)
-            .filter_map(|s| space!(self, s).loss_time.map(|t| (t, s)))
+            .filter_map(|s| space!(self, s).loss.loss_time().map(|t| (t, s)))
             .min_by_key(|(t, _)| *t)
     }
 
@@ -489,7 +459,7 @@ impl Connection {
         let backoff = path.recovery.pto_backoff();
         let mut duration = path.rtt.pto_base() * backoff;
         let in_flight: usize = Pns::on_path(pi)
-            .map(|s| space!(self, s).sent.ack_eliciting_in_flight())
+            .map(|s| space!(self, s).loss.sent().ack_eliciting_in_flight())
             .sum();
         if in_flight == 0 {
             if path.peer_validated_address || pi != HANDSHAKE_PATH {
@@ -506,7 +476,7 @@ impl Connection {
         let mut best: Option<(Instant, Pns)> = None;
         for pns in Pns::on_path(pi) {
             let sp = space!(self, pns);
-            if sp.sent.ack_eliciting_in_flight() == 0 {
+            if sp.loss.sent().ack_eliciting_in_flight() == 0 {
                 continue;
             }
             if pns.is_data() {
@@ -515,10 +485,9 @@ impl Connection {
                 }
                 duration += self.peer_max_ack_delay() * backoff;
             }
-            let Some(last) = sp.sent.time_of_last_ack_eliciting() else {
+            let Some(t) = sp.loss.pto_deadline(duration) else {
                 continue;
             };
-            let t = last + duration;
             if best.is_none_or(|(b, _)| t < b) {
                 best = Some((t, pns));
             }
@@ -569,7 +538,7 @@ impl Connection {
             // in flight: this is how a black hole shows (no ACK comes to declare losses).
             let path = &self.paths[pi];
             let large = path.pmtud.as_ref().and_then(|m| {
-                (path.space.sent.iter())
+                (path.space.loss.sent().iter())
                     .filter(|(pn, p)| p.ack_eliciting && !m.is_probe(*pn))
                     .map(|(_, p)| p.size)
                     .max()
@@ -586,7 +555,8 @@ impl Connection {
         let sp = space_mut!(self, pns);
         sp.probes = 2;
         let unacked: Vec<super::sent::SentFrames> = sp
-            .sent
+            .loss
+            .sent()
             .iter()
             .filter(|(_, p)| p.ack_eliciting)
             .take(2)

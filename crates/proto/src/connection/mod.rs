@@ -463,8 +463,8 @@ impl Connection {
             reordering: 1,
         };
         let mut spaces = [
-            PacketSpace::new(ack::AckParams::IMMEDIATE),
-            PacketSpace::new(ack::AckParams::IMMEDIATE),
+            PacketSpace::new(ack::AckParams::IMMEDIATE, cfg.packet_threshold),
+            PacketSpace::new(ack::AckParams::IMMEDIATE, cfg.packet_threshold),
         ];
         spaces[0].keys = Some(crate::crypto::initial_keys(
             &p.initial_dcid,
@@ -474,7 +474,7 @@ impl Connection {
         let path = Path::new(
             PathId::INITIAL,
             p.remote,
-            PacketSpace::new(data_acks),
+            PacketSpace::new(data_acks, cfg.packet_threshold),
             p.side.is_client() || p.address_validated,
             p.side.is_server(),
             &cfg,
@@ -1014,7 +1014,7 @@ impl Connection {
     /// path the Initial and Handshake spaces too.
     fn bytes_in_flight(&self, path: usize) -> u64 {
         Pns::on_path(path)
-            .map(|s| space!(self, s).sent.bytes_in_flight())
+            .map(|s| space!(self, s).loss.sent().bytes_in_flight())
             .sum()
     }
 
@@ -1033,7 +1033,9 @@ impl Connection {
 
     /// Sent packets still tracked by loss detection (awaiting acknowledgement or loss).
     pub fn unacked_packets(&self) -> usize {
-        self.all_pns().map(|s| space!(self, s).sent.len()).sum()
+        self.all_pns()
+            .map(|s| space!(self, s).loss.sent().len())
+            .sum()
     }
 
     /// A one-line picture of the sending state, for diagnosing stalls.
@@ -1045,8 +1047,8 @@ impl Connection {
                 format!(
                     "{}{}/{}{}",
                     if s.discarded { "x" } else { "" },
-                    s.sent.ack_eliciting_in_flight(),
-                    s.sent.len(),
+                    s.loss.sent().ack_eliciting_in_flight(),
+                    s.loss.sent().len(),
                     if s.crypto_send.has_pending() {
                         "+crypto"
                     } else {

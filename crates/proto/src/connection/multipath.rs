@@ -257,7 +257,7 @@ impl Connection {
         let mut path = Path::new(
             id,
             remote,
-            PacketSpace::new(acks),
+            PacketSpace::new(acks, self.config.packet_threshold),
             false,
             true,
             &self.config,
@@ -556,7 +556,8 @@ impl Connection {
     fn requeue_path_in_flight(&mut self, pi: usize) {
         let frames: Vec<SentFrames> = self.paths[pi]
             .space
-            .sent
+            .loss
+            .sent()
             .iter()
             .filter(|(_, p)| p.ack_eliciting)
             .map(|(_, p)| p.info.frames.clone())
@@ -580,7 +581,8 @@ impl Connection {
             let path = self.paths.remove(pi);
             let lost: Vec<super::PacketId> = path
                 .space
-                .sent
+                .loss
+                .sent()
                 .iter()
                 .map(|(pn, _)| path.packet(pn))
                 .collect();

@@ -615,7 +615,7 @@ impl Connection {
         space_mut!(self, Pns::Initial).keys =
             Some(crate::crypto::initial_keys(&dcid, self.side, self.version));
         let sp = space_mut!(self, Pns::Initial);
-        sp.sent.drain(|_, _| {});
+        sp.loss.discard();
         sp.crypto_send.requeue_unacked();
         self.paths[HANDSHAKE_PATH].recovery.pto_count = 0;
         self.set_loss_timer(now);

@@ -1,15 +1,14 @@
 //! Packet-number spaces (RFC 9000 §12.3): keys, numbering, received-packet tracking for ACKs,
 //! sent-packet tracking for loss detection, and the CRYPTO stream of each space.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::connection::ack::{AckManager, AckParams};
-use crate::connection::extension::LostPacket;
 use crate::connection::sent::SentInfo;
 use crate::crypto::SpaceKeys;
 use crate::range_set::RangeSet;
-use crate::recovery::sent::SentPackets;
+use crate::recovery::LossDetector;
 use crate::time::Instant;
 use crate::types::{TransportError, error_code};
 
@@ -74,8 +73,6 @@ impl Pns {
 
 /// Highest number of ACK ranges we remember (older ones are forgotten and treated as seen).
 const MAX_TRACKED_RANGES: usize = 64;
-/// Lost packets whose content is kept for late acknowledgements and recovery reports.
-const MAX_LOST_KEPT: usize = 1024;
 
 /// Outgoing CRYPTO data of a space: small, so kept whole until the space is discarded.
 #[derive(Debug, Default)]
@@ -254,7 +251,8 @@ pub struct PacketSpace {
     /// Initial and Handshake keys (the 1-RTT keys live in `OneRttKeys`).
     pub keys: Option<SpaceKeys>,
     pub next_pn: u64,
-    pub sent: SentPackets<SentInfo>,
+    /// The packets sent in this space, loss detection over them, and those declared lost.
+    pub loss: LossDetector<SentInfo>,
     /// Packet numbers received, for ACK frames and duplicate detection.
     pub received: RangeSet,
     /// Packets below this were forgotten: treated as duplicates.
@@ -266,14 +264,10 @@ pub struct PacketSpace {
     pub ack: AckManager,
     pub crypto_send: CryptoSend,
     pub crypto_recv: CryptoRecv,
-    pub loss_time: Option<Instant>,
     /// PTO probes still to send in this space.
     pub probes: u8,
     /// Set once keys were discarded: nothing is sent or accepted any more.
     pub discarded: bool,
-    /// Packets declared lost lately, in packet-number order, with their content: a late
-    /// acknowledgement (a spurious loss) or a peer's recovery report still counts it delivered.
-    pub lost: VecDeque<LostPacket>,
     /// Packets received with each ECN codepoint (RFC 9000 §13.4.1).
     pub ecn_received: crate::types::EcnCounts,
     /// The ECN counts the peer last reported for this space (ECN validation compares each
@@ -282,11 +276,13 @@ pub struct PacketSpace {
 }
 
 impl PacketSpace {
-    pub fn new(ack: AckParams) -> Self {
+    /// A space whose loss detection declares a packet lost once `packet_threshold` packets
+    /// sent after it were acknowledged.
+    pub fn new(ack: AckParams, packet_threshold: u64) -> Self {
         PacketSpace {
             keys: None,
             next_pn: 0,
-            sent: SentPackets::new(),
+            loss: LossDetector::new(packet_threshold),
             received: RangeSet::new(),
             received_floor: 0,
             ack_floor: 0,
@@ -294,34 +290,11 @@ impl PacketSpace {
             ack: AckManager::new(ack),
             crypto_send: CryptoSend::default(),
             crypto_recv: CryptoRecv::default(),
-            loss_time: None,
             probes: 0,
             discarded: false,
-            lost: VecDeque::new(),
             ecn_received: crate::types::EcnCounts::default(),
             ecn_acked: crate::types::EcnCounts::default(),
         }
-    }
-
-    /// Keeps the content of a packet just declared lost, forgetting what was lost more than
-    /// `keep` ago or beyond the count bound.
-    pub fn remember_lost(&mut self, lost: LostPacket, keep: Duration) {
-        while self.lost.len() >= MAX_LOST_KEPT
-            || self
-                .lost
-                .front()
-                .is_some_and(|l| lost.lost_at.saturating_duration_since(l.lost_at) > keep)
-        {
-            self.lost.pop_front();
-        }
-        let at = self.lost.partition_point(|l| l.pn < lost.pn);
-        self.lost.insert(at, lost);
-    }
-
-    /// Removes and returns the kept content of lost packet `pn`.
-    pub fn take_lost(&mut self, pn: u64) -> Option<LostPacket> {
-        let i = self.lost.binary_search_by_key(&pn, |l| l.pn).ok()?;
-        self.lost.remove(i)
     }
 
     pub fn largest_received_pn(&self) -> Option<u64> {
@@ -379,7 +352,7 @@ mod tests {
     /// packet in a gap was dropped as a duplicate and never processed.
     #[test]
     fn late_packet_below_an_acked_ack_is_still_new() {
-        let mut sp = PacketSpace::new(AckParams::IMMEDIATE);
+        let mut sp = PacketSpace::new(AckParams::IMMEDIATE, 3);
         for pn in [0, 1, 2, 4, 5, 6] {
             sp.on_packet_received(Instant::ZERO, pn);
         }

@@ -697,7 +697,7 @@ impl Connection {
         let (size, in_flight) = (u64::from(packet.size), packet.in_flight);
         let sp = space_mut!(self, pns);
         sp.next_pn += 1;
-        sp.sent.on_sent(pn, packet);
+        sp.loss.on_sent(pn, packet);
         self.stats.packets_sent += 1;
         if in_flight {
             let pi = pns.path();
@@ -1000,7 +1000,7 @@ impl Connection {
     ) -> (u64, usize, usize, Option<packet::LongHeaderOffsets>) {
         let sp = space!(self, pns);
         let pn = sp.next_pn;
-        let pn_len = packet::pn_len_for(pn, sp.sent.largest_acked());
+        let pn_len = packet::pn_len_for(pn, sp.loss.largest_acked());
         let dcid = self.dcid(pns.path());
         if pns.is_data() && self.sending_zero_rtt() {
             let scid = self.local_cid();

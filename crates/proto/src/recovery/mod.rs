@@ -3,6 +3,8 @@
 //!
 //! - [`rtt`]: RTT estimation (RFC 9002 §5).
 //! - [`sent`]: sent-packet tracking, ACK processing, loss detection (§6, Appendix A).
+//! - [`loss`]: loss detection of one packet-number space as an object: the sent packets, the
+//!   thresholds, the loss time and the record of packets declared lost (§6).
 //! - [`persistent`]: persistent-congestion detection (§7.6).
 //! - [`delivery`]: delivery-rate sampling (draft-ietf-ccwg-bbr), per ACK and per lost packet.
 //! - [`cc`]: congestion controllers behind an open trait (NewReno §7 / Appendix B, CUBIC RFC
@@ -12,6 +14,7 @@
 
 pub mod cc;
 pub mod delivery;
+pub mod loss;
 pub mod pacing;
 pub mod pattern;
 pub mod persistent;
@@ -23,6 +26,7 @@ pub use cc::{
     ParseCongestionControlError,
 };
 pub use delivery::{DeliveryRate, LossSample, PacketDelivery, RateSample};
+pub use loss::{AckOutcome, LossDetector, Lost, LostRecord};
 pub use pacing::Pacer;
 pub use pattern::{LossEstimate, LossPattern};
 pub use persistent::PersistentCongestion;
