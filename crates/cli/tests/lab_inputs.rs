@@ -228,6 +228,11 @@ fn empty_lists_duplicates_and_bare_sizes_are_refused() {
         ],
     );
     check(&["--workload", "files:1kB,5"], &["5 is 5 bytes"]);
+    // A queue's bare number below 1000: packets more likely than bytes, so neither.
+    check(
+        &["--queue", "25"],
+        &["--queue: 25 has no unit: write \"25 packets\", or \"25B\" if bytes are meant"],
+    );
     // With a unit, or from 1000 up, a size is what it says.
     let ok = stdout_of(&[
         "lab",

@@ -284,7 +284,9 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
     if let Some(d) = &args.time_limit {
         base.duration_limit = parse_duration(d).map_err(|e| format!("--time-limit: {e}"))?;
     }
-    let mut variants = variants(&base.protocol, args)?;
+    // A scenario's [[flows]] may run FEC where its top-level protocol does not.
+    let flows_fec = base.flows.iter().any(|f| f.protocol.fec.is_some());
+    let mut variants = variants(&base.protocol, flows_fec, args)?;
     if let [v] = variants.as_slice() {
         // No list given: the options just set the base settings.
         base.protocol = v.protocol.clone();
@@ -577,15 +579,20 @@ fn split_list(s: &str) -> Vec<String> {
 
 /// The protocol variants of `--cc`, `--fec` and `--fec-cc`: their product (the loss mode
 /// only matters with FEC). One value of an option sets it for all; the name of a variant
-/// joins the values of the options given as lists.
-fn variants(base: &ProtocolSettings, args: &SweepArgs) -> Result<Vec<Variant>, String> {
+/// joins the values of the options given as lists. `--fec-cc` where no variant runs FEC
+/// (nor, `flows_fec`, any of a scenario's flows) is refused: it would change nothing.
+fn variants(
+    base: &ProtocolSettings,
+    flows_fec: bool,
+    args: &SweepArgs,
+) -> Result<Vec<Variant>, String> {
     let ccs = list("--cc", &args.cc, str::parse::<CongestionControl>)?;
     let fecs = list_named("--fec", &args.fec, qfec_fec::parse_fec, |_, f| {
         crate::campaign::fec_name(f)
     })?;
     let modes = list("--fec-cc", &args.fec_cc, str::parse::<RecoveredLossMode>)?;
     let any_fec = if fecs.is_empty() {
-        base.fec.is_some()
+        base.fec.is_some() || flows_fec
     } else {
         fecs.iter().any(|(_, f)| f.is_some())
     };

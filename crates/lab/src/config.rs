@@ -388,6 +388,15 @@ pub fn parse_queue(s: &str) -> Result<QueueCfg, String> {
             };
         }
     }
+    // A bare number is bytes from 1000 up; below, "25" meant packets more likely (as a
+    // scenario's bare integer does) than 25 bytes.
+    if let Ok(n) = t.parse::<u64>()
+        && n < crate::units::MIN_BARE_SIZE
+    {
+        return Err(format!(
+            "{t} has no unit: write \"{t} packets\", or \"{t}B\" if bytes are meant"
+        ));
+    }
     crate::units::parse_size(t)
         .map(QueueCfg::Bytes)
         .map_err(|e| {

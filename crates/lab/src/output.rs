@@ -19,7 +19,7 @@ pub const RECORD_COLUMNS: &[(&str, &str)] = &[
     ),
     (
         "variant",
-        "protocol variant: the values of the options given as lists, joined by /; \"default\" when none",
+        "protocol variant: the values of the options given as lists, joined by /; \"default\" when none; a run of several flows joins each flow's with +",
     ),
     (
         "loss",
@@ -31,7 +31,7 @@ pub const RECORD_COLUMNS: &[(&str, &str)] = &[
     ),
     (
         "workload",
-        "what the client fetched or received, e.g. bulk:20MB, files:10kB, page:flickr, realtime:20s",
+        "what the client fetched or received, e.g. bulk-20MB (the command line's bulk:20MB), files-10kB+1MB, page-flickr, realtime-30x8x1000B",
     ),
     (
         "completed",
@@ -103,7 +103,10 @@ pub const RECORD_COLUMNS: &[(&str, &str)] = &[
         "wall_time_s",
         "host time the run took, s (the one column that differs between equal runs)",
     ),
-    ("error", "why the run failed, empty when it did not"),
+    (
+        "error",
+        "why the run failed, in one line, empty when it did not (JSON lines add error_detail: where each connection stood)",
+    ),
 ];
 
 /// The quantities of the per-point summary (the table `qfec lab run` prints and
