@@ -59,8 +59,12 @@ pub struct TransportConfig {
     pub min_ack_delay: Option<Duration>,
     /// What we ask of a peer that advertised min_ack_delay.
     pub ack_frequency: AckFrequencyPolicy,
-    /// Packet reordering threshold for loss detection (RFC 9002 kPacketThreshold).
+    /// Packet reordering threshold for loss detection (RFC 9002 kPacketThreshold); with
+    /// adaptive `reordering`, where the threshold starts and decays back to.
     pub packet_threshold: u64,
+    /// How loss detection treats reordering: thresholds that follow what the path shows and
+    /// an undone response to spurious losses, or RFC 9002's fixed ones.
+    pub reordering: crate::recovery::Reordering,
     pub congestion_controller: Arc<dyn ControllerFactory>,
     /// Pace packets over the RTT (RFC 9002 §7.7); off sends bursts of cwnd.
     pub pacing: bool,
@@ -122,6 +126,7 @@ impl Default for TransportConfig {
             min_ack_delay: Some(Duration::from_millis(1)),
             ack_frequency: AckFrequencyPolicy::None,
             packet_threshold: 3,
+            reordering: crate::recovery::Reordering::Fixed,
             loss_differentiation: false,
             ecn: true,
             congestion_controller: CongestionControl::Cubic.factory(),

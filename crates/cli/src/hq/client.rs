@@ -561,6 +561,8 @@ pub struct HqClient {
     finished: Option<Instant>,
     /// FEC counters when the downloads ended.
     fec: Option<FecStats>,
+    /// The connection's counters when the downloads ended.
+    stats: Option<qfec_proto::ConnectionStats>,
     describe: Describe,
     /// Update keys once, as soon as the handshake allows.
     key_update: bool,
@@ -622,6 +624,7 @@ impl HqClient {
             error: None,
             finished: None,
             fec: None,
+            stats: None,
             describe: Describe::default(),
             key_update: false,
             keys_updated: false,
@@ -729,6 +732,18 @@ impl HqClient {
                 name(f.sending),
                 f.repair_symbols_sent,
                 f.peer_recovered
+            ));
+        }
+        if let Some(s) = self.stats.filter(|s| s.spurious_losses > 0) {
+            lines.push(format!(
+                "reordering: {} of our packets declared lost arrived after all (up to {} \
+                 packets and {:.1} ms late), packet threshold up to {}, {} window reductions \
+                 undone",
+                s.spurious_losses,
+                s.reordering_max_packets,
+                s.reordering_max_delay.as_secs_f64() * 1e3,
+                s.packet_threshold_max,
+                s.congestion_undos
             ));
         }
         if self.keys_updated {
@@ -924,6 +939,7 @@ impl Application for HqClient {
             if self.finished.is_none() {
                 self.finished = Some(now);
                 self.fec = conn.extension::<FecExtension>().map(|f| f.stats());
+                self.stats = Some(conn.stats());
                 self.resumed = conn.is_resumed();
                 self.early_data = conn.early_data_accepted();
                 self.token = conn.new_token().map(<[u8]>::to_vec);

@@ -75,6 +75,12 @@ pub struct TransportArgs {
     /// 001's decimation) or adaptive (fewer ACKs past slow start, immediate ones when needed).
     #[arg(long, default_value = "none")]
     ack_frequency: AckFrequencyPolicy,
+    /// How loss detection treats packets that arrive out of order: adaptive (the packet and
+    /// time thresholds grow with the reordering that spurious losses show, up to 1000 packets
+    /// and twice the RTT, and decay after 16 RTTs without; a window reduction whose losses
+    /// all arrived after all is undone) or fixed (RFC 9002: 3 packets, 9/8 of the RTT).
+    #[arg(long, default_value = "fixed", value_name = "adaptive|fixed")]
+    reordering: qfec_proto::recovery::Reordering,
     /// Write TLS secrets to the file named by SSLKEYLOGFILE (for Wireshark); on whenever
     /// SSLKEYLOGFILE is set, as with other QUIC implementations.
     #[arg(long)]
@@ -196,6 +202,7 @@ impl TransportArgs {
             pacing: !self.no_pacing,
             ecn: !self.no_ecn,
             ack_frequency: self.ack_frequency,
+            reordering: self.reordering,
             max_idle_timeout: Duration::from_secs(self.idle_timeout),
             receive_window: 16 << 20,
             stream_receive_window: 8 << 20,

@@ -94,15 +94,20 @@ impl Connection {
         ack: &Ack<'_>,
     ) -> Result<(), TransportError> {
         let pi = pns.path();
+        let rtt = self.paths[pi].rtt;
+        let before = space!(self, pns).loss.reordering();
         let AckOutcome {
             summary,
             acked,
             late,
         } = space_mut!(self, pns)
             .loss
-            .on_ack(ack.ranges())
+            .on_ack(now, &rtt, ack.ranges())
             .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
         self.stats.spurious_losses += late.len() as u64;
+        if !late.is_empty() {
+            self.absorb_reordering(pns, before);
+        }
         if summary.newly_acked == 0 && late.is_empty() {
             return Ok(());
         }
@@ -203,7 +208,9 @@ impl Connection {
             if let Some(d) = &l.info.delivery {
                 self.paths[pi].delivery.on_delivered(now, d);
             }
-            self.paths[pi].explain_loss(l.pn, false);
+            if self.paths[pi].explain_loss(l.pn, false) {
+                self.stats.congestion_undos += 1;
+            }
             if pns.is_data() {
                 self.paths[pi].losses.on_spurious_loss();
             }
@@ -301,8 +308,12 @@ impl Connection {
         let pc_duration = rtt.persistent_congestion_duration(self.peer_max_ack_delay());
         let mut pc =
             PersistentCongestion::new(pc_duration, self.paths[pi].recovery.first_rtt_sample);
+        let before = space!(self, pns).loss.reordering();
         let mut lost: Vec<Lost<SentInfo>> =
             space_mut!(self, pns).loss.detect_lost(now, &rtt, &mut pc);
+        if space!(self, pns).loss.reordering() != before {
+            self.absorb_reordering(pns, before);
+        }
         if pns.is_data() && self.paths[pi].pmtud.is_some() {
             // A lost PMTU probe says its size is too large, not that the path is congested
             // (RFC 9000 §14.4): it leaves loss detection here.
@@ -370,14 +381,10 @@ impl Connection {
             self.for_each_extension(now, |e, cx| e.on_packets_lost(cx, &pns));
         }
         let keep = self.pto_duration(Pns::Data(HANDSHAKE_PATH)) * 3;
-        for Lost { pn, packet: p, .. } in lost {
-            if p.ack_eliciting {
-                let l = LostPacket {
-                    pn,
-                    lost_at: now,
-                    info: p.info,
-                };
-                space_mut!(self, pns).loss.remember_lost(l, keep);
+        for l in lost {
+            if l.packet.ack_eliciting {
+                let record = LostPacket::of(l, now);
+                space_mut!(self, pns).loss.remember_lost(record, keep);
             }
         }
         if let Some(sent) = largest_lost_sent {
@@ -409,6 +416,19 @@ impl Connection {
             }
         }
         self.trace_metrics(now);
+    }
+
+    /// Folds into the connection's counters what space `pns`'s loss detection measured of
+    /// the reordering since `before`.
+    fn absorb_reordering(&mut self, pns: Pns, before: crate::recovery::ReorderingStats) {
+        let loss = &space!(self, pns).loss;
+        let (now, threshold) = (loss.reordering(), loss.packet_threshold());
+        let s = &mut self.stats;
+        s.reordering_max_packets = s.reordering_max_packets.max(now.max_distance);
+        s.reordering_max_delay = s.reordering_max_delay.max(now.max_delay);
+        s.reordering_threshold_increases += now.threshold_increases - before.threshold_increases;
+        s.reordering_threshold_decays += now.threshold_decays - before.threshold_decays;
+        s.packet_threshold_max = s.packet_threshold_max.max(threshold);
     }
 
     /// Queues the content of a lost (or probed) packet again.

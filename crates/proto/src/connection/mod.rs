@@ -197,6 +197,19 @@ pub struct ConnectionStats {
     pub bytes_lost: u64,
     /// Packets declared lost that were acknowledged later.
     pub spurious_losses: u64,
+    /// Window reductions undone because every loss behind them turned out spurious
+    /// (adaptive reordering) or recovered by the peer in mask mode.
+    pub congestion_undos: u64,
+    /// The largest reordering the spurious losses showed, over all packet-number spaces:
+    /// in packets (the largest acknowledged when one was declared lost, less its number),
+    /// and in time beyond the smoothed RTT.
+    pub reordering_max_packets: u64,
+    pub reordering_max_delay: Duration,
+    /// Times loss detection raised its reordering thresholds, and let them decay.
+    pub reordering_threshold_increases: u64,
+    pub reordering_threshold_decays: u64,
+    /// The largest packet threshold any path's loss detection reached.
+    pub packet_threshold_max: u64,
     /// 1-RTT packets that carried STREAM data sent before (after a loss or a probe).
     pub packets_retransmitted: u64,
     /// STREAM bytes sent again after a loss or probe.
@@ -463,8 +476,16 @@ impl Connection {
             reordering: 1,
         };
         let mut spaces = [
-            PacketSpace::new(ack::AckParams::IMMEDIATE, cfg.packet_threshold),
-            PacketSpace::new(ack::AckParams::IMMEDIATE, cfg.packet_threshold),
+            PacketSpace::new(
+                ack::AckParams::IMMEDIATE,
+                cfg.packet_threshold,
+                cfg.reordering,
+            ),
+            PacketSpace::new(
+                ack::AckParams::IMMEDIATE,
+                cfg.packet_threshold,
+                cfg.reordering,
+            ),
         ];
         spaces[0].keys = Some(crate::crypto::initial_keys(
             &p.initial_dcid,
@@ -474,7 +495,7 @@ impl Connection {
         let path = Path::new(
             PathId::INITIAL,
             p.remote,
-            PacketSpace::new(data_acks, cfg.packet_threshold),
+            PacketSpace::new(data_acks, cfg.packet_threshold, cfg.reordering),
             p.side.is_client() || p.address_validated,
             p.side.is_server(),
             &cfg,

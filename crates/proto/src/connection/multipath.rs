@@ -257,7 +257,7 @@ impl Connection {
         let mut path = Path::new(
             id,
             remote,
-            PacketSpace::new(acks, self.config.packet_threshold),
+            PacketSpace::new(acks, self.config.packet_threshold, self.config.reordering),
             false,
             true,
             &self.config,

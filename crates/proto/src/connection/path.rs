@@ -189,7 +189,10 @@ impl Path {
             path_responses: std::collections::VecDeque::new(),
             challenge_in_packet: false,
             space,
-            recovery: Recovery::default(),
+            recovery: Recovery {
+                undo_spurious: config.reordering == crate::recovery::Reordering::Adaptive,
+                ..Recovery::default()
+            },
             losses: LossPattern::default(),
             bytes_sent: 0,
             bytes_received: 0,
@@ -514,24 +517,28 @@ impl Path {
 
     /// Packet `pn` of the last loss episode turned out delivered (a spurious loss) or was
     /// recovered by the peer and hidden from congestion control (`masked`); once every loss
-    /// of the episode is explained and one was masked, the window reduction is undone.
-    pub fn explain_loss(&mut self, pn: u64, masked: bool) {
-        if self.recovery.explain_loss(pn, masked) {
+    /// of the episode is explained and one was masked (or, with adaptive reordering, all
+    /// were spurious), the window reduction is undone. Returns whether it was.
+    pub fn explain_loss(&mut self, pn: u64, masked: bool) -> bool {
+        let undo = self.recovery.explain_loss(pn, masked);
+        if undo {
             self.cc.on_spurious_congestion_event();
         }
+        undo
     }
 
     /// The peer recovered packet `pn` after loss detection declared it lost, and the
-    /// recovery is hidden from congestion control (mask mode).
+    /// recovery is hidden from congestion control (mask mode). Returns whether that undid
+    /// the last window reduction.
     pub fn on_late_masked_recovery(
         &mut self,
         pn: u64,
         delivery: Option<&crate::recovery::delivery::PacketDelivery>,
-    ) {
+    ) -> bool {
         if let Some(d) = delivery {
             self.delivery.on_recovered(d);
         }
-        self.explain_loss(pn, true);
+        self.explain_loss(pn, true)
     }
 
     /// The challenge out on this path and its deadline, if one is.

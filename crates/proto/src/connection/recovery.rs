@@ -37,6 +37,9 @@ pub(super) struct Recovery {
     pub app_limited: bool,
     /// The losses behind the last window reduction.
     pub loss_episode: Option<LossEpisode>,
+    /// A reduction whose losses all turn out spurious is undone too (adaptive reordering),
+    /// not only one with a masked recovery among them.
+    pub undo_spurious: bool,
 }
 
 impl Recovery {
@@ -71,7 +74,8 @@ impl Recovery {
 
     /// Packet `pn` of the last loss episode turned out delivered (a spurious loss) or
     /// recovered by the peer (`masked`). Returns true when that explained the episode's last
-    /// loss and one of them was masked: the window reduction is to be undone.
+    /// loss and one of them was masked, or all were spurious and `undo_spurious` is set: the
+    /// window reduction is to be undone.
     pub fn explain_loss(&mut self, pn: u64, masked: bool) -> bool {
         let Some(ep) = self.loss_episode.as_mut() else {
             return false;
@@ -86,7 +90,7 @@ impl Recovery {
         }
         let masked = ep.masked;
         self.loss_episode = None;
-        masked
+        masked || self.undo_spurious
     }
 }
 
@@ -114,6 +118,27 @@ mod tests {
         // Persistent congestion is never undone.
         r.on_congestion_event(true, true, vec![8]);
         assert!(!r.explain_loss(8, true));
+    }
+
+    #[test]
+    fn with_adaptive_reordering_an_all_spurious_episode_is_undone() {
+        let mut r = Recovery {
+            undo_spurious: true,
+            ..Recovery::default()
+        };
+        r.on_congestion_event(true, false, vec![3, 5]);
+        assert!(!r.explain_loss(3, false));
+        assert!(
+            r.explain_loss(5, false),
+            "every loss was delivered after all"
+        );
+        // A loss that stays unexplained keeps the reduction.
+        r.on_congestion_event(true, false, vec![7, 8]);
+        assert!(!r.explain_loss(7, false));
+        assert!(r.loss_episode.is_some());
+        // Persistent congestion is never undone.
+        r.on_congestion_event(true, true, vec![9]);
+        assert!(!r.explain_loss(9, false));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::connection::ack::{AckManager, AckParams};
 use crate::connection::sent::SentInfo;
 use crate::crypto::SpaceKeys;
 use crate::range_set::RangeSet;
-use crate::recovery::LossDetector;
+use crate::recovery::{LossDetector, Reordering};
 use crate::time::Instant;
 use crate::types::{TransportError, error_code};
 
@@ -277,12 +277,12 @@ pub struct PacketSpace {
 
 impl PacketSpace {
     /// A space whose loss detection declares a packet lost once `packet_threshold` packets
-    /// sent after it were acknowledged.
-    pub fn new(ack: AckParams, packet_threshold: u64) -> Self {
+    /// sent after it were acknowledged (at first: `reordering` may adapt it).
+    pub fn new(ack: AckParams, packet_threshold: u64, reordering: Reordering) -> Self {
         PacketSpace {
             keys: None,
             next_pn: 0,
-            loss: LossDetector::new(packet_threshold),
+            loss: LossDetector::new(packet_threshold, reordering),
             received: RangeSet::new(),
             received_floor: 0,
             ack_floor: 0,
@@ -352,7 +352,7 @@ mod tests {
     /// packet in a gap was dropped as a duplicate and never processed.
     #[test]
     fn late_packet_below_an_acked_ack_is_still_new() {
-        let mut sp = PacketSpace::new(AckParams::IMMEDIATE, 3);
+        let mut sp = PacketSpace::new(AckParams::IMMEDIATE, 3, Reordering::Fixed);
         for pn in [0, 1, 2, 4, 5, 6] {
             sp.on_packet_received(Instant::ZERO, pn);
         }

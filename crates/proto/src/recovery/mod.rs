@@ -26,7 +26,10 @@ pub use cc::{
     ParseCongestionControlError,
 };
 pub use delivery::{DeliveryRate, LossSample, PacketDelivery, RateSample};
-pub use loss::{AckOutcome, LossDetector, Lost, LostRecord};
+pub use loss::{
+    AckOutcome, Lost, LossDetector, LostRecord, MAX_PACKET_THRESHOLD, Reordering,
+    ReorderingStats,
+};
 pub use pacing::Pacer;
 pub use pattern::{LossEstimate, LossPattern};
 pub use persistent::PersistentCongestion;
