@@ -175,6 +175,40 @@ fn a_rate_too_low_for_the_workload_is_refused_up_front() {
         "--dry-run",
     ]);
     assert!(ok.contains("1 runs (none run: --dry-run)"), "{ok}");
+    // Over several paths the others carry bytes too: not refused.
+    let ok = stdout_of(&[
+        "lab",
+        "run",
+        "--preset",
+        "mss",
+        "--path",
+        "4g",
+        "--rate",
+        "10kbps",
+        "--workload",
+        "bulk:1MB",
+        "--dry-run",
+    ]);
+    assert!(ok.contains("1 runs (none run: --dry-run)"), "{ok}");
+    // A scenario's own fixed rate, the same.
+    let dir = scratch("rate");
+    let file = dir.join("slow.toml");
+    std::fs::write(
+        &file,
+        "[link.down]\nrate = \"50kbps\"\ndelay = \"10ms\"\n[link.up]\nrate = \"50kbps\"\n\
+         delay = \"10ms\"\n[workload]\nkind = \"bulk\"\nsize = \"20MB\"\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    refused(
+        &["lab", "run", f],
+        &[
+            "the scenario's link.down.rate 50kbps",
+            "bulk-20MB",
+            "--time-limit 4000s",
+        ],
+    );
+    stdout_of(&["lab", "run", f, "--time-limit", "4000s", "--dry-run"]);
 }
 
 /// Item 3: empty lists, a seed twice, a variant twice, --fec-cc with nothing to mask, and

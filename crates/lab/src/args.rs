@@ -382,12 +382,24 @@ fn twice<T: Ord + Clone>(items: impl IntoIterator<Item = T>) -> Option<T> {
     items.into_iter().find(|x| !seen.insert(x.clone()))
 }
 
-/// `--rate`: refused when a workload's bytes cannot cross the link at that rate within the
-/// time limit (at the rate alone, before any header, loss or congestion control), so that
-/// such a campaign fails now rather than each run after its whole time limit.
+/// `--rate` (or a scenario's own fixed downlink rate): refused when a workload's bytes
+/// cannot cross the link at that rate within the time limit (at the rate alone, before any
+/// header, loss or congestion control), so that such a campaign fails now rather than each
+/// run after its whole time limit. Runs over several paths are not checked: the others
+/// carry bytes too.
 fn check_rate(sweep: &Sweep) -> Result<(), String> {
-    let Some(rate) = sweep.link.rate_bps else {
+    if sweep.multipath() {
         return Ok(());
+    }
+    let down = &sweep.base.links.down;
+    let (rate, option) = match (sweep.link.rate_bps, &down.serializer) {
+        (Some(r), _) => (r, "--rate"),
+        (None, qfec_sim::Serializer::Rate(r))
+            if sweep.presets.is_empty() && down.changes.is_empty() =>
+        {
+            (*r, "the scenario's link.down.rate")
+        }
+        _ => return Ok(()),
     };
     // A WLAN's rate follows from its MCS: --rate is refused there, with that reason.
     let wlan = if sweep.presets.is_empty() {
@@ -432,9 +444,9 @@ fn check_rate(sweep: &Sweep) -> Result<(), String> {
             // A limit with room for headers and slow start: a quarter more, in 100 s.
             let suggest = (needed * 1.25 / 100.0).ceil() * 100.0;
             return Err(format!(
-                "--rate {}: the workload {} ({bytes} bytes) needs at least {needed:.0} s at that \
-                 rate, more than the {} time limit; give --time-limit {suggest:.0}s, a higher \
-                 --rate or a smaller --workload",
+                "{option} {}: the workload {} ({bytes} bytes) needs at least {needed:.0} s at \
+                 that rate, more than the {} time limit; give --time-limit {suggest:.0}s, a \
+                 higher --rate or a smaller --workload",
                 crate::units::fmt_rate(rate),
                 w.label(),
                 crate::units::fmt_duration(limit),
