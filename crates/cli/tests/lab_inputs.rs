@@ -237,7 +237,7 @@ fn empty_lists_duplicates_and_bare_sizes_are_refused() {
         &["--path", "4g", "--scheduler", ""],
         &["--scheduler: empty"],
     );
-    check(&["--loss", ""], &["--loss: empty"]);
+    check(&["--loss", ""], &["--loss: empty: give e.g. 2%"]);
     check(&["--seeds", ""], &["--seeds: no seeds given"]);
     check(&["--seeds", "1,1"], &["--seeds: seed 1 is listed twice"]);
     check(&["--seeds", "3,7,3"], &["seed 3 is listed twice"]);

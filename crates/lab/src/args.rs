@@ -333,6 +333,9 @@ fn build(args: &SweepArgs, scenario: Option<Scenario>) -> Result<Sweep, String> 
         return Err("--rate: must be above 0 (for no limit, leave --rate out of a scenario whose link has none)".into());
     }
     if let Some(l) = &args.loss {
+        if l.split(',').all(|x| x.trim().is_empty()) {
+            return Err("--loss: empty: give e.g. 2% or 0,1%,2%".into());
+        }
         sweep.losses = parse_list(l, parse_ratio).map_err(|e| format!("--loss: {e}"))?;
         if let Some(x) = twice(sweep.losses.iter().map(|x| x.to_bits())) {
             return Err(format!(
