@@ -107,6 +107,11 @@ pub struct SweepArgs {
     /// compares them.
     #[arg(long)]
     pub ack_frequency: Option<String>,
+    /// How loss detection treats reordering: fixed (RFC 9002: 3 packets, 9/8 of the RTT) or
+    /// adaptive (thresholds that grow with the reordering spurious losses show, and an
+    /// undone window reduction when all its losses arrived after all); a list compares them.
+    #[arg(long, value_name = "fixed|adaptive")]
+    pub reordering: Option<String>,
     /// Acknowledge every N ack-eliciting packets.
     #[arg(long, allow_negative_numbers = true, value_parser = whole::<u32>)]
     pub ack_threshold: Option<u32>,
@@ -624,56 +629,67 @@ fn variants(
         str::parse::<AckFrequencyPolicy>,
     )?;
     let schedulers = list("--scheduler", &args.scheduler, str::parse::<Scheduler>)?;
+    let reorderings = list(
+        "--reordering",
+        &args.reordering,
+        str::parse::<qfec_proto::recovery::Reordering>,
+    )?;
     let mut out = Vec::new();
     let cc_opts: Vec<Option<&(String, CongestionControl)>> = opts(&ccs);
     let fec_opts = opts(&fecs);
-    for sched in opts(&schedulers) {
-        for af in opts(&afs) {
-            for cc in &cc_opts {
-                for fec in &fec_opts {
-                    let has_fec = fec.is_some_and(|(_, f)| f.is_some())
-                        || (fec.is_none() && base.fec.is_some());
-                    let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
-                    for mode in &mode_opts {
-                        let mut p = base.clone();
-                        let mut name = Vec::new();
-                        // A value names the variant only when its option lists several.
-                        let mut tag = |n: &String, listed: usize| {
-                            if listed > 1 {
-                                name.push(n.clone());
+    for reo in opts(&reorderings) {
+        for sched in opts(&schedulers) {
+            for af in opts(&afs) {
+                for cc in &cc_opts {
+                    for fec in &fec_opts {
+                        let has_fec = fec.is_some_and(|(_, f)| f.is_some())
+                            || (fec.is_none() && base.fec.is_some());
+                        let mode_opts = if has_fec { opts(&modes) } else { vec![None] };
+                        for mode in &mode_opts {
+                            let mut p = base.clone();
+                            let mut name = Vec::new();
+                            // A value names the variant only when its option lists several.
+                            let mut tag = |n: &String, listed: usize| {
+                                if listed > 1 {
+                                    name.push(n.clone());
+                                }
+                            };
+                            if let Some((n, r)) = reo {
+                                p.reordering = Some(*r);
+                                tag(n, reorderings.len());
                             }
-                        };
-                        if let Some((n, k)) = sched {
-                            p.scheduler = Some(*k);
-                            tag(n, schedulers.len());
+                            if let Some((n, k)) = sched {
+                                p.scheduler = Some(*k);
+                                tag(n, schedulers.len());
+                            }
+                            if let Some((n, a)) = af {
+                                p.ack_frequency = Some(*a);
+                                tag(n, afs.len());
+                            }
+                            if let Some((n, c)) = cc {
+                                p.congestion = Some(*c);
+                                tag(n, ccs.len());
+                            }
+                            if let Some((n, f)) = fec {
+                                p.fec = *f;
+                                tag(n, fecs.len());
+                            }
+                            if let Some((n, m)) = mode {
+                                p.fec_cc = Some(*m);
+                                tag(n, modes.len());
+                            }
+                            if !has_fec {
+                                p.fec_cc = None;
+                            }
+                            out.push(Variant {
+                                name: if name.is_empty() {
+                                    "default".into()
+                                } else {
+                                    name.join("/")
+                                },
+                                protocol: p,
+                            });
                         }
-                        if let Some((n, a)) = af {
-                            p.ack_frequency = Some(*a);
-                            tag(n, afs.len());
-                        }
-                        if let Some((n, c)) = cc {
-                            p.congestion = Some(*c);
-                            tag(n, ccs.len());
-                        }
-                        if let Some((n, f)) = fec {
-                            p.fec = *f;
-                            tag(n, fecs.len());
-                        }
-                        if let Some((n, m)) = mode {
-                            p.fec_cc = Some(*m);
-                            tag(n, modes.len());
-                        }
-                        if !has_fec {
-                            p.fec_cc = None;
-                        }
-                        out.push(Variant {
-                            name: if name.is_empty() {
-                                "default".into()
-                            } else {
-                                name.join("/")
-                            },
-                            protocol: p,
-                        });
                     }
                 }
             }

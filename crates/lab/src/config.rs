@@ -521,6 +521,10 @@ pub struct ProtocolSettings {
     /// (`qfec_proto::AckFrequencyPolicy`).
     #[serde(default, with = "text")]
     pub ack_frequency: Option<AckFrequencyPolicy>,
+    /// How loss detection treats reordering: `fixed` (RFC 9002's thresholds, the default)
+    /// or `adaptive` (`qfec_proto::recovery::Reordering`).
+    #[serde(default, with = "text", skip_serializing_if = "Option::is_none")]
+    pub reordering: Option<qfec_proto::recovery::Reordering>,
     pub ack_eliciting_threshold: Option<u32>,
     pub max_ack_delay: Option<Dur>,
     pub initial_rtt: Option<Dur>,

@@ -40,6 +40,21 @@ pub struct RunRecord {
     pub retransmissions: u64,
     /// Packets declared lost that arrived after all.
     pub spurious_retransmissions: u64,
+    /// Window reductions undone because every loss behind them arrived after all (adaptive
+    /// reordering) or was recovered by the peer (mask mode), both endpoints.
+    #[serde(default)]
+    pub congestion_undos: u64,
+    /// The largest reordering the spurious losses showed, in packets (either endpoint).
+    #[serde(default)]
+    pub reordering_max_pkts: u64,
+    /// The largest packet threshold loss detection reached (either endpoint; 0 if no loss
+    /// was ever spurious).
+    #[serde(default)]
+    pub packet_threshold_max: u64,
+    /// FEC: originals that arrived after the receiver had recovered them (the symbol was only
+    /// late); `recovered_symbols` counts them too.
+    #[serde(default)]
+    pub late_recovered_symbols: u64,
     /// Ack-eliciting packets the endpoints declared lost (both endpoints).
     #[serde(default)]
     pub packets_lost: u64,
@@ -321,6 +336,9 @@ impl RunRecord {
         self.packets_sent += s.packets_sent;
         self.retransmissions += s.packets_retransmitted;
         self.spurious_retransmissions += s.spurious_losses;
+        self.congestion_undos += s.congestion_undos;
+        self.reordering_max_pkts = self.reordering_max_pkts.max(s.reordering_max_packets);
+        self.packet_threshold_max = self.packet_threshold_max.max(s.packet_threshold_max);
         self.packets_lost += s.packets_lost;
         self.ack_frames_sent += s.ack_frames_sent;
         if let Some(f) = c.extension::<qfec_fec::FecExtension>() {
@@ -328,6 +346,7 @@ impl RunRecord {
             self.fec_bytes += f.fec_bytes_sent;
             self.repair_symbols += f.repair_symbols_sent;
             self.recovered_symbols += f.symbols_recovered;
+            self.late_recovered_symbols += f.late_sources;
         }
     }
 
@@ -337,6 +356,10 @@ impl RunRecord {
         self.packets_sent += r.packets_sent;
         self.retransmissions += r.retransmissions;
         self.spurious_retransmissions += r.spurious_retransmissions;
+        self.congestion_undos += r.congestion_undos;
+        self.reordering_max_pkts = self.reordering_max_pkts.max(r.reordering_max_pkts);
+        self.packet_threshold_max = self.packet_threshold_max.max(r.packet_threshold_max);
+        self.late_recovered_symbols += r.late_recovered_symbols;
         self.packets_lost += r.packets_lost;
         self.ack_frames_sent += r.ack_frames_sent;
         self.fec_bytes += r.fec_bytes;

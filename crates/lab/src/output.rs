@@ -62,6 +62,22 @@ pub const RECORD_COLUMNS: &[(&str, &str)] = &[
         "packets declared lost that arrived after all",
     ),
     (
+        "congestion_undos",
+        "window reductions undone: every loss behind them arrived after all (--reordering adaptive) or was recovered by the peer (mask)",
+    ),
+    (
+        "reordering_max_pkts",
+        "largest reordering the spurious losses showed, packets",
+    ),
+    (
+        "packet_threshold_max",
+        "largest packet threshold loss detection reached (0: no spurious loss)",
+    ),
+    (
+        "late_recovered_symbols",
+        "FEC symbols recovered whose original arrived later (only late, not lost)",
+    ),
+    (
         "fec_bytes",
         "bytes FEC added on the wire: repair packets and FEC frames (overhead = fec_bytes / bytes_on_wire)",
     ),
@@ -190,6 +206,10 @@ pub fn write_csv<W: Write>(mut w: W, records: &[RunRecord]) -> io::Result<()> {
             r.ack_frames_sent.to_string(),
             r.retransmissions.to_string(),
             r.spurious_retransmissions.to_string(),
+            r.congestion_undos.to_string(),
+            r.reordering_max_pkts.to_string(),
+            r.packet_threshold_max.to_string(),
+            r.late_recovered_symbols.to_string(),
             r.fec_bytes.to_string(),
             r.repair_symbols.to_string(),
             r.recovered_symbols.to_string(),

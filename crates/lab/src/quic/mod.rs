@@ -124,6 +124,9 @@ pub fn transport_config(
         t.pacing = p;
     }
     t.ecn = settings.ecn.unwrap_or(false);
+    if let Some(r) = settings.reordering {
+        t.reordering = r;
+    }
     if let Some(a) = settings.ack_frequency {
         t.ack_frequency = a;
     }

@@ -570,12 +570,22 @@ impl Connection {
             return false;
         };
         let pn = packet.pn;
+        let rtt = self.paths[pi].rtt;
+        let loss = &space!(self, Pns::Data(pi)).loss;
+        // With adaptive reordering, a packet recovered before loss detection would declare it
+        // lost may only be late: no loss to count or signal (its content arrived).
+        let late = loss.is_adaptive()
+            && loss
+                .sent()
+                .get(pn)
+                .is_some_and(|p| !loss.passed_threshold(pn, p.time_sent, now, &rtt));
         if let Some(p) = space_mut!(self, Pns::Data(pi)).loss.remove(pn) {
             self.stats.packets_recovered_by_peer += 1;
-            if p.ack_eliciting {
+            if p.ack_eliciting && !late {
                 // Lost on the wire all the same: the path's loss pattern counts it.
                 self.paths[pi].losses.on_lost([pn]);
             }
+            let mode = if late { RecoveredLossMode::Mask } else { mode };
             if p.in_flight && self.paths[pi].on_recovered_in_flight(now, &p, mode) {
                 self.stats.congestion_events += 1;
             }

@@ -63,6 +63,12 @@ impl std::str::FromStr for Reordering {
     }
 }
 
+impl std::fmt::Display for Reordering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Reordering {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -216,6 +222,32 @@ impl<T> LossDetector<T> {
             return None;
         }
         Some(self.sent.time_of_last_ack_eliciting()? + pto)
+    }
+
+    /// Whether outstanding packet `pn`, sent at `sent`, has passed a loss threshold at `now`:
+    /// a packet `packet_threshold` or more after it was acknowledged, or one after it was and
+    /// the time threshold for `rtt` went by since it was sent. Before that, a packet the
+    /// peer reports recovered may just be late.
+    pub fn passed_threshold(
+        &self,
+        pn: u64,
+        sent: Instant,
+        now: Instant,
+        rtt: &RttEstimator,
+    ) -> bool {
+        let Some(largest) = self.sent.largest_acked() else {
+            return false;
+        };
+        let by_count = pn
+            .checked_add(self.packet_threshold)
+            .is_some_and(|x| x <= largest);
+        let by_time = largest > pn && now >= sent + self.loss_delay(rtt);
+        by_count || by_time
+    }
+
+    /// Whether the thresholds follow the reordering measured.
+    pub fn is_adaptive(&self) -> bool {
+        self.mode == Reordering::Adaptive
     }
 
     /// Records a sent packet (packet numbers increase).
