@@ -181,6 +181,7 @@ def run(
     earlier_connections: int | None = None,
     no_path_memory: bool = False,
     ack_frequency: Value = None,
+    reordering: Value = None,
     ack_threshold: int | None = None,
     max_ack_delay: str | None = None,
     time_limit: str | None = None,
@@ -201,7 +202,8 @@ def run(
     - ``loss``: loss rates, fractions or ``"2%"``; ``workload``: ``"bulk:20MB"``,
       ``"files:10kB"``, ``"page:flickr"``, ``"realtime:20s"``, a list sweeps them;
       ``seeds``: a count, a range (``"1-20"``, ``range(1, 21)``) or a list.
-    - ``cc``, ``fec``, ``fec_cc``, ``ack_frequency``, ``scheduler``: a value, or a list
+    - ``cc``, ``fec``, ``fec_cc``, ``ack_frequency``, ``reordering`` (``"fixed"`` or
+      ``"adaptive"``), ``scheduler``: a value, or a list
       whose values run as variants of one experiment (``fec=["none", "rlc"]`` adds each FEC
       variant's ratio to ``none``, ``xi``).
     - ``rate``, ``rtt``, ``queue``: override the first path (``"10Mbps"``, ``"80ms"``,
