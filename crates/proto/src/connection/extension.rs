@@ -602,10 +602,10 @@ impl Connection {
             return false;
         };
         self.stats.late_recoveries_by_peer += 1;
-        if self.paths[pi].resolve_recovered_mode(mode) == RecoveredLossMode::Mask {
-            if self.paths[pi].on_late_masked_recovery(pn, lost.info.delivery.as_ref()) {
-                self.stats.congestion_undos += 1;
-            }
+        if self.paths[pi].resolve_recovered_mode(mode) == RecoveredLossMode::Mask
+            && self.paths[pi].on_late_masked_recovery(pn, lost.info.delivery.as_ref())
+        {
+            self.stats.congestion_undos += 1;
         }
         // What lay outside the region was queued again when the loss was declared.
         let (_, inside) = lost.info.split_protected();

@@ -27,8 +27,7 @@ pub use cc::{
 };
 pub use delivery::{DeliveryRate, LossSample, PacketDelivery, RateSample};
 pub use loss::{
-    AckOutcome, Lost, LossDetector, LostRecord, MAX_PACKET_THRESHOLD, Reordering,
-    ReorderingStats,
+    AckOutcome, LossDetector, Lost, LostRecord, MAX_PACKET_THRESHOLD, Reordering, ReorderingStats,
 };
 pub use pacing::Pacer;
 pub use pattern::{LossEstimate, LossPattern};
