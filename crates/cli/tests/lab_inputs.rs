@@ -234,6 +234,10 @@ fn empty_lists_duplicates_and_bare_sizes_are_refused() {
     check(&["--fec", "rlc", "--fec-cc", ""], &["--fec-cc: empty"]);
     check(&["--ack-frequency", ""], &["--ack-frequency: empty"]);
     check(
+        &["--reordering", ""],
+        &["--reordering: empty: give e.g. fixed or adaptive"],
+    );
+    check(
         &["--path", "4g", "--scheduler", ""],
         &["--scheduler: empty"],
     );

@@ -540,6 +540,7 @@ fn example_of(flag: &str) -> &'static str {
         "--fec-cc" => "signal or mask",
         "--ack-frequency" => "none or bquic",
         "--scheduler" => "minrtt or single,rr",
+        "--reordering" => "fixed or adaptive",
         _ => "a value",
     }
 }
