@@ -143,3 +143,58 @@ pub fn existing_dir(s: &str) -> Result<PathBuf, String> {
         Err(format!("{s:?} is not a directory"))
     }
 }
+
+/// The CLI's own argument parsers (the lab's are tested in qfec-lab): whatever string a
+/// user types, none panics, and a refusal is one line that says something.
+#[cfg(test)]
+mod parser_tests {
+    use proptest::prelude::*;
+
+    fn one_line<T>(r: Result<T, String>) -> Result<(), TestCaseError> {
+        if let Err(e) = r {
+            prop_assert!(!e.is_empty() && !e.contains('\n'), "{e:?}");
+        }
+        Ok(())
+    }
+
+    fn check(s: &str) -> Result<(), TestCaseError> {
+        one_line(super::parse_timeout(s))?;
+        one_line(super::parse_socket_addr(s))?;
+        one_line(super::parse_local_addr(s))?;
+        one_line(super::existing_dir(s))?;
+        one_line(crate::hq::client::parse_seconds(s))?;
+        one_line(crate::hq::client::parse_abandon(s))?;
+        one_line(crate::hq::client::parse_quic_version(s))?;
+        one_line(crate::hq::parse_pmtu(s))?;
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn any_string(s in ".{0,40}") {
+            check(&s)?;
+        }
+
+        /// Strings that look like numbers, with units, signs, exponents and separators.
+        #[test]
+        fn number_like(s in "[-+]?[0-9.eE_]{0,24}(ns|us|ms|s|min|h|x)?") {
+            check(&s)?;
+        }
+    }
+
+    #[test]
+    fn what_users_type() {
+        for s in [
+            "-1", "1e300", "1e20s", "NaN", "inf", "0", "0.05", "5x", "", "65536",
+        ] {
+            check(s).unwrap();
+        }
+        assert!(super::parse_timeout("0.05").is_ok());
+        assert!(
+            super::parse_timeout("-1")
+                .unwrap_err()
+                .contains("non-negative")
+        );
+        assert!(crate::hq::client::parse_seconds("1e300").is_err());
+    }
+}

@@ -128,8 +128,10 @@ fn tcp_missing_file_and_escaping_paths_fail_cleanly() {
     let root = dir.join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("a.txt"), b"a").unwrap();
-    // A file beside the root, which `..` would reach.
+    // Files beside the root, which `..` would reach (two names: -o refuses two URLs that
+    // would be saved under one).
     std::fs::write(dir.join("secret.txt"), b"secret").unwrap();
+    std::fs::write(dir.join("secret2.txt"), b"secret").unwrap();
     let out = dir.join("out");
     let server = start_server_env(&root, &["--tcp"], &[]);
     let url = |p: &str| format!("https://{}/{p}", server.addr);
@@ -140,7 +142,7 @@ fn tcp_missing_file_and_escaping_paths_fail_cleanly() {
             url("a.txt"),
             url("missing"),
             url("../secret.txt"),
-            url("sub/../../secret.txt"),
+            url("sub/../../secret2.txt"),
         ])
         .output()
         .unwrap();
@@ -155,7 +157,7 @@ fn tcp_missing_file_and_escaping_paths_fail_cleanly() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("/sub/../../secret.txt  failed: not found (HTTP 404)"),
+        stdout.contains("/sub/../../secret2.txt  failed: not found (HTTP 404)"),
         "{stdout}"
     );
     assert!(stdout.contains("1 of 4 files"), "{stdout}");
@@ -163,6 +165,7 @@ fn tcp_missing_file_and_escaping_paths_fail_cleanly() {
     // Failed downloads leave no file behind.
     assert!(!out.join("missing").exists());
     assert!(!out.join("secret.txt").exists());
+    assert!(!out.join("secret2.txt").exists());
 }
 
 #[test]

@@ -60,7 +60,7 @@ pub struct ClientArgs {
     /// Move the connection to a new local address after this many seconds (active
     /// migration, RFC 9000 §9.2: a new socket, the server's next connection ID, path
     /// validation): to the second --bind address, or to a new port on the first's.
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds, allow_negative_numbers = true)]
     migrate_after: Option<Duration>,
     /// With --multipath: abandon path ID once BYTES have arrived and another path is validated, as ID@BYTES (failover
     /// tests; the data goes on over the other paths).
@@ -72,7 +72,12 @@ pub struct ClientArgs {
     /// Give up after this long (also how long a silent server is waited for): seconds
     /// (60, 0.5) or a duration with its unit (500ms, 2min). A download cut short is not
     /// saved.
-    #[arg(long, default_value = "60", value_parser = crate::parse_timeout)]
+    #[arg(
+        long,
+        default_value = "60",
+        value_parser = crate::parse_timeout,
+        allow_hyphen_values = true
+    )]
     timeout: Duration,
     /// Derive connection IDs from this seed instead of the operating system's random
     /// source (reproducible tests only).
@@ -105,7 +110,7 @@ pub struct ClientArgs {
 }
 
 /// `--quic-version`: 1 or 2.
-pub(super) fn parse_quic_version(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_quic_version(s: &str) -> Result<u32, String> {
     match s {
         "1" => Ok(qfec_proto::packet::VERSION_1),
         "2" => Ok(qfec_proto::packet::VERSION_2),
@@ -144,7 +149,7 @@ pub fn offered_alpns(choice: Option<AppProtocol>) -> Vec<&'static [u8]> {
 }
 
 /// `--abandon-path ID@BYTES`.
-fn parse_abandon(s: &str) -> Result<(u32, u64), String> {
+pub(crate) fn parse_abandon(s: &str) -> Result<(u32, u64), String> {
     let bad = || format!("invalid --abandon-path {s:?}: expected ID@BYTES, e.g. 0@1000000");
     let (id, bytes) = s.split_once('@').ok_or_else(bad)?;
     Ok((
@@ -261,10 +266,11 @@ pub fn run_client(args: ClientArgs) -> Result<ExitCode> {
     Ok(outcome.exit_code())
 }
 
-/// Seconds as a duration: a finite number, 0 or more.
-fn parse_seconds(s: &str) -> Result<Duration, String> {
+/// Seconds as a duration: a finite number, 0 or more (at most what a duration holds).
+pub(crate) fn parse_seconds(s: &str) -> Result<Duration, String> {
     match s.trim().trim_end_matches('s').parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 => Ok(Duration::from_secs_f64(x)),
+        Ok(x) if x >= 0.0 => Duration::try_from_secs_f64(x)
+            .map_err(|_| format!("{s:?} is too many seconds (e.g. 1.5)")),
         _ => Err(format!("{s:?} is not a number of seconds (e.g. 1.5)")),
     }
 }

@@ -2,7 +2,7 @@
 //! (ALPN `hq-interop`, as the QUIC interop runner uses it), through `qfec-http`; the options
 //! they share (transport, FEC, multipath). `--tcp` hands over to `crate::tcp`.
 
-mod client;
+pub(crate) mod client;
 mod interop;
 mod server;
 
@@ -141,7 +141,7 @@ pub(crate) enum PmtuArg {
     Max(u16),
 }
 
-fn parse_pmtu(s: &str) -> Result<PmtuArg, String> {
+pub(crate) fn parse_pmtu(s: &str) -> Result<PmtuArg, String> {
     match s {
         "auto" => Ok(PmtuArg::Auto),
         "off" => Ok(PmtuArg::Off),
