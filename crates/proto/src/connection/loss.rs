@@ -74,7 +74,11 @@ impl Connection {
             max_datagram_size: u64::from(self.config.max_udp_payload_size),
             in_slow_start: self.paths[HANDSHAKE_PATH].cc.in_slow_start(),
             packets_sent: space_mut!(self, Pns::Data(HANDSHAKE_PATH)).next_pn,
-            packet_threshold: self.config.packet_threshold,
+            // What loss detection uses now (with adaptive reordering, what it measured): the
+            // peer then holds back the immediate ACKs of reordering below it.
+            packet_threshold: space!(self, Pns::Data(HANDSHAKE_PATH))
+                .loss
+                .packet_threshold(),
             peer_min_ack_delay,
             peer_max_ack_delay: self.peer_advertised_max_ack_delay(),
         };
