@@ -240,6 +240,10 @@ fn bad_input_gets_a_clear_error() {
         "expected IP:PORT",
     );
     one_line_error(&["server", "--root", "/no/such/dir"], "is not a directory");
+    // Without its environment the interop endpoint says what to set (issue 49).
+    if std::env::var_os("ROLE").is_none() && std::env::var_os("TESTCASE").is_none() {
+        one_line_error(&["interop"], "set ROLE (client or server) and TESTCASE");
+    }
     one_line_error(&["client", "https://127.0.0.1:9/x"], "--insecure");
     one_line_error(
         &["client", "--insecure", "http://127.0.0.1:9/x"],

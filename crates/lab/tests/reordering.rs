@@ -132,3 +132,41 @@ fn the_receiver_is_told_the_reordering_measured() {
     );
     assert!(mean_time(&jittered, "fewer-acks") <= mean_time(&jittered, "plain") * 1.05);
 }
+
+/// Every decision shows in the qlog: each spurious loss, each change of the thresholds,
+/// each undone reduction, in qfec's `recovery` namespace; the files pass the schema check.
+#[test]
+fn the_qlog_shows_spurious_losses_threshold_changes_and_undos() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let text = std::fs::read_to_string(dir.join("reordering.toml"))
+        .unwrap()
+        .replace("size = \"20MB\"", "size = \"2MB\"")
+        .replace("count = 3", "count = 1");
+    let text = format!("{text}\n[protocol]\nreordering = \"adaptive\"\n");
+    let scenario = Scenario::from_toml(&text, "reordering.toml", &dir).unwrap();
+    let spec = &Sweep::new(scenario).runs().unwrap()[0];
+    let out = std::env::temp_dir().join(format!("qfec-reordering-qlog-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let options = qfec_lab::quic::RunOptions {
+        qlog: Some(out.clone()),
+        ..Default::default()
+    };
+    let rec = qfec_lab::quic::run_with(spec, &options);
+    assert!(rec.completed && rec.spurious_retransmissions > 0, "{rec:?}");
+    let mut text = String::new();
+    for e in std::fs::read_dir(&out).unwrap() {
+        let bytes = std::fs::read(e.unwrap().path()).unwrap();
+        qfec_qlog::validate::validate(&bytes).unwrap();
+        text.push_str(&String::from_utf8(bytes).unwrap());
+    }
+    let count = |name: &str| text.matches(&format!("\"name\":\"{name}\"")).count() as u64;
+    assert_eq!(
+        count("recovery:spurious_loss"),
+        rec.spurious_retransmissions
+    );
+    assert_eq!(count("recovery:congestion_undone"), rec.congestion_undos);
+    assert!(count("recovery:loss_thresholds_updated") > 0);
+    assert!(text.contains("\"trigger\":\"spurious_loss\""));
+    assert!(text.contains(qfec_qlog::RECOVERY_EVENT_SCHEMA));
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -139,6 +139,29 @@ pub enum Event<'a> {
         client_versions: &'a [u32],
         chosen: Option<u32>,
     },
+    /// A packet declared lost was acknowledged after all (qfec's `recovery` namespace):
+    /// `distance` packets behind the largest acknowledged when it was declared, acknowledged
+    /// `delay` beyond the smoothed RTT after it was sent.
+    SpuriousLoss {
+        space: SpaceId,
+        packet_number: u64,
+        distance: u64,
+        delay: Duration,
+    },
+    /// Loss detection's reordering thresholds changed (adaptive reordering): the packet
+    /// threshold, and the time threshold as a multiple of the RTT; `trigger` says why
+    /// (`spurious_loss` or `decay`).
+    LossThresholdsUpdated {
+        space: SpaceId,
+        packet_threshold: u64,
+        time_threshold: f64,
+        trigger: &'static str,
+    },
+    /// A window reduction was undone: every loss behind it arrived after all (adaptive
+    /// reordering) or was recovered by the peer (mask mode); `window` is the window now.
+    CongestionUndone {
+        window: u64,
+    },
     /// An extension's event (FEC, ...).
     Extension(&'a dyn ExtensionEvent),
 }

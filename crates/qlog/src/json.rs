@@ -113,6 +113,38 @@ pub fn event_record(now: Instant, event: &Event<'_>) -> Option<Value> {
             }
             ("quic:version_information", Value::Object(m))
         }
+        Event::SpuriousLoss {
+            space,
+            packet_number,
+            distance,
+            delay,
+        } => (
+            "recovery:spurious_loss",
+            json!({
+                "packet_number_space": space_name(*space),
+                "packet_number": packet_number,
+                "distance": distance,
+                "delay": dur_ms(*delay),
+            }),
+        ),
+        Event::LossThresholdsUpdated {
+            space,
+            packet_threshold,
+            time_threshold,
+            trigger,
+        } => (
+            "recovery:loss_thresholds_updated",
+            json!({
+                "packet_number_space": space_name(*space),
+                "packet_threshold": packet_threshold,
+                "time_threshold": time_threshold,
+                "trigger": trigger,
+            }),
+        ),
+        Event::CongestionUndone { window } => (
+            "recovery:congestion_undone",
+            json!({"congestion_window": window}),
+        ),
         Event::Extension(e) => {
             let mut m = Map::new();
             e.fields(&mut |k, v| {

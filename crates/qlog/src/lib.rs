@@ -45,6 +45,10 @@ pub use json::event_record;
 
 /// The QUIC event schema of the draft followed (see the crate docs).
 pub const QUIC_EVENT_SCHEMA: &str = "urn:ietf:params:qlog:events:quic-13";
+/// qfec's own loss-recovery events, which the QUIC schema has no names for: the private
+/// `recovery` namespace (`recovery:spurious_loss`, `recovery:loss_thresholds_updated`,
+/// `recovery:congestion_undone`), listed in every file's `event_schemas`.
+pub const RECOVERY_EVENT_SCHEMA: &str = "urn:x-qfec:qlog:events:recovery";
 /// The file schema of JSON-SEQ qlog files.
 pub const FILE_SCHEMA_SEQ: &str = "urn:ietf:params:qlog:file:sequential";
 pub const SERIALIZATION_FORMAT: &str = "application/qlog+json-seq";
@@ -99,7 +103,10 @@ pub struct QlogWriter<W: Write> {
 impl<W: Write> QlogWriter<W> {
     /// Writes the header record.
     pub fn new(mut out: W, header: &TraceHeader) -> io::Result<Self> {
-        let mut schemas = vec![Value::from(QUIC_EVENT_SCHEMA)];
+        let mut schemas = vec![
+            Value::from(QUIC_EVENT_SCHEMA),
+            Value::from(RECOVERY_EVENT_SCHEMA),
+        ];
         schemas.extend(header.extra_schemas.iter().map(|s| Value::from(s.as_str())));
         let mut reference = json!({"clock_type": "monotonic", "epoch": "unknown"});
         if let Some(w) = &header.wall_clock_time {

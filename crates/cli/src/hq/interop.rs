@@ -122,8 +122,8 @@ fn env_path(name: &str, default: &str) -> PathBuf {
 pub fn run(args: InteropArgs) -> Result<ExitCode> {
     let (Ok(role), Ok(testcase)) = (std::env::var("ROLE"), std::env::var("TESTCASE")) else {
         bail!(
-            "qfec interop takes its role and test case from the environment: set ROLE (client \
-             or server) and TESTCASE (e.g. transfer); see qfec interop --help"
+            "the interop endpoint's role and test case come from the environment: set ROLE \
+             (client or server) and TESTCASE (e.g. transfer); see qfec interop --help"
         );
     };
     let Some(case) = Case::parse(&testcase) else {

@@ -606,6 +606,7 @@ impl Connection {
             && self.paths[pi].on_late_masked_recovery(pn, lost.info.delivery.as_ref())
         {
             self.stats.congestion_undos += 1;
+            self.trace_congestion_undone(now, pi);
         }
         // What lay outside the region was queued again when the loss was declared.
         let (_, inside) = lost.info.split_protected();

@@ -110,7 +110,7 @@ impl Connection {
             .map_err(|_| TransportError::protocol_violation("ACK of an unsent packet"))?;
         self.stats.spurious_losses += late.len() as u64;
         if !late.is_empty() {
-            self.absorb_reordering(pns, before);
+            self.absorb_reordering(now, pns, before);
         }
         if summary.newly_acked == 0 && late.is_empty() {
             return Ok(());
@@ -207,6 +207,18 @@ impl Connection {
         for l in late {
             if tracing {
                 traced_pns.push(l.pn);
+                let delay = now
+                    .saturating_duration_since(l.sent_at)
+                    .saturating_sub(rtt.smoothed());
+                self.trace(
+                    now,
+                    &crate::events::Event::SpuriousLoss {
+                        space: pns.id(),
+                        packet_number: l.pn,
+                        distance: l.distance,
+                        delay,
+                    },
+                );
             }
             // Declared lost, acknowledged after all: its content arrived.
             if let Some(d) = &l.info.delivery {
@@ -214,6 +226,7 @@ impl Connection {
             }
             if self.paths[pi].explain_loss(l.pn, false) {
                 self.stats.congestion_undos += 1;
+                self.trace_congestion_undone(now, pi);
             }
             if pns.is_data() {
                 self.paths[pi].losses.on_spurious_loss();
@@ -316,7 +329,7 @@ impl Connection {
         let mut lost: Vec<Lost<SentInfo>> =
             space_mut!(self, pns).loss.detect_lost(now, &rtt, &mut pc);
         if space!(self, pns).loss.reordering() != before {
-            self.absorb_reordering(pns, before);
+            self.absorb_reordering(now, pns, before);
         }
         if pns.is_data() && self.paths[pi].pmtud.is_some() {
             // A lost PMTU probe says its size is too large, not that the path is congested
@@ -424,9 +437,35 @@ impl Connection {
 
     /// Folds into the connection's counters what space `pns`'s loss detection measured of
     /// the reordering since `before`.
-    fn absorb_reordering(&mut self, pns: Pns, before: crate::recovery::ReorderingStats) {
+    fn absorb_reordering(
+        &mut self,
+        at: Instant,
+        pns: Pns,
+        before: crate::recovery::ReorderingStats,
+    ) {
         let loss = &space!(self, pns).loss;
         let (now, threshold) = (loss.reordering(), loss.packet_threshold());
+        let eighths = loss.time_threshold_eighths();
+        if self.tracing() {
+            let trigger = if now.threshold_increases > before.threshold_increases {
+                Some("spurious_loss")
+            } else if now.threshold_decays > before.threshold_decays {
+                Some("decay")
+            } else {
+                None
+            };
+            if let Some(trigger) = trigger {
+                self.trace(
+                    at,
+                    &crate::events::Event::LossThresholdsUpdated {
+                        space: pns.id(),
+                        packet_threshold: threshold,
+                        time_threshold: 1.0 + f64::from(eighths) / 8.0,
+                        trigger,
+                    },
+                );
+            }
+        }
         let s = &mut self.stats;
         s.reordering_max_packets = s.reordering_max_packets.max(now.max_distance);
         s.reordering_max_delay = s.reordering_max_delay.max(now.max_delay);

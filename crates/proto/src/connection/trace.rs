@@ -303,6 +303,14 @@ impl Connection {
         }
     }
 
+    /// Path slot `pi`'s last window reduction was undone.
+    pub(super) fn trace_congestion_undone(&mut self, now: Instant, pi: usize) {
+        if self.tracer.is_some() {
+            let window = self.paths[pi].cc.window();
+            self.trace(now, &Event::CongestionUndone { window });
+        }
+    }
+
     /// A packet sent at `sent` was acknowledged: one sent after recovery began ends it.
     pub(super) fn trace_acked_sent_at(&mut self, sent: Instant) {
         if let Some(t) = self.tracer.as_mut()
