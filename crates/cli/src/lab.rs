@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use qfec_lab::campaign::Journal;
-use qfec_lab::output::{flow_table, summary_table, write_csv, write_jsonl, write_summary_csv};
+use qfec_lab::output::{flow_table, write_csv, write_jsonl, write_summary_csv};
 use qfec_lab::reproduce::{Options as ReproduceOptions, Paper};
 use qfec_lab::{PRESETS, RunRecord, SweepArgs, aggregate, quic, run_all};
 
@@ -202,6 +202,9 @@ pub struct MergeArgs {
     /// The merged runs file (.jsonl or .csv), in the campaign's order.
     #[arg(long)]
     out: PathBuf,
+    /// Print the whole summary table even where it is wider than the terminal.
+    #[arg(long)]
+    wide: bool,
 }
 
 /// `qfec lab merge`: the shards' runs, each once, in the campaign's order.
@@ -242,7 +245,7 @@ fn merge(args: MergeArgs) -> Result<ExitCode> {
         );
     }
     let records: Vec<RunRecord> = all.into_iter().map(|(r, _)| r).collect();
-    print!("{}", summary_table(&aggregate(&records)));
+    print_summary(&aggregate(&records), args.wide);
     write_records(&args.out, &records)?;
     println!(
         "{} runs from {} shards written to {}",

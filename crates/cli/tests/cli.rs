@@ -1353,6 +1353,25 @@ fn lab_shards_merge_into_the_full_run() {
         .unwrap();
     assert!(succeeded(&o).contains("24 runs from 3 shards"));
     assert_eq!(read(&merged), read(&full));
+    // On a narrow terminal (script(1) gives it one) the merged table is fitted, as lab
+    // run's is, and --wide prints it whole (issue 49).
+    let on_terminal = |wide: bool| {
+        let mut cmd = format!("COLUMNS=80 {QFEC} lab merge");
+        for s in &shards {
+            cmd.push_str(&format!(" {}", s.display()));
+        }
+        cmd.push_str(&format!(" --out {}", merged.display()));
+        if wide {
+            cmd.push_str(" --wide");
+        }
+        let o = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+            .expect("run script (util-linux)");
+        succeeded(&o)
+    };
+    assert!(on_terminal(false).contains("columns left out to fit 80 columns"));
+    assert!(!on_terminal(true).contains("columns left out"));
     // A shard twice, or one missing: refused.
     let o = Command::new(QFEC)
         .args(["lab", "merge"])
