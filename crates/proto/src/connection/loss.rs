@@ -207,9 +207,7 @@ impl Connection {
         for l in late {
             if tracing {
                 traced_pns.push(l.pn);
-                let delay = now
-                    .saturating_duration_since(l.sent_at)
-                    .saturating_sub(rtt.smoothed());
+                let delay = l.delay(now, &rtt);
                 self.trace(
                     now,
                     &crate::events::Event::SpuriousLoss {

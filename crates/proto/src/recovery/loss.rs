@@ -14,7 +14,7 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use super::persistent::PersistentCongestion;
-use super::rtt::{GRANULARITY, RttEstimator};
+use super::rtt::RttEstimator;
 use super::sent::{AckSummary, InvalidAck, SentPacket, SentPackets};
 use crate::time::Instant;
 
@@ -109,6 +109,13 @@ pub struct LostRecord<T> {
 }
 
 impl<T> LostRecord<T> {
+    /// How much longer than the smoothed RTT of `rtt` its acknowledgement, arriving at `now`,
+    /// took: how late it was.
+    pub fn delay(&self, now: Instant, rtt: &RttEstimator) -> Duration {
+        now.saturating_duration_since(self.sent_at)
+            .saturating_sub(rtt.smoothed())
+    }
+
     /// The record of `lost`, declared lost at `now`.
     pub fn of(lost: Lost<T>, now: Instant) -> Self {
         LostRecord {
@@ -193,8 +200,7 @@ impl<T> LossDetector<T> {
     /// The time threshold for `rtt`: the larger of its smoothed and latest RTT, and the
     /// eighths beyond it; at least the timer granularity.
     pub fn loss_delay(&self, rtt: &RttEstimator) -> Duration {
-        let base = rtt.smoothed().max(rtt.latest());
-        (base + base * self.time_eighths / 8).max(GRANULARITY)
+        rtt.loss_delay_eighths(self.time_eighths)
     }
 
     /// The packets sent and not yet acknowledged nor declared lost.
@@ -329,7 +335,7 @@ impl<T> LossDetector<T> {
         let s = &mut self.stats;
         s.spurious_losses += 1;
         s.max_distance = s.max_distance.max(l.distance);
-        s.max_delay = s.max_delay.max(took.saturating_sub(rtt.smoothed()));
+        s.max_delay = s.max_delay.max(l.delay(now, rtt));
         if self.mode != Reordering::Adaptive {
             return;
         }
@@ -345,7 +351,7 @@ impl<T> LossDetector<T> {
         } else {
             // Declared by the time threshold, acknowledged `took` after it was sent: a
             // threshold above that would have waited (eighths of the RTT, rounded up).
-            let base = rtt.smoothed().max(rtt.latest()).max(GRANULARITY);
+            let base = rtt.loss_delay_eighths(0);
             let eighths = (took.as_nanos() * 8).div_ceil(base.as_nanos());
             let eighths = (eighths.saturating_sub(8)).min(u128::from(MAX_TIME_EIGHTHS)) as u32;
             if eighths > self.time_eighths {

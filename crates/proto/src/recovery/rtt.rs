@@ -144,10 +144,11 @@ impl RttEstimator {
         self.smoothed + (self.rttvar * 4).max(GRANULARITY)
     }
 
-    /// Time-threshold loss delay: max(9/8 max(smoothed, latest), kGranularity) (RFC 9002 §6.1.2).
-    pub fn loss_delay(&self) -> Duration {
+    /// Time-threshold loss delay: max((1 + eighths / 8) max(smoothed, latest), kGranularity);
+    /// RFC 9002 §6.1.2's is one eighth (9/8), which adaptive reordering raises.
+    pub fn loss_delay_eighths(&self, eighths: u32) -> Duration {
         let base = self.smoothed.max(self.latest);
-        (base + base / 8).max(GRANULARITY)
+        (base + base * eighths / 8).max(GRANULARITY)
     }
 
     /// (smoothed + max(4 rttvar, kGranularity) + max_ack_delay) * 3 (RFC 9002 §7.6.1).
@@ -326,12 +327,12 @@ mod tests {
     fn loss_delay_and_granularity() {
         let mut r = RttEstimator::new(INITIAL_RTT);
         r.update(ms(80), ms(0), ms(0), true);
-        assert_eq!(r.loss_delay(), ms(90));
+        assert_eq!(r.loss_delay_eighths(1), ms(90));
         r.update(ms(160), ms(0), ms(0), true); // latest > smoothed
-        assert_eq!(r.loss_delay(), ms(180));
+        assert_eq!(r.loss_delay_eighths(1), ms(180));
         let mut tiny = RttEstimator::new(INITIAL_RTT);
         tiny.update(Duration::from_micros(100), ms(0), ms(0), true);
-        assert_eq!(tiny.loss_delay(), GRANULARITY);
+        assert_eq!(tiny.loss_delay_eighths(1), GRANULARITY);
         assert_eq!(tiny.pto_base(), Duration::from_micros(100) + GRANULARITY);
         assert_eq!(
             tiny.persistent_congestion_duration(ms(25)),
